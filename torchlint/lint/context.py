@@ -1,0 +1,199 @@
+"""Facts about one file that every rule can ask for: qualified names, parents, scopes, constants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+import libcst as cst
+
+from torchlint.lint.names import ImportTable, dotted
+from torchlint.lint.scope import Binding, ScopeBindings, ScopeNode
+from torchlint.lint.source import SourceFile
+
+if TYPE_CHECKING:
+    from torchlint.lint.rule import Fix, Rule
+
+
+class _Unknown:
+    """The value of an expression the linter cannot decide."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+    def __bool__(self) -> bool:
+        raise TypeError("UNKNOWN has no truth value; compare with `is UNKNOWN`")
+
+
+UNKNOWN: Any = _Unknown()
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+@dataclass(frozen=True)
+class RawFinding:
+    code: str
+    node: cst.CSTNode
+    statement: Optional[cst.CSTNode]
+    message: str
+    fix: Optional["Fix"]
+
+
+class Context:
+    """Shared, per-file facts. Rules reach it as `self.context`."""
+
+    def __init__(self, source: SourceFile, module: cst.Module, imports: ImportTable) -> None:
+        self.source = source
+        self.module = module
+        self.imports = imports
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.current: Optional[cst.CSTNode] = None  # the node the engine is visiting or leaving
+        self._filled: set[cst.CSTNode] = set()
+        self.raw_findings: list[RawFinding] = []
+        self._scopes: dict[cst.CSTNode, ScopeBindings] = {}
+
+    # -- names ---------------------------------------------------------------------------------
+    def qualname(self, node: cst.CSTNode) -> Optional[str]:
+        """Canonical dotted name of an imported object (`DL` -> `torch.utils.data.DataLoader`), or None."""
+        if isinstance(node, cst.Call):
+            node = node.func
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return self.imports.resolve(node)
+        return None
+
+    def local_name_for(self, module: str) -> str:
+        """How this file spells `module` (`import torch as th` -> "th"); the module name if not imported."""
+        return self.imports.local_name_for(module) or module
+
+    @staticmethod
+    def dotted(node: cst.CSTNode) -> Optional[str]:
+        """`a.b.c` as written, for a Name/Attribute chain (no import resolution)."""
+        return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    # -- tree ----------------------------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        found = self.parents.get(node)
+        if found is None and node is not self.module:
+            # The walk records parents as it goes down; a rule looking below the node being visited
+            # gets that node's subtree filled in on demand.
+            self._fill(self.current)
+            found = self.parents.get(node)
+        return found
+
+    def _fill(self, top: Optional[cst.CSTNode]) -> None:
+        if top is None or top in self._filled:
+            return
+        from torchlint.lint.walk import semantic_children
+
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            self._filled.add(node)
+            for child in semantic_children(node):
+                self.parents[child] = node
+                stack.append(child)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self.parent(node)
+        while current is not None:
+            yield current
+            current = self.parent(current)
+
+    def enclosing(self, node: cst.CSTNode, *types: type) -> Optional[cst.CSTNode]:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, types):
+                return ancestor
+        return None
+
+    def enclosing_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        return self.enclosing(node, cst.FunctionDef)  # type: ignore[return-value]
+
+    def enclosing_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        if isinstance(node, _STATEMENTS):
+            return node
+        return self.enclosing(node, *_STATEMENTS)
+
+    # -- scopes and constant flow --------------------------------------------------------------
+    def bindings(self, scope: ScopeNode) -> ScopeBindings:
+        found = self._scopes.get(scope)
+        if found is None:
+            found = self._scopes[scope] = ScopeBindings(scope)
+        return found
+
+    def lookup(self, name: cst.Name) -> Optional[list[Binding]]:
+        """The bindings `name` may refer to, from the innermost scope that binds it.
+
+        None when it cannot be known (bound by a comprehension, declared global/nonlocal, or unbound).
+        """
+        for ancestor in self.ancestors(name):
+            if isinstance(ancestor, _COMPREHENSIONS) and _comprehension_binds(ancestor, name.value):
+                return None
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                scope = self.bindings(ancestor)
+                if name.value in scope.globals:
+                    return None
+                found = scope.get(name.value)
+                if found:
+                    return found
+        found = self.bindings(self.module).get(name.value)
+        return found or None
+
+    def assigned_value(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The expression of the single plain assignment `name = value` that binds `name`, else None."""
+        bindings = self.lookup(name)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != "assign":
+            return None
+        return bindings[0].value
+
+    def literal(self, node: Optional[cst.BaseExpression], _depth: int = 0) -> Any:
+        """The Python value of a literal expression, following names through single assignments.
+
+        Returns UNKNOWN for anything it cannot decide.
+        """
+        if node is None or _depth > 8:
+            return UNKNOWN
+        if isinstance(node, cst.Integer):
+            return int(node.value.replace("_", ""), 0)
+        if isinstance(node, cst.Float):
+            return float(node.value.replace("_", ""))
+        if isinstance(node, cst.SimpleString):
+            try:
+                return node.evaluated_value
+            except Exception:
+                return UNKNOWN
+        if isinstance(node, cst.Name):
+            if node.value in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[node.value]
+            return self.literal(self.assigned_value(node), _depth + 1)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            value = self.literal(node.expression, _depth + 1)
+            return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else UNKNOWN
+        return UNKNOWN
+
+    # -- findings ------------------------------------------------------------------------------
+    def add_finding(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional["Fix"]) -> None:
+        self.raw_findings.append(RawFinding(rule.code, node, self.enclosing_statement(node), message, fix))
+
+
+def _comprehension_binds(comp: cst.CSTNode, name: str) -> bool:
+    clause = getattr(comp, "for_in", None)
+    while clause is not None:
+        target = clause.target
+        names = [dotted(t) for t in _flatten(target)]
+        if name in names:
+            return True
+        clause = clause.inner_for_in
+    return False
+
+
+def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: list[cst.BaseExpression] = []
+        for element in target.elements:
+            out.extend(_flatten(element.value))
+        return out
+    return [target]

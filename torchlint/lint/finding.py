@@ -1,0 +1,61 @@
+"""What linting a file produces: findings (with their fixes) and problems reading it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from torchlint.lint.source import Edit
+
+
+@dataclass(frozen=True)
+class FixEdit:
+    """A text edit with both offsets (to apply it) and 1-based line/column positions (to show it)."""
+
+    start: int
+    end: int
+    content: str
+    row: int
+    column: int
+    end_row: int
+    end_column: int
+
+    def as_edit(self) -> Edit:
+        return Edit(self.start, self.end, self.content)
+
+
+@dataclass(frozen=True)
+class FindingFix:
+    message: str
+    safe: bool
+    edits: tuple[FixEdit, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    line: int  # 1-based
+    column: int  # 1-based, in characters
+    end_line: int
+    end_column: int
+    noqa_line: int  # where `# noqa` silences it: the first line of the enclosing statement
+    fix: Optional[FindingFix] = None
+
+    @property
+    def sort_key(self) -> tuple[int, int, str]:
+        return (self.line, self.column, self.code)
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file: findings, or the one-line reason it could not be linted."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: Optional[str] = None
+    notes: list[str] = field(default_factory=list)  # e.g. a fix dropped because it would not parse
+    fixed: int = 0  # findings fixed in this run
+    new_text: Optional[bytes] = None  # set when fixing changed the file (not yet written)
+    original_text: Optional[str] = None  # kept for --diff
+    fixed_text: Optional[str] = None

@@ -1,0 +1,179 @@
+"""Qualified names through imports and aliases, without libcst's (costly) scope analysis.
+
+`import torch.utils.data as tud`, `from torch.utils.data import DataLoader as DL`,
+`from torch.utils.data.dataloader import DataLoader` and `from torch import nn` all resolve so that
+`tud.DataLoader`, `DL`, `DataLoader` and `nn.Conv2d` give `torch.utils.data.DataLoader` and
+`torch.nn.Conv2d`. A name that is both imported and rebound at module level resolves to nothing:
+when in doubt, rules stay silent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional
+
+import libcst as cst
+
+# Private submodules that re-export into a public namespace: canonical names use the public one.
+_CANONICAL_PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^torch\.utils\.data\.(dataloader|dataset|sampler|distributed)\."), "torch.utils.data."),
+    (re.compile(r"^torch\.nn\.modules(\.\w+)?\."), "torch.nn."),
+    (re.compile(r"^torch\.nn\.parallel\.(data_parallel|distributed)\."), "torch.nn.parallel."),
+    (re.compile(r"^torch\.autograd\.grad_mode\."), "torch."),
+    (re.compile(r"^torch\.autograd\.(no_grad|enable_grad|inference_mode|set_grad_enabled)$"), "torch.\\1"),
+    (re.compile(r"^torch\.amp\.autocast_mode\."), "torch.amp."),
+    (re.compile(r"^torch\.amp\.grad_scaler\."), "torch.amp."),
+    (re.compile(r"^torch\.cuda\.amp\.(autocast_mode|grad_scaler)\."), "torch.cuda.amp."),
+    (re.compile(r"^torch\.optim\.\w+\.(?=[A-Z])"), "torch.optim."),
+    (re.compile(r"^torch\.functional\."), "torch."),
+    (re.compile(r"^torch\._tensor\.Tensor"), "torch.Tensor"),
+)
+_PUBLIC_ALIASES = {
+    "torch.amp.autocast": "torch.autocast",
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+}
+
+
+def canonical(name: str) -> str:
+    """The public spelling of a dotted name (`torch.utils.data.dataloader.DataLoader` -> `torch.utils.data.DataLoader`)."""
+    for pattern, replacement in _CANONICAL_PREFIXES:
+        name = pattern.sub(replacement, name, count=1)
+    return _PUBLIC_ALIASES.get(name, name)
+
+
+def dotted(node: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for a chain of Name/Attribute nodes, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: cst.BaseExpression) -> str:
+    return dotted(node) or ""
+
+
+class ImportTable:
+    """Local name -> qualified name, built from the import statements seen so far."""
+
+    def __init__(self) -> None:
+        self._aliases: dict[str, str] = {}
+        self._shadowed: set[str] = set()
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                module = _module_name(alias.name)
+                if alias.asname is not None:
+                    local = alias.asname.name
+                    if isinstance(local, cst.Name):
+                        self._bind(local.value, module)
+                else:
+                    # `import torch.nn` binds `torch`
+                    top = module.split(".")[0]
+                    self._bind(top, top)
+            return
+        if node.relative or node.module is None:
+            return  # relative imports name project code: unknown here
+        module = _module_name(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            imported = _module_name(alias.name)
+            local = imported
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self._bind(local, f"{module}.{imported}")
+
+    def _bind(self, local: str, qualified: str) -> None:
+        if local in self._shadowed:
+            return
+        self._aliases[local] = qualified
+
+    def shadow(self, names: Iterable[str]) -> None:
+        """Names rebound by assignment, def or class at module level: never resolve them."""
+        for name in names:
+            self._shadowed.add(name)
+            self._aliases.pop(name, None)
+
+    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
+        """The canonical qualified name of a Name/Attribute chain rooted at an imported name."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        base = self._aliases.get(head)
+        if base is None:
+            return None
+        return canonical(f"{base}.{rest}" if rest else base)
+
+    def local_name_for(self, module: str) -> Optional[str]:
+        """The local name bound to `module` by a plain import (`import torch as th` -> "th")."""
+        for local, qualified in self._aliases.items():
+            if qualified == module:
+                return local
+        return None
+
+    def is_bound(self, local: str) -> bool:
+        return local in self._aliases or local in self._shadowed
+
+
+def module_level_bindings(module: cst.Module) -> tuple[list[cst.Import | cst.ImportFrom], list[str]]:
+    """Top-level imports (also inside top-level if/try blocks) and the other names bound at top level."""
+    imports: list[cst.Import | cst.ImportFrom] = []
+    rebound: list[str] = []
+
+    def scan(statements: Iterable[cst.CSTNode]) -> None:
+        for stmt in statements:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        imports.append(small)
+                    elif isinstance(small, cst.Assign):
+                        for target in small.targets:
+                            rebound.extend(_target_names(target.target))
+                    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                        rebound.extend(_target_names(small.target))
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                rebound.append(stmt.name.value)
+            elif isinstance(stmt, (cst.If, cst.Try, cst.TryStar, cst.With)):
+                scan(_blocks_of(stmt))
+
+    scan(module.body)
+    return imports, rebound
+
+
+def _blocks_of(stmt: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        out.extend(body.body)
+    for attr in ("orelse", "finalbody"):
+        part = getattr(stmt, attr, None)
+        if part is not None:
+            if isinstance(part, cst.If):
+                out.append(part)
+            elif hasattr(part, "body") and isinstance(part.body, cst.IndentedBlock):
+                out.extend(part.body.body)
+    for handler in getattr(stmt, "handlers", ()) or ():
+        if isinstance(handler.body, cst.IndentedBlock):
+            out.extend(handler.body.body)
+    return out
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: list[str] = []
+        for element in target.elements:
+            names.extend(_target_names(element.value))
+        return names
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []

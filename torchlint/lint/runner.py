@@ -1,0 +1,149 @@
+"""Linting (and fixing) many files: per-file work, the result cache, and a process pool."""
+
+from __future__ import annotations
+
+import difflib
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence
+
+from torchlint.config import Settings
+from torchlint.lint.cache import Cache
+from torchlint.lint.discovery import Discovered
+from torchlint.lint.engine import lint_text
+from torchlint.lint.finding import FileResult
+from torchlint.lint.fix import applicable, fix_file
+from torchlint.lint.rule import Rule, all_rules
+from torchlint.lint.source import SourceError, SourceFile, read_source, write_atomically
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to do with every file of a run (picklable, sent to workers once per file)."""
+
+    settings: Settings
+    fix: bool = False  # apply fixes (safe ones; unsafe too with unsafe_fixes)
+    unsafe_fixes: bool = False
+    diff: bool = False  # compute fixes but do not write them
+    use_cache: bool = True
+
+
+def _lint_source(source: SourceFile, rules: Sequence[type[Rule]]) -> FileResult:
+    try:
+        return lint_text(source, rules)
+    except SourceError as exc:
+        return FileResult(path=source.path, error=str(exc))
+    except RecursionError:
+        return FileResult(path=source.path, error="too deeply nested to analyse")
+
+
+def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None) -> FileResult:
+    """Lint one decoded source; with fixing on, fix it and (unless --diff) write it to `write_to`."""
+    rules = job.settings.rules_for(source.path)
+    if not job.fix and not job.diff:
+        result = _lint_source(source, rules)
+        result.path = source.path
+        return result
+    fixed_source, result = fix_file(source, lambda s: _lint_source(s, rules), job.unsafe_fixes)
+    result.path = source.path
+    if fixed_source.text != source.text or fixed_source.to_bytes() != source.to_bytes():
+        result.original_text = source.text if not source.is_notebook else _cells_text(source)
+        result.fixed_text = fixed_source.text if not fixed_source.is_notebook else _cells_text(fixed_source)
+        result.new_text = fixed_source.to_bytes()
+        if not job.diff and write_to is not None:
+            try:
+                write_atomically(write_to, result.new_text)
+            except OSError as exc:
+                result.error = f"cannot write the fixed file: {exc.strerror or exc}"
+    return result
+
+
+def _cells_text(source: SourceFile) -> str:
+    return "".join(f"# cell {c.index}\n{c.original}{'' if c.original.endswith(chr(10)) else chr(10)}" for c in source.cells)
+
+
+def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResult:
+    try:
+        source = read_source(item.path, item.display)
+    except SourceError as exc:
+        return FileResult(path=item.display, error=str(exc))
+    key = None
+    if cache is not None and job.use_cache:
+        key = cache.key(item.display, source.text.encode("utf-8", "surrogatepass"))
+        cached = cache.get(key)
+        if cached is not None and not ((job.fix or job.diff) and any(applicable(f, job.unsafe_fixes) for f in cached.findings)):
+            cached.path = item.display
+            return cached
+    result = process_source(source, job, write_to=item.path)
+    if key is not None and result.new_text is None:
+        cache.put(key, result)  # type: ignore[union-attr]
+    return result
+
+
+# Worker state, set once per worker process by the pool initializer.
+_WORKER: dict[str, object] = {}
+
+
+def _init_worker(job: Job, cache_root: Optional[str]) -> None:
+    all_rules()  # register rules once per worker
+    _WORKER["job"] = job
+    _WORKER["cache"] = Cache(cache_root, job.settings.fingerprint()) if cache_root else None
+
+
+def _work(item: Discovered) -> FileResult:
+    return process_file(item, _WORKER["job"], _WORKER["cache"])  # type: ignore[arg-type]
+
+
+def run(
+    items: Sequence[Discovered],
+    job: Job,
+    jobs: int,
+    cache_root: Optional[str],
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Iterator[FileResult]:
+    """Results for `items`, in order. Uses a process pool when it pays (several files and jobs > 1)."""
+    cache = Cache(cache_root, job.settings.fingerprint()) if cache_root and job.use_cache else None
+    total = len(items)
+    if jobs <= 1 or total < 4:
+        for index, item in enumerate(items, start=1):
+            yield process_file(item, job, cache)
+            if progress:
+                progress(index, total)
+        return
+    method = "fork" if sys.platform.startswith("linux") else None
+    context = multiprocessing.get_context(method)
+    workers = min(jobs, total)
+    chunk = max(1, min(16, total // (workers * 8) or 1))
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(job, cache_root if job.use_cache else None),
+    ) as pool:
+        for index, result in enumerate(pool.map(_work, items, chunksize=chunk), start=1):
+            yield result
+            if progress:
+                progress(index, total)
+
+
+def unified_diff(result: FileResult) -> str:
+    if result.original_text is None or result.fixed_text is None:
+        return ""
+    return "".join(
+        difflib.unified_diff(
+            result.original_text.splitlines(keepends=True),
+            result.fixed_text.splitlines(keepends=True),
+            fromfile=f"a/{result.path}",
+            tofile=f"b/{result.path}",
+        )
+    )
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover
+        return max(1, os.cpu_count() or 1)

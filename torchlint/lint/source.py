@@ -1,0 +1,210 @@
+"""Reading source files (.py, .pyi and .ipynb) into text, and writing fixed text back.
+
+Files are decoded by their PEP 263 cookie (UTF-8 by default) without newline translation, so a fix keeps
+the file's encoding and newline style. A notebook's code cells are joined into one text, with IPython
+magics turned into comments of the same length, so that offsets map back to each cell unchanged.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import re
+import tempfile
+import tokenize
+from dataclasses import dataclass, field, replace
+from typing import Optional, Sequence
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class SourceError(Exception):
+    """A file that cannot be linted; the message is one line naming the problem (not the path)."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace text[start:end] with `content` (offsets into SourceFile.text)."""
+
+    start: int
+    end: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int  # 1-based position among all the notebook's cells
+    start: int  # offset of the cell's first character in the joined text
+    end: int  # offset just past its last character (before the joining newline)
+    first_line: int  # 1-based line of its first line in the joined text
+    original: str  # the cell's source with its magics intact
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    text: str
+    encoding: str = "utf-8"
+    bom: bool = False
+    notebook: Optional[dict] = None
+    cells: tuple[Cell, ...] = ()
+
+    @property
+    def is_notebook(self) -> bool:
+        return self.notebook is not None
+
+    @property
+    def newline(self) -> str:
+        match = _NEWLINE.search(self.text)
+        return match.group(0) if match else "\n"
+
+    def cell_at_line(self, line: int) -> Optional[tuple[int, int]]:
+        """(cell index, line within the cell) of a line of the joined notebook text."""
+        for cell in reversed(self.cells):
+            if line >= cell.first_line:
+                return cell.index, line - cell.first_line + 1
+        return None
+
+    def with_edits(self, edits: Sequence[Edit]) -> "SourceFile":
+        """A new SourceFile with `edits` (non-overlapping) applied."""
+        if not self.is_notebook:
+            return replace(self, text=_apply(self.text, edits))
+        sources: list[str] = []
+        for cell in self.cells:
+            inside = [
+                Edit(e.start - cell.start, e.end - cell.start, e.content)
+                for e in edits
+                if cell.start <= e.start and e.end <= cell.end
+            ]
+            sources.append(_apply(cell.original, inside))
+        notebook = json.loads(json.dumps(self.notebook))
+        code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
+        for raw, source in zip(code_cells, sources):
+            raw["source"] = source.splitlines(keepends=True)
+        return notebook_from_json(self.path, notebook)
+
+    def edit_spans_cells(self, edit: Edit) -> bool:
+        if not self.is_notebook:
+            return False
+        return not any(c.start <= edit.start and edit.end <= c.end for c in self.cells)
+
+    def to_bytes(self) -> bytes:
+        if self.is_notebook:
+            return (json.dumps(self.notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        data = self.text.encode(self.encoding)
+        return codecs.BOM_UTF8 + data if self.bom else data
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of each line (1-based line N starts at [N - 1])."""
+    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+
+def _apply(text: str, edits: Sequence[Edit]) -> str:
+    out = text
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        out = out[: edit.start] + edit.content + out[edit.end :]
+    return out
+
+
+def decode_python(path: str, data: bytes) -> SourceFile:
+    if b"\x00" in data:
+        raise SourceError("binary file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError(f"bad encoding declaration: {exc}") from None
+    bom = encoding == "utf-8-sig"
+    if bom:
+        data = data[len(codecs.BOM_UTF8) :]
+        encoding = "utf-8"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise SourceError(
+            f"not valid {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return SourceFile(path=path, text=text, encoding=encoding, bom=bom)
+
+
+_MAGIC = re.compile(r"^(\s*)([%!?])", re.MULTILINE)
+
+
+def _mask_magics(source: str) -> str:
+    """Turn IPython magics and shell escapes into comments of the same length."""
+    if source.lstrip().startswith("%%"):
+        return "".join(("#" + line[1:]) if line.strip() else line for line in source.splitlines(keepends=True))
+    return _MAGIC.sub(lambda m: m.group(1) + "#", source)
+
+
+def notebook_from_json(path: str, notebook: dict) -> SourceFile:
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise SourceError("not a Jupyter notebook (no 'cells' list)")
+    parts: list[str] = []
+    cells: list[Cell] = []
+    offset, line = 0, 1
+    for index, raw in enumerate(notebook["cells"], start=1):
+        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+            continue
+        source = raw.get("source", "")
+        original = "".join(source) if isinstance(source, list) else str(source)
+        masked = _mask_magics(original)
+        cells.append(Cell(index, offset, offset + len(masked), line, original))
+        joined = masked if masked.endswith("\n") or not masked else masked + "\n"
+        parts.append(joined)
+        offset += len(joined)
+        line += joined.count("\n")
+    return SourceFile(path=path, text="".join(parts), notebook=notebook, cells=tuple(cells))
+
+
+def decode_notebook(path: str, data: bytes) -> SourceFile:
+    try:
+        notebook = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"not a valid notebook: invalid JSON at line {exc.lineno}, column {exc.colno}") from None
+    return notebook_from_json(path, notebook)
+
+
+def read_source(path: str, display_path: Optional[str] = None) -> SourceFile:
+    """Read and decode one file; raises SourceError with a one-line reason."""
+    shown = display_path or path
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise SourceError(f"file too large ({size / 1e6:.1f} MB; the limit is {MAX_FILE_BYTES / 1e6:.0f} MB)")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except SourceError:
+        raise
+    except IsADirectoryError:
+        raise SourceError("is a directory") from None
+    except PermissionError:
+        raise SourceError("permission denied") from None
+    except FileNotFoundError:
+        raise SourceError("no such file") from None
+    except OSError as exc:
+        raise SourceError(exc.strerror or str(exc)) from None
+    if path.endswith(".ipynb"):
+        return decode_notebook(shown, data)
+    return decode_python(shown, data)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace the file's content in one step, keeping its permissions."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=".torchlint-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

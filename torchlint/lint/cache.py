@@ -69,6 +69,7 @@ def _result_to_json(result: FileResult) -> dict:
     return {
         "error": result.error,
         "notes": result.notes,
+        "cells": result.cells,
         "findings": [dataclasses.asdict(f) for f in result.findings],
     }
 
@@ -80,4 +81,5 @@ def _result_from_json(data: dict) -> FileResult:
         if fix is not None:
             fix = FindingFix(fix["message"], fix["safe"], tuple(FixEdit(**e) for e in fix["edits"]))
         findings.append(Finding(**raw, fix=fix))
-    return FileResult(path="", findings=findings, error=data["error"], notes=list(data["notes"]))
+    cells = [tuple(c) for c in data["cells"]]
+    return FileResult(path="", findings=findings, error=data["error"], notes=list(data["notes"]), cells=cells)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Callable, Optional, Sequence
 
 import libcst as cst
@@ -18,19 +19,43 @@ from torchlint.lint.walk import semantic_children
 UNUSED_NOQA = "TL001"
 
 
+def _where(source: SourceFile, line: int, column: int) -> str:
+    if source.is_notebook:
+        cell = source.cell_at_line(line)
+        if cell:
+            return f"cell {cell[0]}, line {cell[1]}, column {column}"
+    return f"line {line}, column {column}"
+
+
+def _python_syntax_error(source: SourceFile) -> Optional[SourceError]:
+    """CPython's own account of a syntax error (clearer than a parser-generator's), if it sees one."""
+    try:
+        compile(source.text, source.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return SourceError(f"syntax error at {_where(source, exc.lineno or 1, exc.offset or 1)}: {exc.msg}")
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return SourceError(f"cannot be parsed: {exc}")
+    return None
+
+
 def parse(source: SourceFile) -> cst.Module:
     try:
         return cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
-        where = f"line {exc.raw_line}, column {exc.raw_column + 1}"
-        if source.is_notebook:
-            cell = source.cell_at_line(exc.raw_line)
-            if cell:
-                where = f"cell {cell[0]}, line {cell[1]}, column {exc.raw_column + 1}"
+        clearer = _python_syntax_error(source)
+        if clearer is not None:
+            raise clearer from None
         reason = exc.message.splitlines()[0] if exc.message else "invalid syntax"
-        raise SourceError(f"syntax error at {where}: {reason}") from None
+        raise SourceError(f"syntax error at {_where(source, exc.raw_line, exc.raw_column + 1)}: {reason}") from None
     except RecursionError:
         raise SourceError("too deeply nested to parse") from None
+
+
+def check_syntax(source: SourceFile) -> None:
+    """Raise SourceError for a syntax error, with CPython's fast parser (for files no rule needs to walk)."""
+    error = _python_syntax_error(source)
+    if error is not None:
+        raise error
 
 
 def _dispatch_table(rules: Sequence[Rule], prefix: str) -> dict[str, list[Callable[[cst.CSTNode], object]]]:
@@ -185,6 +210,7 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
     if suppressions.whole_file:
         return result
     if not active and not (check_noqa and suppressions.by_line):
+        check_syntax(source)  # nothing to look for, but a broken file is still worth a line
         return result
 
     module = parse(source)

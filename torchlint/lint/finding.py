@@ -59,3 +59,4 @@ class FileResult:
     new_text: Optional[bytes] = None  # set when fixing changed the file (not yet written)
     original_text: Optional[str] = None  # kept for --diff
     fixed_text: Optional[str] = None
+    cells: list[tuple[int, int]] = field(default_factory=list)  # notebooks: (cell index, its first line)

@@ -43,12 +43,15 @@ def _lint_source(source: SourceFile, rules: Sequence[type[Rule]]) -> FileResult:
 def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None) -> FileResult:
     """Lint one decoded source; with fixing on, fix it and (unless --diff) write it to `write_to`."""
     rules = job.settings.rules_for(source.path)
+    cells = [(c.index, c.first_line) for c in source.cells]
     if not job.fix and not job.diff:
         result = _lint_source(source, rules)
         result.path = source.path
+        result.cells = cells
         return result
     fixed_source, result = fix_file(source, lambda s: _lint_source(s, rules), job.unsafe_fixes)
     result.path = source.path
+    result.cells = [(c.index, c.first_line) for c in fixed_source.cells]
     if fixed_source.text != source.text or fixed_source.to_bytes() != source.to_bytes():
         result.original_text = source.text if not source.is_notebook else _cells_text(source)
         result.fixed_text = fixed_source.text if not fixed_source.is_notebook else _cells_text(fixed_source)

@@ -116,7 +116,9 @@ def decode_python(path: str, data: bytes) -> SourceFile:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise SourceError(f"bad encoding declaration: {exc}") from None
+        if b"coding" in b"\n".join(data.splitlines()[:2]):
+            raise SourceError(f"bad encoding declaration: {exc}") from None
+        encoding = "utf-8"  # no declaration: the bytes themselves are not UTF-8, said below
     bom = encoding == "utf-8-sig"
     if bom:
         data = data[len(codecs.BOM_UTF8) :]

@@ -1,0 +1,292 @@
+"""The `torchlint` command: check (lint and fix), rules, rule CODE, and optimize."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import click
+
+from torchlint.config import ConfigError, Settings, find_config, load_settings, validate_selectors
+from torchlint.lint.add_noqa import add_noqa
+from torchlint.lint.discovery import Discovered, discover
+from torchlint.lint.finding import FileResult
+from torchlint.lint.rule import all_rules
+from torchlint.lint.runner import Job, default_jobs, process_source, run, unified_diff
+from torchlint.lint.source import SourceError, decode_notebook, decode_python, read_source, write_atomically
+from torchlint.output import FORMATS, renderer
+from torchlint.output.report import Report
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _version() -> str:
+    from torchlint import __version__
+
+    return __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), prog_name="torchlint")
+def cli() -> None:
+    """Find and fix the PyTorch code that makes training and inference slow."""
+
+
+class _Progress:
+    """Files done / total and rate on stderr, for long runs in a terminal only."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        if elapsed < 2.0 and not self.shown:
+            return
+        if done != total and done % 8:
+            return
+        self.shown = True
+        width = 30
+        filled = int(width * done / max(total, 1))
+        rate = done / elapsed if elapsed else 0.0
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files, {rate:.0f} files/s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+def _settings(config: Optional[str], select, ignore, extend_select, fix, unsafe_fixes) -> Settings:
+    path = Path(config) if config else find_config(os.getcwd())
+    if config and not Path(config).is_file():
+        raise ConfigError(f"{config}: no such configuration file")
+    settings = load_settings(path)
+    return settings.with_overrides(
+        select=validate_selectors(_split(select), "--select") if select else None,
+        ignore=(*settings.ignore, *validate_selectors(_split(ignore), "--ignore")) if ignore else None,
+        extend_select=(*settings.extend_select, *validate_selectors(_split(extend_select), "--extend-select"))
+        if extend_select
+        else None,
+        fix=fix,
+        unsafe_fixes=unsafe_fixes,
+    )
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--fix/--no-fix", default=None, help="Apply safe fixes.")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes that may change behaviour.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the configured set).")
+@click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the set.")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of each finding.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary, no progress.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write .torchlint_cache/.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
+@click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too (for pre-commit).")
+@click.option("--stdin-filename", default=None, help="Lint standard input, reported under this file name.")
+@click.option("--config", "config", type=click.Path(), default=None, help="Configuration file to use.")
+def check(
+    paths: tuple[str, ...],
+    fix: Optional[bool],
+    unsafe_fixes: Optional[bool],
+    diff: bool,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    output_format: str,
+    statistics: bool,
+    exit_zero: bool,
+    quiet: bool,
+    jobs: Optional[int],
+    no_cache: bool,
+    add_noqa: bool,
+    force_exclude: bool,
+    stdin_filename: Optional[str],
+    config: Optional[str],
+) -> None:
+    """Lint PATHS (files or directories; default: the current directory)."""
+    try:
+        settings = _settings(config, select, ignore, extend_select, fix, unsafe_fixes)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    job = Job(
+        settings=settings,
+        fix=settings.fix,
+        unsafe_fixes=settings.unsafe_fixes,
+        diff=diff,
+        use_cache=not no_cache,
+    )
+    if stdin_filename is not None or paths == ("-",):
+        sys.exit(_check_stdin(job, stdin_filename or "-", output_format, statistics, exit_zero, quiet))
+
+    items, problems = discover(paths or (".",), settings)
+    if force_exclude:
+        items = [i for i in items if not settings.is_excluded(i.path)]
+    results = [FileResult(path=p.display, error=p.message) for p in problems]
+    interactive = sys.stderr.isatty() and not quiet and not os.environ.get("CI")
+    progress = _Progress(interactive)
+    cache_root = settings.root if not no_cache else None
+    if add_noqa:
+        job = Job(settings=settings, use_cache=False)
+    try:
+        results.extend(run(items, job, jobs or default_jobs(), cache_root, progress))
+    finally:
+        progress.close()
+    if add_noqa:
+        sys.exit(_add_noqa(items, results, quiet))
+
+    report = Report(
+        results, unsafe_fixes=settings.unsafe_fixes, fixing=job.fix and not diff, statistics=statistics, quiet=quiet
+    )
+    _print_problems(results)
+    if diff:
+        sys.exit(_print_diff(results, exit_zero, quiet))
+    click.echo(renderer(output_format)(report), nl=False)
+    sys.exit(EXIT_CLEAN if exit_zero or (report.count == 0 and not report.errors) else EXIT_FINDINGS)
+
+
+def _print_problems(results: list[FileResult]) -> None:
+    for result in results:
+        if result.error:
+            click.echo(f"{result.path}: error: {result.error}", err=True)
+        for note in result.notes:
+            click.echo(f"{result.path}: warning: {note}", err=True)
+
+
+def _print_diff(results: list[FileResult], exit_zero: bool, quiet: bool) -> int:
+    changed = [r for r in results if r.new_text is not None]
+    for result in changed:
+        click.echo(unified_diff(result), nl=False)
+    if not quiet:
+        fixes = sum(r.fixed for r in changed)
+        click.echo(f"Would fix {fixes} problem{'s' if fixes != 1 else ''} in {len(changed)} file{'s' if len(changed) != 1 else ''}.", err=True)
+    return EXIT_CLEAN if exit_zero or not changed else EXIT_FINDINGS
+
+
+def _add_noqa(items: list[Discovered], results: list[FileResult], quiet: bool) -> int:
+    by_display = {item.display: item for item in items}
+    added = 0
+    for result in results:
+        item = by_display.get(result.path)
+        if item is None or not result.findings:
+            continue
+        try:
+            source = read_source(item.path, item.display)
+        except SourceError:
+            continue
+        new_source, count = add_noqa(source, result)
+        if count:
+            write_atomically(item.path, new_source.to_bytes())
+            added += count
+    _print_problems(results)
+    if not quiet:
+        click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
+    return EXIT_CLEAN
+
+
+def _check_stdin(job: Job, name: str, output_format: str, statistics: bool, exit_zero: bool, quiet: bool) -> int:
+    data = sys.stdin.buffer.read()
+    try:
+        source = decode_notebook(name, data) if name.endswith(".ipynb") else decode_python(name, data)
+    except SourceError as exc:
+        click.echo(f"{name}: error: {exc}", err=True)
+        return EXIT_FINDINGS
+    if job.settings.is_excluded(name) and name != "-":
+        return EXIT_CLEAN
+    result = process_source(source, job, write_to=None)
+    if job.fix and not job.diff:
+        sys.stdout.buffer.write(result.new_text if result.new_text is not None else data)
+        _print_problems([result])
+        return EXIT_CLEAN if exit_zero or not result.findings else EXIT_FINDINGS
+    report = Report([result], unsafe_fixes=job.unsafe_fixes, statistics=statistics, quiet=quiet)
+    _print_problems([result])
+    if job.diff:
+        click.echo(unified_diff(result), nl=False)
+        return EXIT_CLEAN if exit_zero or result.new_text is None else EXIT_FINDINGS
+    click.echo(renderer(output_format)(report), nl=False)
+    return EXIT_CLEAN if exit_zero or (not result.findings and not result.error) else EXIT_FINDINGS
+
+
+@cli.command("rules")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--all", "show_all", is_flag=True, help="(Ignored: every rule is always listed.)", hidden=True)
+def rules_command(output_format: str, show_all: bool) -> None:
+    """List every rule, grouped by family."""
+    rules = all_rules()
+    if output_format == "json":
+        payload = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "family": r.family,
+                "summary": r.summary,
+                "message": r.message,
+                "fix": r.fix_safety.value,
+                "default_enabled": r.default_enabled,
+                "url": r.url(),
+            }
+            for r in rules.values()
+        ]
+        click.echo(json.dumps(payload, indent=2))
+        return
+    families: dict[str, list] = {}
+    for rule in rules.values():
+        families.setdefault(rule.family, []).append(rule)
+    name_width = max(len(r.name) for r in rules.values())
+    for family, members in families.items():
+        click.echo(family)
+        for r in members:
+            fix = {"none": "     ", "safe": "fix  ", "unsafe": "fix! ", "sometimes": "fix? "}[r.fix_safety.value]
+            off = "" if r.default_enabled else " (off by default)"
+            click.echo(f"  {r.code}  {fix} {r.name:<{name_width}}  {r.summary}{off}")
+        click.echo("")
+    click.echo("fix = safe autofix (--fix); fix! = unsafe autofix (--unsafe-fixes); fix? = safe or unsafe by case")
+
+
+@cli.command("rule")
+@click.argument("code")
+def rule_command(code: str) -> None:
+    """Print the reference page of rule CODE."""
+    from torchlint.docs import render_page
+
+    rule = all_rules().get(code.upper())
+    if rule is None:
+        raise click.UsageError(f"unknown rule code '{code}' (see `torchlint rules`)")
+    click.echo(render_page(rule))
+
+
+def _register_optimize() -> None:
+    try:
+        from torchlint.optimizer.command import optimize_command
+    except ImportError:  # the optimizer's CLI is optional
+        return
+    cli.add_command(optimize_command, "optimize")
+
+
+_register_optimize()
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="torchlint", standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)

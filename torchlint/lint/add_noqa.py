@@ -1,0 +1,60 @@
+"""`--add-noqa`: silence every current finding with a `# noqa: CODE` on its line, to adopt torchlint gradually."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+
+from torchlint.lint.finding import FileResult
+from torchlint.lint.source import Edit, SourceFile, line_starts
+from torchlint.lint.suppress import find_suppressions
+
+_TRAILING = re.compile(r"[ \t]*(\r\n|\r|\n)?$")
+
+
+def _lines_inside_strings(text: str) -> set[int]:
+    """Lines whose end falls inside a multi-line string: a comment cannot go there."""
+    inside: set[int] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.STRING or getattr(tokenize, "FSTRING_MIDDLE", None) == tok.type:
+                inside.update(range(tok.start[0], tok.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return inside
+
+
+def add_noqa(source: SourceFile, result: FileResult) -> tuple[SourceFile, int]:
+    """The source with directives added for `result`'s findings, and how many lines changed."""
+    codes_by_line: dict[int, list[str]] = {}
+    for finding in result.findings:
+        codes = codes_by_line.setdefault(finding.noqa_line, [])
+        if finding.code not in codes:
+            codes.append(finding.code)
+    if not codes_by_line:
+        return source, 0
+    text = source.text
+    starts = line_starts(text)
+    existing = find_suppressions(text).by_line
+    blocked = _lines_inside_strings(text)
+    edits: list[Edit] = []
+    for line, codes in sorted(codes_by_line.items()):
+        if line in blocked:
+            continue
+        directive = existing.get(line)
+        if directive is not None:
+            if directive.codes is None:
+                continue  # a blanket noqa already silences everything
+            merged = list(directive.codes) + [c for c in codes if c not in directive.codes]
+            edits.append(Edit(directive.start, directive.end, "# noqa: " + ", ".join(merged)))
+            continue
+        end = starts[line] if line < len(starts) else len(text)
+        segment = text[starts[line - 1] : end]
+        body = _TRAILING.sub("", segment)
+        if body.endswith("\\"):
+            continue  # a backslash continuation: a comment here would end the statement
+        at = starts[line - 1] + len(body)
+        edits.append(Edit(at, at, "  # noqa: " + ", ".join(sorted(codes))))
+    edits = [e for e in edits if not source.edit_spans_cells(e)]
+    return (source.with_edits(edits), len(edits)) if edits else (source, 0)

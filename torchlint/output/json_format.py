@@ -1,0 +1,66 @@
+"""A JSON array in the shape of ruff's `--output-format json`."""
+
+from __future__ import annotations
+
+import json
+
+from torchlint.lint.rule import all_rules
+from torchlint.output.report import Report, absolute, location
+
+
+def _point(row: int, column: int) -> dict[str, int]:
+    return {"row": row, "column": column}
+
+
+def _cell_point(result, row: int, column: int) -> dict[str, int]:
+    return _point(location(result, row)[1], column)
+
+
+def render(report: Report) -> str:
+    rules = all_rules()
+    out = []
+    for result, finding in report.findings():
+        cell, _ = location(result, finding.line)
+        fix = None
+        if finding.fix is not None:
+            fix = {
+                "applicability": "safe" if finding.fix.safe else "unsafe",
+                "message": finding.fix.message,
+                "edits": [
+                    {
+                        "content": e.content,
+                        "location": _cell_point(result, e.row, e.column),
+                        "end_location": _cell_point(result, e.end_row, e.end_column),
+                    }
+                    for e in finding.fix.edits
+                ],
+            }
+        rule = rules.get(finding.code)
+        out.append(
+            {
+                "cell": cell,
+                "code": finding.code,
+                "end_location": _cell_point(result, finding.end_line, finding.end_column),
+                "filename": absolute(result.path),
+                "fix": fix,
+                "location": _cell_point(result, finding.line, finding.column),
+                "message": finding.message,
+                "noqa_row": location(result, finding.noqa_line)[1],
+                "url": rule.url() if rule else None,
+            }
+        )
+    for result in report.errors:
+        out.append(
+            {
+                "cell": None,
+                "code": None,
+                "end_location": _point(1, 1),
+                "filename": absolute(result.path),
+                "fix": None,
+                "location": _point(1, 1),
+                "message": result.error,
+                "noqa_row": None,
+                "url": None,
+            }
+        )
+    return json.dumps(out, indent=2, sort_keys=True) + "\n"

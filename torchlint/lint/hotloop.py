@@ -1,0 +1,394 @@
+"""Is this loop hot? Which loop does a node run in once per training (or inference) step?
+
+A cost paid once per step (a host-device sync, an allocator flush, a copy of the model) matters; the
+same cost paid once per epoch does not. This module decides, per `for`/`while` loop, whether one trip
+through its body is one step.
+
+A loop is **hot** when any of these holds:
+
+1. it iterates a data loader: the iterable, after unwrapping `enumerate`, `zip`, `tqdm`/`track`/
+   progress-bar wrappers, `iter`, `islice` and `chain`, and following names through a single
+   assignment, is `DataLoader(...)` (resolved through imports), a name bound to one, or a loader-like
+   name (`LOADER_NAME`: `train_loader`, `dataloader`, `loader`, `val_dl`, `trainloader`, `train_iter`,
+   `dataloaders[phase]`, `self.train_dataloader()`, `build_loader(...)`, ...);
+2. its own body (not a nested loop's, not a nested function's) calls `.backward()`, or `.step()` on an
+   optimizer or grad scaler (`optimizer.step()`, `opt.step()`, `scaler.step(optimizer)`,
+   `self.optimizer.step()`; a scheduler's `.step()` does not count);
+3. it iterates a `range(...)` of training steps (the target or the bound is named like `step`,
+   `it`, `iteration`, `max_iters`, `num_steps`, ...) and its own body runs a forward pass
+   (`model(x)`, `self.net(x)`, `outputs = network(inputs)`), unless it contains a nested hot loop.
+
+An epoch loop that wraps a hot batch loop is therefore *not* hot: the code in its body outside the
+inner loop runs once per epoch. A loop nested inside a hot loop (over the parameters, the keys of a
+metrics dict, micro-batches) is not hot itself, but the hot loop around it still encloses it, so
+`hot_loop()` returns the outer one.
+
+Public API (all results are cached per file and loop):
+
+- `hot_loop(context, node)`: the innermost hot loop whose *body* runs `node` on every trip, without
+  crossing a function, lambda or class boundary (a loop's iterable and `else:` clause run once and
+  are not in it); None when there is none.
+- `is_hot(context, loop)`: whether `loop` (a `cst.For` or `cst.While`) is hot.
+- `is_training_loop(context, loop)`: a hot loop whose body (nested blocks included) calls
+  `.backward()` or an optimizer/scaler step.
+- `is_loader_expr(context, expr)`: whether iterating `expr` iterates a data loader (criterion 1).
+- `gated(context, node, loop)`: whether `node` runs only on some trips of `loop`: inside an
+  `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
+  `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`), or after an
+  `if step % N: continue` in the same body.
+- `is_forward_call(context, call)`: `call` runs a model's forward pass (a module-like callee).
+- `hot_calls_in(context, loop)`: the calls made directly by the loop body (a cheap index rules can
+  reuse).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import TYPE_CHECKING, Iterator, Optional, Union
+
+import libcst as cst
+
+from torchlint.lint.names import dotted
+from torchlint.lint.walk import semantic_children
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+
+Loop = Union[cst.For, cst.While]
+
+# Names of objects that are data loaders by convention (matched on the last segment, lower-cased).
+LOADER_NAME = re.compile(
+    r"^(?:\w*_)?(?:data|train|val|valid|test|eval|dev|calib|source|target|labeled|unlabeled)?_?"
+    r"(?:loader|dataloader|dl)s?$"
+    r"|^(?:train|val|valid|test|eval|data|dev)_?iter$"
+)
+# Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
+_WRAPPERS = {
+    "enumerate": "first",
+    "iter": "first",
+    "tqdm": "first",
+    "trange": None,  # tqdm's trange(n) is a range
+    "track": "first",  # rich.progress.track
+    "progress_bar": "first",
+    "progressbar": "first",
+    "islice": "first",
+    "zip": "any",
+    "chain": "any",
+    "cycle": "first",
+}
+_BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_LOOPS = (cst.For, cst.While)
+# `.step()` receivers that are optimizers or grad scalers (last name segment, lower-cased).
+_STEPPER = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser|optimizers|scaler|grad_scaler)(?:_\w+)?$|^optimizer\w*$|^opt_\w+$|^\w*optimizer$")
+_SCHEDULER = re.compile(r"sched|lr_|warmup|ema|swa", re.IGNORECASE)
+# Loop targets and range bounds that say "training steps" (criterion 3).
+_STEP_WORD = re.compile(
+    r"^(?:_?(?:global_)?(?:step|steps|it|iter|iters|iteration|iterations|itr|train_step|update|updates|n_iter|n_steps))$"
+    r"|(?:^|_)(?:steps|iters|iterations|updates)$|^(?:max|num|n|total|train)_(?:step|steps|iter|iters|iterations|updates)$"
+)
+# Callee names that run a model's forward pass (criterion 3, `is_forward_call`).
+_MODEL_NAME = re.compile(
+    r"^(?:model|net|network|module|generator|discriminator|netg|netd|g|d|encoder|decoder|classifier|backbone|"
+    r"student|teacher|policy|critic|actor|unet|vae|autoencoder|ddp_model|raw_model|base_model|\w+_model|\w+_net|model_\w+)$",
+    re.IGNORECASE,
+)
+_MODULE_CONSTRUCTOR = re.compile(r"^torch\.nn\.[A-Z]\w*$|^torchvision\.models\.\w+$|^timm\.create_model$")
+_NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict"})
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.hot: dict[cst.CSTNode, bool] = {}
+        self.calls: dict[cst.CSTNode, list[cst.Call]] = {}
+        self.training: dict[cst.CSTNode, bool] = {}
+        self.loader: dict[cst.CSTNode, bool] = {}
+
+
+_CACHES: "weakref.WeakKeyDictionary[Context, _Cache]" = weakref.WeakKeyDictionary()
+
+
+def _cache(context: "Context") -> _Cache:
+    found = _CACHES.get(context)
+    if found is None:
+        found = _CACHES[context] = _Cache()
+    return found
+
+
+# -- walking -----------------------------------------------------------------------------------------
+
+
+def _own_nodes(root: cst.CSTNode, *, into_loops: bool = False) -> Iterator[cst.CSTNode]:
+    """Nodes below `root` that run in its own frame: not in nested functions/classes/lambdas and,
+    unless `into_loops`, not in nested loops' bodies (a nested loop's iterable is still included)."""
+    stack = list(semantic_children(root))
+    stack.reverse()
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _BOUNDARIES):
+            continue
+        if not into_loops and isinstance(node, _LOOPS):
+            if isinstance(node, cst.For):
+                stack.append(node.iter)
+            continue
+        children = list(semantic_children(node))
+        children.reverse()
+        stack.extend(children)
+
+
+def _last_segment(node: cst.CSTNode) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def hot_calls_in(context: "Context", loop: Loop) -> list[cst.Call]:
+    """The calls made by `loop`'s body itself (nested loops' bodies and functions excluded)."""
+    cache = _cache(context)
+    found = cache.calls.get(loop)
+    if found is None:
+        body = loop.body
+        nodes = _own_nodes(body)
+        found = cache.calls[loop] = [n for n in nodes if isinstance(n, cst.Call)]
+        if isinstance(loop, cst.While):
+            found.extend(n for n in _own_nodes(loop.test) if isinstance(n, cst.Call))
+            if isinstance(loop.test, cst.Call):
+                found.append(loop.test)
+    return found
+
+
+# -- criteria ----------------------------------------------------------------------------------------
+
+
+def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return isinstance(func, cst.Name) and func.value == "backward" and False
+    attr = func.attr.value
+    if attr in ("backward", "manual_backward"):
+        return True
+    if attr != "step":
+        return False
+    receiver = func.value
+    name = _last_segment(receiver)
+    if name is None:
+        return False
+    lower = name.lower()
+    if _SCHEDULER.search(lower):
+        return False
+    qual = context.qualname(receiver)
+    if qual is not None and qual.startswith("torch.optim.lr_scheduler"):
+        return False
+    return bool(_STEPPER.search(lower))
+
+
+def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0) -> bool:
+    """Whether a `for` over `expr` iterates a data loader (see the module docstring)."""
+    if _depth > 6:
+        return False
+    if isinstance(expr, cst.Call):
+        qual = context.qualname(expr)
+        if qual == "torch.utils.data.DataLoader":
+            return True
+        name = _last_segment(expr.func)
+        if name is None:
+            return False
+        lower = name.lower()
+        how = _WRAPPERS.get(lower)
+        if how is not None:
+            args = [a.value for a in expr.args if a.keyword is None and a.star == ""]
+            if how == "first":
+                args = args[:1]
+            return any(is_loader_expr(context, a, _depth + 1) for a in args)
+        # self.train_dataloader(), build_loader(cfg), get_dataloader(...)
+        return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
+    if isinstance(expr, cst.Subscript):
+        # dataloaders[phase], loaders["train"]
+        return is_loader_expr(context, expr.value, _depth + 1)
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        name = _last_segment(expr)
+        if name is not None and LOADER_NAME.match(name.lower()):
+            return True
+        if isinstance(expr, cst.Name):
+            value = context.assigned_value(expr)
+            if value is not None:
+                return is_loader_expr(context, value, _depth + 1)
+    return False
+
+
+def _range_of_steps(context: "Context", loop: cst.For) -> bool:
+    it = loop.iter
+    if not isinstance(it, cst.Call):
+        return False
+    name = _last_segment(it.func)
+    if name not in ("range", "trange", "tqdm"):
+        return False
+    if name == "tqdm":
+        args = [a.value for a in it.args if a.keyword is None]
+        if not args or not isinstance(args[0], cst.Call) or _last_segment(args[0].func) != "range":
+            return False
+        it = args[0]
+    words: list[str] = []
+    target = loop.target
+    if isinstance(target, cst.Name):
+        words.append(target.value)
+    for arg in it.args:
+        seg = _last_segment(arg.value)
+        if seg is not None:
+            words.append(seg)
+        elif isinstance(arg.value, cst.BinaryOperation):
+            for side in (arg.value.left, arg.value.right):
+                seg = _last_segment(side)
+                if seg is not None:
+                    words.append(seg)
+    return any(_STEP_WORD.search(w.lower()) for w in words)
+
+
+def is_forward_call(context: "Context", call: cst.Call) -> bool:
+    """`call` runs a model's forward pass: `model(x)`, `self.net(x)`, a name bound to an nn.Module."""
+    func = call.func
+    name = _last_segment(func)
+    if name is None:
+        return False
+    if isinstance(func, cst.Attribute) and not (
+        isinstance(func.value, cst.Name) and func.value.value in ("self", "args", "cfg")
+    ):
+        # `x.model(...)` where x is not self: still a model if the attribute reads like one
+        if not _MODEL_NAME.match(name):
+            return False
+    if _MODEL_NAME.match(name):
+        return context.qualname(func) is None
+    if isinstance(func, cst.Name):
+        value = context.assigned_value(func)
+        if isinstance(value, cst.Call):
+            qual = context.qualname(value)
+            return qual is not None and bool(_MODULE_CONSTRUCTOR.match(qual)) and qual not in _NOT_MODULES
+    return False
+
+
+def is_hot(context: "Context", loop: Loop) -> bool:
+    """Whether one trip through `loop`'s body is one training or inference step."""
+    cache = _cache(context)
+    found = cache.hot.get(loop)
+    if found is None:
+        cache.hot[loop] = False  # guards recursion through nested loops
+        found = cache.hot[loop] = _decide(context, loop)
+    return found
+
+
+def _decide(context: "Context", loop: Loop) -> bool:
+    if isinstance(loop, cst.For) and is_loader_expr(context, loop.iter):
+        return True
+    calls = hot_calls_in(context, loop)
+    if any(_is_backward_or_step(context, c) for c in calls):
+        return True
+    if isinstance(loop, cst.For) and _range_of_steps(context, loop) and any(is_forward_call(context, c) for c in calls):
+        nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
+        return not any(_contains_hot(context, n) for n in nested)
+    return False
+
+
+def _contains_hot(context: "Context", loop: Loop) -> bool:
+    if is_hot(context, loop):
+        return True
+    return any(_contains_hot(context, n) for n in _own_nodes(loop.body) if isinstance(n, _LOOPS))
+
+
+def is_training_loop(context: "Context", loop: Loop) -> bool:
+    """A hot loop whose body (nested blocks and loops included, functions excluded) does a backward
+    pass or an optimizer step."""
+    cache = _cache(context)
+    found = cache.training.get(loop)
+    if found is None:
+        found = is_hot(context, loop) and any(
+            isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(loop.body, into_loops=True)
+        )
+        cache.training[loop] = found
+    return found
+
+
+def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
+    """The innermost hot loop whose body runs `node` on every trip (None when there is none).
+
+    Does not cross a function, lambda or class boundary. A node in a `for` loop's iterable or in a
+    loop's `else:` clause is not in that loop's body.
+    """
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, _BOUNDARIES):
+            return None
+        if isinstance(ancestor, _LOOPS):
+            in_body = child is ancestor.body or (isinstance(ancestor, cst.While) and child is ancestor.test)
+            if in_body and is_hot(context, ancestor):
+                return ancestor
+        child = ancestor
+    return None
+
+
+# -- gating ------------------------------------------------------------------------------------------
+
+# Names in an `if` test that say "only on some steps" (`if should_log:`, `if step_is_log_step():`).
+_GATE_NAME = re.compile(
+    r"should_|^do_(?:log|print|eval|save)|^is_(?:log|print|eval|save|last)|(?:log|print|eval|save|display)_(?:step|now|time)$"
+    r"|interval|every|freq|period|^last_|_last$|is_last",
+    re.IGNORECASE,
+)
+
+
+def _is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int = 0) -> bool:
+    """A test that is true on only some steps: a modulo, `i == N`, or a name assigned one."""
+    if _depth > 3:
+        return False
+    for node in [test, *_own_nodes(test)]:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+                return True
+        if isinstance(node, cst.Comparison):
+            for target in node.comparisons:
+                if isinstance(target.operator, cst.Equal):
+                    return True
+        if isinstance(node, cst.Name) and _depth < 3:
+            value = context.assigned_value(node)
+            if value is not None and _is_interval_test(context, value, _depth + 1):
+                return True
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = _last_segment(node)
+            if name is not None and _GATE_NAME.search(name):
+                return True
+    return False
+
+
+def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
+    """`if step % N: continue` / `if not should_log: continue`."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return False
+    body = statement.body
+    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        return False
+    only = body.body[0]
+    if not (isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 and isinstance(only.body[0], cst.Continue)):
+        return False
+    return _is_interval_test(context, statement.test)
+
+
+def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
+    """Whether `node` runs on only some trips of `loop` (a logging interval, a last-batch check)."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if ancestor is loop:
+            return False
+        if isinstance(ancestor, cst.If) and child is ancestor.body and _is_interval_test(context, ancestor.test):
+            return True
+        if isinstance(ancestor, cst.IfExp) and child is ancestor.body and _is_interval_test(context, ancestor.test):
+            return True
+        if isinstance(ancestor, cst.IndentedBlock) and isinstance(child, cst.BaseStatement):
+            for sibling in ancestor.body:
+                if sibling is child:
+                    break
+                if _skips_most(context, sibling):
+                    return True
+        child = ancestor
+    return False

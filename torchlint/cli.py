@@ -74,9 +74,13 @@ def _settings(config: Optional[str], select, ignore, extend_select, fix, unsafe_
     if config and not Path(config).is_file():
         raise ConfigError(f"{config}: no such configuration file")
     settings = load_settings(path)
+    cli_select = validate_selectors(_split(select), "--select") if select else None
+    config_ignore = settings.ignore
+    if cli_select:  # what the command line selects outranks what the file ignores
+        config_ignore = tuple(i for i in config_ignore if not any(s.startswith(i) for s in cli_select))
     return settings.with_overrides(
-        select=validate_selectors(_split(select), "--select") if select else None,
-        ignore=(*settings.ignore, *validate_selectors(_split(ignore), "--ignore")) if ignore else None,
+        select=cli_select,
+        ignore=(*config_ignore, *validate_selectors(_split(ignore), "--ignore")),
         extend_select=(*settings.extend_select, *validate_selectors(_split(extend_select), "--extend-select"))
         if extend_select
         else None,

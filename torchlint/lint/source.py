@@ -72,14 +72,13 @@ class SourceFile:
         """A new SourceFile with `edits` (non-overlapping) applied."""
         if not self.is_notebook:
             return replace(self, text=_apply(self.text, edits))
-        sources: list[str] = []
-        for cell in self.cells:
-            inside = [
-                Edit(e.start - cell.start, e.end - cell.start, e.content)
-                for e in edits
-                if cell.start <= e.start and e.end <= cell.end
-            ]
-            sources.append(_apply(cell.original, inside))
+        per_cell: list[list[Edit]] = [[] for _ in self.cells]
+        for edit in edits:
+            for number, cell in enumerate(self.cells):
+                if cell.start <= edit.start and edit.end <= cell.end:  # at a boundary: the earlier cell
+                    per_cell[number].append(Edit(edit.start - cell.start, edit.end - cell.start, edit.content))
+                    break
+        sources = [_apply(cell.original, inside) for cell, inside in zip(self.cells, per_cell)]
         notebook = json.loads(json.dumps(self.notebook))
         code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
         for raw, source in zip(code_cells, sources):

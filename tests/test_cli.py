@@ -1,0 +1,216 @@
+"""`torchlint check` end to end, through click's runner and the installed console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CLEAN, LOADER_ZERO, ROOT, write
+from torchlint.cli import cli
+
+
+def test_clean_project_exits_zero(runner, project: Path) -> None:
+    write(project / "a.py", CLEAN)
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 0, result.output
+    assert "All checks passed!" in result.output
+
+
+def test_findings_exit_one_with_location_and_summary(runner, project: Path) -> None:
+    write(project / "pkg" / "train.py", LOADER_ZERO)
+    result = runner.invoke(cli, ["check", "pkg"])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0].startswith("pkg/train.py:3:10: TL101 DataLoader runs in the main process")
+    assert lines[-1] == "Found 1 problem (1 more with --unsafe-fixes)."
+
+
+def test_exit_zero_quiet_and_statistics(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO + LOADER_ZERO.splitlines()[-1] + "\n")
+    result = runner.invoke(cli, ["check", "--exit-zero", "-q"])
+    assert result.exit_code == 0
+    assert len(result.output.splitlines()) == 2 and "Found" not in result.output
+    result = runner.invoke(cli, ["check", "--statistics"])
+    assert result.output.splitlines()[0].split("\t") == ["2", "TL101", "dataloader-num-workers-zero"]
+
+
+def test_select_ignore_and_extend_select(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    assert runner.invoke(cli, ["check", "--ignore", "TL101"]).exit_code == 0
+    assert runner.invoke(cli, ["check", "--ignore", "TL1"]).exit_code == 0
+    assert runner.invoke(cli, ["check", "--select", "TL0"]).exit_code == 0
+    assert runner.invoke(cli, ["check", "--select", "TL0", "--extend-select", "TL101"]).exit_code == 1
+    bad = runner.invoke(cli, ["check", "--select", "TL9999"])
+    assert bad.exit_code == 2 and "unknown rule code or prefix 'TL9999'" in bad.output
+
+
+def test_fix_diff_and_idempotency(runner, project: Path) -> None:
+    target = write(project / "a.py", LOADER_ZERO)
+    diff = runner.invoke(cli, ["check", "--diff", "--unsafe-fixes", "--no-cache"])
+    assert diff.exit_code == 1
+    assert "+loader = DataLoader(ds, batch_size=8, num_workers=min(8, os.cpu_count() or 1))" in diff.output
+    assert target.read_text() == LOADER_ZERO  # --diff writes nothing
+    safe_only = runner.invoke(cli, ["check", "--fix", "--no-cache"])
+    assert safe_only.exit_code == 1 and target.read_text() == LOADER_ZERO  # the fix is unsafe
+    fixed = runner.invoke(cli, ["check", "--fix", "--unsafe-fixes", "--no-cache"])
+    assert fixed.exit_code == 0, fixed.output
+    assert "Fixed 1 problem" in fixed.output
+    after = target.read_text()
+    assert "import os" in after
+    again = runner.invoke(cli, ["check", "--fix", "--unsafe-fixes", "--no-cache"])
+    assert again.exit_code == 0 and target.read_text() == after
+    assert runner.invoke(cli, ["check", "--diff", "--unsafe-fixes"]).exit_code == 0
+
+
+def test_fix_keeps_encoding_and_mode(runner, project: Path) -> None:
+    text = "# -*- coding: latin-1 -*-\n# café\n" + LOADER_ZERO
+    target = write(project / "a.py", text.encode("latin-1"))
+    target.chmod(0o750)
+    assert runner.invoke(cli, ["check", "--fix", "--unsafe-fixes"]).exit_code == 0
+    data = target.read_bytes()
+    assert "# café".encode("latin-1") in data and b"num_workers=min(8" in data
+    assert target.stat().st_mode & 0o777 == 0o750
+
+
+def test_config_file_is_used_and_cli_overrides(runner, project: Path) -> None:
+    write(project / "pyproject.toml", '[tool.torchlint]\nignore = ["TL101"]\n')
+    write(project / "a.py", LOADER_ZERO)
+    assert runner.invoke(cli, ["check"]).exit_code == 0
+    assert runner.invoke(cli, ["check", "--select", "TL101"]).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ('[tool.torchlint]\nselct = ["TL1"]\n', "unknown key 'selct' (did you mean 'select'?)"),
+        ('[tool.torchlint]\nselect = ["TL777"]\n', "unknown rule code or prefix 'TL777'"),
+        ('[tool.torchlint]\nselect = "TL1"\n', "'select' must be a list"),
+        ('[tool.torchlint]\nper-file-ignores = {"tests/*" = ["XX1"]}\n', "unknown rule code or prefix 'XX1'"),
+        ("[tool.torchlint\n", "cannot read"),
+    ],
+)
+def test_bad_config_is_a_clear_usage_error(runner, project: Path, config: str, message: str) -> None:
+    write(project / "pyproject.toml", config)
+    write(project / "a.py", CLEAN)
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_per_file_ignores_and_excludes(runner, project: Path) -> None:
+    write(
+        project / "torchlint.toml",
+        'per-file-ignores = {"tests/*" = ["TL101"]}\nextend-exclude = ["generated"]\n',
+    )
+    write(project / "tests" / "test_a.py", LOADER_ZERO)
+    write(project / "generated" / "b.py", LOADER_ZERO)
+    write(project / "build" / "c.py", LOADER_ZERO)  # excluded by default
+    assert runner.invoke(cli, ["check"]).exit_code == 0
+    write(project / "src" / "d.py", LOADER_ZERO)
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 1 and "src/d.py" in result.output and "generated" not in result.output
+
+
+def test_gitignore_is_respected(runner, project: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    write(project / ".gitignore", "ignored/\n")
+    write(project / "ignored" / "a.py", LOADER_ZERO)
+    write(project / "kept.py", CLEAN)
+    assert runner.invoke(cli, ["check"]).exit_code == 0
+    write(project / "kept.py", LOADER_ZERO)
+    assert runner.invoke(cli, ["check"]).exit_code == 1
+
+
+def test_notebook_is_linted_with_cells(runner, project: Path) -> None:
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": ["import torch\n"]},
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": LOADER_ZERO.splitlines(keepends=True)},
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    write(project / "nb.ipynb", json.dumps(notebook))
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 1
+    assert result.output.startswith("nb.ipynb:cell 2:3:10: TL101")
+    data = json.loads(runner.invoke(cli, ["check", "--output-format", "json"]).stdout)
+    assert data[0]["cell"] == 2 and data[0]["location"] == {"row": 3, "column": 10}
+
+
+def test_cache_is_filled_and_reused(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    first = runner.invoke(cli, ["check"])
+    assert (project / ".torchlint_cache").is_dir()
+    assert runner.invoke(cli, ["check"]).output == first.output
+    write(project / "a.py", CLEAN)
+    assert runner.invoke(cli, ["check"]).exit_code == 0
+
+
+def test_pool_gives_the_same_results_as_one_process(runner, project: Path) -> None:
+    for i in range(12):
+        write(project / f"m{i}.py", LOADER_ZERO if i % 3 == 0 else CLEAN)
+    serial = runner.invoke(cli, ["check", "--no-cache", "-j", "1"])
+    pooled = runner.invoke(cli, ["check", "--no-cache", "-j", "2"])
+    assert serial.output == pooled.output and serial.exit_code == pooled.exit_code == 1
+    assert serial.output.count("TL101") == 4
+
+
+def test_add_noqa_then_clean(runner, project: Path) -> None:
+    target = write(project / "a.py", LOADER_ZERO + 'x = DataLoader(\n    ds,\n)\ns = """\nDataLoader(ds)\n"""\n')
+    result = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
+    assert result.exit_code == 0 and "Added 2 noqa directives" in result.output
+    assert "loader = DataLoader(ds, batch_size=8)  # noqa: TL101\n" in target.read_text()
+    assert "x = DataLoader(  # noqa: TL101\n" in target.read_text()
+    assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
+
+
+def test_stdin(runner, project: Path) -> None:
+    result = runner.invoke(cli, ["check", "--stdin-filename", "x.py"], input=LOADER_ZERO)
+    assert result.exit_code == 1 and result.output.startswith("x.py:3:10: TL101")
+    fixed = runner.invoke(cli, ["check", "--stdin-filename", "x.py", "--fix", "--unsafe-fixes"], input=LOADER_ZERO)
+    assert "num_workers=min(8" in fixed.output and fixed.exit_code == 0
+
+
+def test_rules_and_rule_commands(runner) -> None:
+    listing = runner.invoke(cli, ["rules"])
+    assert listing.exit_code == 0 and "TL101" in listing.output and "Data loading" in listing.output
+    data = json.loads(runner.invoke(cli, ["rules", "--output-format", "json"]).output)
+    assert {"code", "name", "family", "summary", "fix"} <= set(data[0])
+    page = runner.invoke(cli, ["rule", "tl101"])
+    assert page.exit_code == 0 and page.output.startswith("# TL101: dataloader-num-workers-zero")
+    missing = runner.invoke(cli, ["rule", "TL555"])
+    assert missing.exit_code == 2 and "unknown rule code" in missing.output
+
+
+def test_console_script_in_subprocess(project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    exe = shutil.which("torchlint")
+    command = [exe] if exe else [sys.executable, "-m", "torchlint"]
+    proc = subprocess.run([*command, "check", "--no-cache"], capture_output=True, text=True, cwd=project)
+    assert proc.returncode == 1 and "a.py:3:10: TL101" in proc.stdout
+    module = subprocess.run([sys.executable, "-m", "torchlint", "--version"], capture_output=True, text=True)
+    assert module.returncode == 0 and "torchlint" in module.stdout
+
+
+def test_import_and_lint_without_torch(project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # any import of torch now fails
+        "import torchlint\n"
+        "from torchlint.cli import main\n"
+        "sys.argv = ['torchlint', 'check', '--no-cache', '.']\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
+    assert proc.returncode == 1, proc.stderr
+    assert "TL101" in proc.stdout

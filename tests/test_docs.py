@@ -1,0 +1,32 @@
+"""The reference pages under rules/ and the README's rule table are generated from the rule classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from torchlint.docs import expected_files
+from torchlint.lint.rule import FixSafety, all_rules
+
+
+def test_generated_files_are_up_to_date() -> None:
+    stale = [
+        str(path.relative_to(ROOT))
+        for path, content in expected_files(ROOT).items()
+        if not path.exists() or path.read_text(encoding="utf-8") != content
+    ]
+    extra = sorted(p.name for p in (ROOT / "rules").glob("TL*.md") if p.stem not in all_rules())
+    assert not stale and not extra, f"run `python -m torchlint.docs` (stale: {stale}, no such rule: {extra})"
+
+
+@pytest.mark.parametrize("code", sorted(all_rules()))
+def test_rule_metadata_is_complete(code: str) -> None:
+    rule = all_rules()[code]
+    for attr in ("name", "family", "summary", "message", "explanation", "bad", "good"):
+        assert getattr(rule, attr, "").strip(), f"{code} has no {attr}"
+    assert "\n" not in rule.message.strip(), f"{code}: the message must be one line"
+    assert rule.name == rule.name.lower() and " " not in rule.name
+    if rule.fix_safety is not FixSafety.NONE:
+        assert rule.fix_notes.strip(), f"{code} has a fix but no fix_notes"

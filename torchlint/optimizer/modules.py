@@ -1,0 +1,155 @@
+"""Modules that the optimizer puts into models: oneDNN fused convolution and linear layers, and the autocast wrapper.
+
+The fused layers keep their dense `weight` and `bias` as parameters (so `state_dict()` keeps working) and hold
+a oneDNN-packed copy of the weight, built at optimize time and rebuilt after a copy, a `.to()` or a weight change.
+They are for inference: packed weights have no autograd.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_map
+
+_mkldnn = torch.ops.mkldnn
+
+
+class _Packed(nn.Module):
+    """Common part: the weight/bias parameters, the packed-weight cache and the fused activation."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, activation: tuple) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+        # (oneDNN post-op name, scalars, algorithm), e.g. ("relu", [], "") or ("hardtanh", [0.0, 6.0], "")
+        self.attr, self.scalars, self.algorithm = activation
+        self.input_size: list[int] | None = None
+        self._packed = None
+        self._packed_key = None
+
+    def packed_weight(self) -> torch.Tensor:
+        key = (id(self.weight), self.weight._version, self.weight.dtype)
+        if self._packed_key != key:
+            with torch.no_grad():
+                self._packed = self._pack(self.weight)
+            self._packed_key = key
+        return self._packed
+
+    def _pack(self, weight: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _input(self, x: torch.Tensor) -> torch.Tensor:
+        # After weights are cast to bfloat16 once, inputs follow the weights (as autocast would, minus the re-cast).
+        return x if x.dtype == self.weight.dtype else x.to(self.weight.dtype)
+
+    def _bias(self):
+        if self.bias is None or self.bias.dtype == self.weight.dtype:
+            return self.bias
+        return self.bias.to(self.weight.dtype)
+
+    def __getstate__(self):
+        # oneDNN-packed tensors cannot be copied or pickled; they are rebuilt on the next call.
+        state = self.__dict__.copy()
+        state["_packed"] = None
+        state["_packed_key"] = None
+        return state
+
+    def extra_repr(self) -> str:
+        return f"activation={self.attr!r}, scalars={self.scalars}"
+
+
+class FusedConv2d(_Packed):
+    """Conv2d (+ BatchNorm already folded) + optional residual add + activation, as one oneDNN call."""
+
+    def __init__(self, conv: nn.Conv2d, activation=("none", [], ""), padding=None) -> None:
+        super().__init__(conv.weight, conv.bias, activation)
+        self.padding = list(padding if padding is not None else conv.padding)
+        self.stride = list(conv.stride)
+        self.dilation = list(conv.dilation)
+        self.groups = conv.groups
+        self.out_channels = conv.out_channels
+        self.kernel_size = tuple(conv.kernel_size)
+        # Set when a following `+ other` was fused: then forward takes (x, other) and only relu may follow.
+        self.binary = False
+
+    def _pack(self, weight):
+        return _mkldnn._reorder_convolution_weight(
+            weight, self.padding, self.stride, self.dilation, self.groups, self.input_size
+        )
+
+    def _output_size(self, x: torch.Tensor) -> list[int]:
+        size = [x.shape[0], self.out_channels]
+        for i, (length, k) in enumerate(zip(x.shape[2:], self.kernel_size)):
+            span = self.dilation[i] * (k - 1) + 1
+            size.append((length + 2 * self.padding[i] - span) // self.stride[i] + 1)
+        return size
+
+    def forward(self, x: torch.Tensor, other: torch.Tensor | None = None) -> torch.Tensor:
+        x = self._input(x)
+        args = (self.packed_weight(), self._bias(), self.padding, self.stride, self.dilation, self.groups)
+        if other is None:
+            return _mkldnn._convolution_pointwise(x, *args, self.attr, self.scalars, self.algorithm)
+        if isinstance(other, torch.Tensor) and other.dtype == x.dtype and list(other.shape) == self._output_size(x):
+            unary = None if self.attr == "none" else self.attr
+            return _mkldnn._convolution_pointwise.binary(x, other, *args, "add", None, unary, [], "")
+        # A broadcasting or mixed-dtype residual: the fused kernel does not cover it, compute it in steps.
+        y = _mkldnn._convolution_pointwise(x, *args, "none", [], "") + other
+        return torch.relu_(y) if self.attr == "relu" else y
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.weight.shape[1] * self.groups}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, groups={self.groups}, "
+            f"residual_add={self.binary}, " + super().extra_repr()
+        )
+
+
+class FusedLinear(_Packed):
+    """Linear (+ BatchNorm1d already folded) + optional activation, as one oneDNN call with a packed weight."""
+
+    def __init__(self, linear: nn.Linear, activation=("none", [], "")) -> None:
+        super().__init__(linear.weight, linear.bias, activation)
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.batch_size: int | None = None
+
+    def _pack(self, weight):
+        return _mkldnn._reorder_linear_weight(weight, self.batch_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._input(x)
+        if x.dim() < 2:  # the oneDNN kernel wants a batch dimension
+            return self.forward(x.unsqueeze(0)).squeeze(0)
+        return _mkldnn._linear_pointwise(
+            x, self.packed_weight(), self._bias(), self.attr, self.scalars, self.algorithm
+        )
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, " + super().extra_repr()
+
+
+class AutocastForward(nn.Module):
+    """Runs the wrapped module under `torch.autocast` and casts low-precision floating outputs back."""
+
+    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype, output_dtype=torch.float32):
+        super().__init__()
+        self.module = module
+        self.device_type = device_type
+        self.dtype = dtype
+        self.output_dtype = output_dtype
+
+    def forward(self, *args, **kwargs):
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            out = self.module(*args, **kwargs)
+        return tree_map(self._cast_back, out)
+
+    def _cast_back(self, value):
+        if isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
+            return value.to(self.output_dtype)
+        return value
+
+    def extra_repr(self) -> str:
+        return f"device_type={self.device_type!r}, dtype={self.dtype}"
+
+
+OPTIMIZER_MODULES = (FusedConv2d, FusedLinear, AutocastForward)

@@ -1,0 +1,95 @@
+"""What every pass receives and how it reports, plus small graph helpers the passes share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import fx, nn
+
+from ..report import REWROTE, SKIPPED, Report
+
+
+@dataclass
+class PassContext:
+    report: Report
+    pass_name: str
+    training: bool
+    device_type: str  # "cpu", "cuda", ...
+    piece: str = ""  # dotted path of the traced module this graph came from ("" for the root)
+    autocast_dtype: torch.dtype | None = None
+
+    def where(self, target: str) -> str:
+        return f"{self.piece}.{target}" if self.piece and target else (self.piece or target)
+
+    def rewrote(self, target: str, detail: str) -> None:
+        self.report.add(self.pass_name, REWROTE, self.where(target), detail)
+
+    def skipped(self, target: str, detail: str) -> None:
+        self.report.add(self.pass_name, SKIPPED, self.where(target), detail)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named rewrite. `run(module, ctx)` returns the rewritten module.
+
+    Graph passes get each traced GraphModule; whole-model passes (`whole_model=True`) get the root module once,
+    traced or not.
+    """
+
+    name: str
+    run: Callable[[nn.Module, PassContext], nn.Module]
+    summary: str
+    eval_only: bool = False
+    cpu_only: bool = False
+    whole_model: bool = False
+
+
+def submodules(gm: fx.GraphModule) -> dict[str, nn.Module]:
+    return dict(gm.named_modules())
+
+
+def set_submodule(gm: fx.GraphModule, target: str, module: nn.Module) -> None:
+    parent_path, _, name = target.rpartition(".")
+    parent = gm.get_submodule(parent_path) if parent_path else gm
+    setattr(parent, name, module)
+
+
+def call_sites(gm: fx.GraphModule, target: str) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_module" and n.target == target)
+
+
+def fresh_name(gm: fx.GraphModule, base: str) -> str:
+    names = set(submodules(gm))
+    name, i = base.replace(".", "_"), 1
+    while name in names or hasattr(gm, name):
+        name, i = f"{base.replace('.', '_')}_{i}", i + 1
+    return name
+
+
+def tensor_shape(node) -> tuple[int, ...] | None:
+    """The shape recorded for `node` when example inputs were propagated through the graph, else None."""
+    meta = getattr(node, "meta", {}).get("tensor_meta") if isinstance(node, fx.Node) else None
+    shape = getattr(meta, "shape", None)
+    return tuple(shape) if shape is not None else None
+
+
+def finish(gm: fx.GraphModule) -> fx.GraphModule:
+    gm.graph.lint()
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    return gm
+
+
+# Ops that return a new tensor (never a view of an input), so a value they produce may be overwritten in place.
+FRESH_OUTPUT_MODULES = (
+    nn.modules.conv._ConvNd,
+    nn.Linear,
+    nn.modules.batchnorm._BatchNorm,
+    nn.LayerNorm,
+    nn.GroupNorm,
+    nn.modules.pooling._MaxPoolNd,
+    nn.modules.pooling._AvgPoolNd,
+    nn.modules.pooling._AdaptiveAvgPoolNd,
+)

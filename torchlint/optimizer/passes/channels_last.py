@@ -1,0 +1,85 @@
+"""Run 2-D convolutions in channels_last (NHWC) memory format, which oneDNN and cuDNN run faster than NCHW.
+
+Conv weights are stored channels_last and each conv input is made channels_last (a no-op when it already is);
+the element-wise ops, pooling and BatchNorm between convs keep the format. Values never change, only strides,
+so `.view()` calls that need NCHW-contiguous input become `.reshape()` and 4-D outputs are returned NCHW.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import fx, nn
+
+from ..modules import FusedConv2d
+from .base import PassContext, finish, submodules, tensor_shape
+
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d)
+
+
+def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+    modules = submodules(gm)
+    conv_nodes = [
+        n for n in gm.graph.nodes if n.op == "call_module" and isinstance(modules[n.target], _CONVS + (FusedConv2d,))
+    ]
+    if not conv_nodes:
+        return gm
+    for target in sorted({n.target for n in conv_nodes}):
+        weight = modules[target].weight
+        # Same Parameter object, new strides: an optimizer holding it keeps working (training mode).
+        weight.data = weight.data.contiguous(memory_format=torch.channels_last)
+    converted: dict[fx.Node, fx.Node] = {}
+    for node in conv_nodes:
+        source = node.args[0]
+        shape = tensor_shape(source)
+        if not isinstance(source, fx.Node) or (shape is not None and len(shape) != 4):
+            continue  # unbatched input: no channels_last for 3-D tensors
+        if source not in converted:
+            with gm.graph.inserting_after(source):
+                converted[source] = gm.graph.call_method(
+                    "contiguous", (source,), {"memory_format": torch.channels_last}
+                )
+            converted[source].meta = dict(source.meta)
+        node.replace_input_with(source, converted[source])
+    ctx.rewrote("", f"{len(conv_nodes)} convolutions run channels_last ({len(converted)} input conversions)")
+    views_to_reshapes(gm, ctx)
+    _outputs_contiguous(gm)
+    return finish(gm)
+
+
+def views_to_reshapes(gm: fx.GraphModule, ctx: PassContext) -> None:
+    """`.view()` fails on a channels_last tensor whose shape change crosses the channel dim; `.reshape()` gives the
+    same values. Rewritten only where neither the viewed tensor nor the view is modified in place afterwards,
+    since a reshape may copy instead of aliasing."""
+    for node in gm.graph.nodes:
+        if node.op != "call_method" or node.target != "view" or not isinstance(node.args[0], fx.Node):
+            continue
+        if _mutated_in_place(node) or _mutated_in_place(node.args[0]):
+            ctx.skipped(node.name, "`.view()` kept: its result or input is modified in place later")
+            continue
+        node.target = "reshape"
+
+
+def _mutated_in_place(node: fx.Node) -> bool:
+    for user in node.users:
+        if user.op == "call_method" and str(user.target).endswith("_"):
+            return True
+        if user.kwargs.get("inplace") is True:
+            return True
+        if user.op == "call_module" and getattr(user.graph.owning_module.get_submodule(user.target), "inplace", False):
+            return True
+    return False
+
+
+def _outputs_contiguous(gm: fx.GraphModule) -> None:
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+
+    def restore(value):
+        shape = tensor_shape(value)
+        if shape is None or len(shape) != 4:
+            return value
+        with gm.graph.inserting_before(output):
+            node = gm.graph.call_method("contiguous", (value,))
+        node.meta = dict(value.meta)
+        return node
+
+    output.args = (fx.node.map_arg(output.args[0], restore),)

@@ -1,0 +1,305 @@
+"""optimize(): copy, trace (whole or in parts), run each pass, verify after each, roll back what breaks equality."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+from torch import fx, nn
+from torch.fx.passes.shape_prop import ShapeProp
+
+from . import verify
+from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext
+from .report import NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
+from .trace import trace_largest
+
+REPORT_ATTRIBUTE = "torchlint_report"
+
+
+def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes=None, verify_=True, rtol=None,
+             atol=None) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"optimize() takes an nn.Module, not {type(model).__name__}")
+    started = time.perf_counter()
+    work = model if inplace else copy.deepcopy(model)
+    training = work.training
+    device_type = _device_type(work, example_inputs)
+    report = Report(mode="train" if training else "eval", device=device_type)
+    dtype = _autocast_dtype(autocast, device_type, report)
+    selected = _select(passes, dtype is not None)
+    fp32 = verify.Tolerance(rtol if rtol is not None else verify.FP32.rtol, atol if atol is not None else verify.FP32.atol)
+    low = verify.LOW_PRECISION.get(dtype, verify.FP32)
+    low = verify.Tolerance(rtol if rtol is not None else low.rtol, atol if atol is not None else low.atol)
+    report.rtol, report.atol = (low.rtol, low.atol) if dtype is not None else (fp32.rtol, fp32.atol)
+
+    args, kwargs = verify.as_call_arguments(example_inputs) if example_inputs is not None else ((), {})
+    reference = None
+    if example_inputs is not None and verify_:
+        reference = verify.run(work, args, kwargs, training)
+
+    root, pieces, untraced = trace_largest(work)
+    for item in untraced:
+        report.add("trace", NOT_TRACED, item.path, item.reason)
+    for piece in pieces:
+        report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
+    if not pieces:
+        report.add("trace", NOTE, "", "nothing traced: only whole-model passes can run; graph passes skipped")
+    if example_inputs is not None:
+        _record_shapes(root, pieces, args, kwargs)
+
+    stages = [(fp32, [p for p in selected if p.name not in MIXED_PRECISION]),
+              (low, [p for p in selected if p.name in MIXED_PRECISION])]
+    for tolerance, stage in stages:
+        if stage:
+            root = _run_stage(root, stage, pieces, reference, (args, kwargs), tolerance,
+                              PassContext(report, "", training, device_type, autocast_dtype=dtype))
+
+    if example_inputs is None:
+        report.add("verify", NOTE, "", "not verified: pass example_inputs to compare against the original model")
+    elif not verify_:
+        report.add("verify", NOTE, "", "not verified: verify=False")
+    report.transform_seconds = time.perf_counter() - started
+    setattr(root, REPORT_ATTRIBUTE, report)
+    return root
+
+
+def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ctx: PassContext) -> nn.Module:
+    """Apply a group of passes sharing a tolerance, then verify once. If the result differs, start the group again
+    one pass at a time, verifying after each and rolling back the passes that break equality."""
+    start, first_entry = _snapshot(root), len(ctx.report.entries)
+    root, changed = _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_each=False)
+    if reference is None or not changed:
+        return root
+    outcome = _check(root, reference, inputs, ctx.training, tolerance)
+    if not isinstance(outcome, str):
+        names = ", ".join(changed)
+        ctx.report.max_error[names] = outcome.error
+        ctx.report.add("verify", VERIFIED, "", f"after {names}: {outcome.detail} "
+                                              f"(rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
+        return root
+    del ctx.report.entries[first_entry:]
+    root, _ = _apply_all(start, stage, pieces, ctx, reference, inputs, tolerance, verify_each=True)
+    return root
+
+
+def _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_each: bool):
+    changed = []
+    report = ctx.report
+    for p in stage:
+        refusal = _refusal(p, ctx.training, ctx.device_type, pieces)
+        if refusal:
+            if pieces or p.whole_model:
+                report.add(p.name, REFUSED, "", refusal)
+            continue
+        ctx.pass_name, ctx.piece = p.name, ""
+        snapshot, first_entry = _snapshot(root), len(report.entries)
+        try:
+            root = _apply(p, root, pieces, ctx)
+        except Exception as error:  # noqa: BLE001 - a failing pass is undone, never fatal
+            root = snapshot
+            _roll_back(report, p.name, first_entry, f"the pass failed: {type(error).__name__}: {error}")
+            continue
+        if not any(e.action == REWROTE for e in report.entries[first_entry:]):
+            continue
+        if verify_each and reference is not None:
+            outcome = _check(root, reference, inputs, ctx.training, tolerance)
+            if isinstance(outcome, str):
+                root = snapshot
+                _roll_back(report, p.name, first_entry, outcome)
+                continue
+            report.max_error[p.name] = outcome.error
+            report.add(p.name, VERIFIED, "", f"{outcome.detail} (rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
+        changed.append(p.name)
+    return root, changed
+
+
+def _check(root, reference, inputs, training, tolerance):
+    """The comparison with the original model, or a string saying why the optimized model does not match."""
+    candidate = _safe_run(root, *inputs, training)
+    if isinstance(candidate, str):
+        return f"the optimized model fails: {candidate}"
+    if candidate.backward_error and not reference.backward_error:
+        return f"backward fails: {candidate.backward_error}"
+    result = verify.compare(reference.output, candidate.output, tolerance)
+    if not result.ok:
+        return f"output differs from the original: {result.detail}"
+    return result
+
+
+def explain(model: nn.Module) -> Report:
+    report = getattr(model, REPORT_ATTRIBUTE, None)
+    if report is None:
+        raise ValueError("this module was not returned by torchlint.optimize(); there is nothing to explain")
+    return report
+
+
+def _device_type(model: nn.Module, example_inputs) -> str:
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        return tensor.device.type
+    if isinstance(example_inputs, torch.Tensor):
+        return example_inputs.device.type
+    return "cpu"
+
+
+_DTYPE_NAMES = {
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, torch.bfloat16: torch.bfloat16,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16, torch.float16: torch.float16,
+}
+
+
+def _autocast_dtype(autocast, device_type: str, report: Report):
+    """The dtype to autocast to, or None (off, or refused with a report line)."""
+    if autocast is None or autocast is False:
+        return None
+    if autocast is True or autocast == "auto":
+        if device_type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return torch.bfloat16
+        report.add("autocast", REFUSED, "", f"no fast low-precision type on {device_type}: staying in float32")
+        return None
+    if autocast not in _DTYPE_NAMES:
+        raise ValueError(f"autocast must be True, 'bf16' or 'fp16', not {autocast!r}")
+    dtype = _DTYPE_NAMES[autocast]
+    if device_type == "cpu":
+        fast = (torch.ops.mkldnn._is_mkldnn_bf16_supported() if dtype == torch.bfloat16
+                else torch.ops.mkldnn._is_mkldnn_fp16_supported())
+        if not fast:
+            report.add("autocast", REFUSED, "", f"this CPU has no native {dtype} arithmetic (fp16 matmul measured 80x "
+                                                "slower than fp32 on such a CPU): staying in float32; try bf16")
+            return None
+    return dtype
+
+
+def _select(passes, mixed_precision: bool) -> list[Pass]:
+    if passes is None:
+        names = DEFAULT + (MIXED_PRECISION if mixed_precision else [])
+        return [PASSES[n] for n in names]
+    selected = []
+    for item in passes:
+        if isinstance(item, Pass):
+            selected.append(item)
+        elif isinstance(item, str):
+            if item not in PASSES:
+                raise ValueError(f"unknown pass {item!r}; known passes: {', '.join(PASSES)}")
+            selected.append(PASSES[item])
+        elif callable(item):  # a user's own graph pass: (GraphModule, PassContext) -> GraphModule
+            selected.append(Pass(getattr(item, "__name__", "custom_pass"), item, "user pass"))
+        else:
+            raise TypeError(f"passes must hold pass names, Pass objects or callables, not {item!r}")
+    if mixed_precision and not any(p.name == "autocast" for p in selected):
+        selected += [PASSES[n] for n in MIXED_PRECISION]
+    return selected
+
+
+def _refusal(p: Pass, training: bool, device_type: str, pieces: list[str]) -> str | None:
+    if p.eval_only and training:
+        return "eval-only pass: the model is in training mode (call model.eval() for inference)"
+    if p.cpu_only and device_type != "cpu":
+        return f"CPU-only pass: the model is on {device_type}"
+    if not p.whole_model and not pieces:
+        return "no traced graph to rewrite"
+    return None
+
+
+def _apply(p: Pass, root: nn.Module, pieces: list[str], ctx: PassContext) -> nn.Module:
+    if p.whole_model:
+        return p.run(root, ctx)
+    for path in pieces:
+        ctx.piece = path
+        gm = _inner(root).get_submodule(path) if path else _inner(root)
+        new = p.run(gm, ctx)
+        if new is not gm:
+            root = _replace(root, path, new)
+    return root
+
+
+def _inner(root: nn.Module) -> nn.Module:
+    # Whole-model passes may wrap the root (autocast); the traced pieces live inside the wrapper.
+    from .modules import AutocastForward
+
+    return root.module if isinstance(root, AutocastForward) else root
+
+
+def _replace(root: nn.Module, path: str, new: nn.Module) -> nn.Module:
+    inner = _inner(root)
+    if not path:
+        if inner is root:
+            return new
+        root.module = new
+        return root
+    parent_path, _, name = path.rpartition(".")
+    setattr(inner.get_submodule(parent_path) if parent_path else inner, name, new)
+    return root
+
+
+def _snapshot(root: nn.Module) -> nn.Module:
+    # A structural copy sharing every parameter and buffer: passes build new tensors instead of editing them,
+    # so restoring the snapshot restores the model without copying its weights.
+    memo = {id(t): t for t in list(root.parameters()) + list(root.buffers())}
+    return copy.deepcopy(root, memo)
+
+
+def _roll_back(report: Report, pass_name: str, first_entry: int, why: str) -> None:
+    undone = [e for e in report.entries[first_entry:] if e.action == REWROTE]
+    del report.entries[first_entry:]
+    report.add(pass_name, ROLLED_BACK, "", f"{len(undone)} rewrites undone: {why}")
+
+
+def _safe_run(root, args, kwargs, training):
+    try:
+        return verify.run(root, args, kwargs, training)
+    except Exception as error:  # noqa: BLE001
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def _record_shapes(root: nn.Module, pieces: list[str], args: tuple, kwargs: dict) -> None:
+    """Annotate each traced graph's nodes with the shapes seen on the example inputs (node.meta['tensor_meta'])."""
+    graphs = [root.get_submodule(p) if p else root for p in pieces]
+    seen: dict[int, tuple] = {}
+    if pieces == [""]:  # the whole model traced: its inputs are the example inputs
+        seen[id(root)] = (args, kwargs)
+    elif graphs:  # run the model once to see what each traced piece is called with
+        handles = [g.register_forward_pre_hook(_capture_into(seen), with_kwargs=True) for g in graphs]
+        try:
+            verify.run(root, args, kwargs, training=False)
+        except Exception:  # noqa: BLE001 - shapes are a hint; passes cope without them
+            return
+        finally:
+            for handle in handles:
+                handle.remove()
+    for gm in graphs:
+        positional = _bind(gm, *seen[id(gm)]) if id(gm) in seen else None
+        if positional is None:
+            continue
+        try:
+            with verify._restored_state(gm), torch.no_grad():
+                ShapeProp(gm).propagate(*positional)
+        except Exception:  # noqa: BLE001
+            for node in gm.graph.nodes:
+                node.meta.pop("tensor_meta", None)
+
+
+def _capture_into(seen: dict):
+    def capture(module, module_args, module_kwargs):
+        seen.setdefault(id(module), (module_args, module_kwargs))
+
+    return capture
+
+
+def _bind(gm: fx.GraphModule, args: tuple, kwargs: dict):
+    values = []
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        name = node.target.lstrip("*")
+        if node.target.startswith("*"):
+            return None
+        if i < len(args):
+            values.append(args[i])
+        elif name in kwargs:
+            values.append(kwargs[name])
+        elif node.args:
+            values.append(node.args[0])
+        else:
+            return None
+    return values

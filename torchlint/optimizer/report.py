@@ -1,0 +1,125 @@
+"""The record of what `optimize` did: every rewrite, where and why, and everything it left alone and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+# What an entry says happened.
+REWROTE = "rewrote"  # a pass changed the model here
+SKIPPED = "skipped"  # a pass looked here and chose not to change anything, for the reason given
+REFUSED = "refused"  # a whole pass did not run (eval-only pass on a model in training mode, unsupported device...)
+ROLLED_BACK = "rolled back"  # a pass ran but the result differed from the original model (or it failed), so it was undone
+VERIFIED = "verified"  # the model after a pass matched the original within tolerance
+NOT_TRACED = "not traced"  # torch.fx could not trace this module; its traceable children were optimized instead
+TRACED = "traced"  # this module was traced and optimized as one graph
+NOTE = "note"  # anything else worth knowing (no example inputs, so no verification, ...)
+
+
+@dataclass(frozen=True)
+class Entry:
+    pass_name: str
+    action: str
+    where: str
+    detail: str
+
+
+@dataclass
+class Report:
+    """What `torchlint.optimize` did to a model.
+
+    `entries` lists every decision in order. `rewrites`, `skipped`, `rolled_back`, `untraced` filter it;
+    `max_error` maps each verified pass to the largest relative output error measured after it;
+    `str(report)` renders everything as a table.
+    """
+
+    entries: list[Entry] = field(default_factory=list)
+    max_error: dict[str, float] = field(default_factory=dict)
+    rtol: float | None = None
+    atol: float | None = None
+    mode: str = "eval"
+    device: str = "cpu"
+    transform_seconds: float = 0.0
+
+    def add(self, pass_name: str, action: str, where: str, detail: str) -> None:
+        self.entries.append(Entry(pass_name, action, where or "<root>", detail))
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def filter(self, action: str | None = None, pass_name: str | None = None) -> list[Entry]:
+        return [
+            e
+            for e in self.entries
+            if (action is None or e.action == action) and (pass_name is None or e.pass_name == pass_name)
+        ]
+
+    @property
+    def rewrites(self) -> list[Entry]:
+        return self.filter(REWROTE)
+
+    @property
+    def skipped(self) -> list[Entry]:
+        return self.filter(SKIPPED) + self.filter(REFUSED)
+
+    @property
+    def rolled_back(self) -> list[Entry]:
+        return self.filter(ROLLED_BACK)
+
+    @property
+    def untraced(self) -> list[Entry]:
+        return self.filter(NOT_TRACED)
+
+    @property
+    def passes_applied(self) -> list[str]:
+        """Passes that changed the model and were kept, in the order they ran."""
+        undone = {e.pass_name for e in self.rolled_back}
+        seen: list[str] = []
+        for e in self.rewrites:
+            if e.pass_name not in undone and e.pass_name not in seen:
+                seen.append(e.pass_name)
+        return seen
+
+    def summary(self) -> str:
+        undone = {e.pass_name for e in self.rolled_back}
+        kept = [e for e in self.rewrites if e.pass_name not in undone]
+        parts = [
+            f"{len(kept)} rewrites kept",
+            f"{len(self.skipped)} skipped",
+            f"{len(undone)} passes rolled back",
+            f"{len(self.untraced)} modules not traced",
+        ]
+        if self.max_error:
+            worst = max(self.max_error.values())
+            parts.append(f"max relative error {worst:.2e} (rtol {self.rtol:.0e})")
+        elif kept:
+            parts.append("not verified")
+        return f"torchlint.optimize ({self.mode}, {self.device}, {self.transform_seconds:.2f} s): " + ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {
+            "summary": self.summary(),
+            "mode": self.mode,
+            "device": self.device,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "transform_seconds": self.transform_seconds,
+            "max_error": dict(self.max_error),
+            "entries": [e.__dict__.copy() for e in self.entries],
+        }
+
+    def __str__(self) -> str:
+        header = ("pass", "action", "where", "detail")
+        rows = [(e.pass_name, e.action, e.where, e.detail) for e in self.entries]
+        widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(3)]
+        lines = [self.summary(), ""]
+        fmt = "{:<%d}  {:<%d}  {:<%d}  {}" % tuple(widths)
+        lines.append(fmt.format(*header))
+        lines.append(fmt.format(*("-" * w for w in widths), "-" * len(header[3])))
+        lines += [fmt.format(*row) for row in rows]
+        return "\n".join(lines)
+
+    __repr__ = summary

@@ -1,0 +1,105 @@
+"""Tracing with torch.fx, falling back to the largest submodules that trace when the whole model does not."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+
+import torch
+from torch import fx, nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from .modules import OPTIMIZER_MODULES
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
+class Tracer(fx.Tracer):
+    """fx's tracer, plus: every BatchNorm (user subclasses too) and the optimizer's own modules stay leaves.
+
+    fx traces into a user subclass of BatchNorm2d and then fails on its input-dimension check;
+    as a leaf it is one call_module node that the folding pass can inspect with isinstance.
+    """
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        if isinstance(m, (_BatchNorm,) + OPTIMIZER_MODULES):
+            return True
+        return super().is_leaf_module(m, qualname)
+
+
+def trace(module: nn.Module) -> fx.GraphModule:
+    graph = Tracer().trace(module)
+    name = type(module).__name__
+    gm = fx.GraphModule(module, graph, name)
+    _keep_plain_attributes(module, gm)
+    return gm
+
+
+def _keep_plain_attributes(original: nn.Module, gm: fx.GraphModule) -> None:
+    # A parent that fx could not trace may read plain attributes of the child we replace
+    # (`self.block.out_channels`); carry them over so that code keeps working.
+    for key, value in vars(original).items():
+        if key.startswith("_") or key == "training" or hasattr(gm, key):
+            continue
+        if isinstance(value, (bool, int, float, str, tuple, type(None))):
+            setattr(gm, key, value)
+
+
+@dataclass
+class Untraced:
+    path: str
+    reason: str
+
+
+def trace_largest(model: nn.Module) -> tuple[nn.Module, list[str], list[Untraced]]:
+    """Trace `model`, or failing that its largest traceable descendants, replacing them in place.
+
+    Returns the (possibly new) root, the dotted paths of the traced pieces ("" for the root) and the
+    modules that did not trace with why. Built-in torch.nn modules that do not trace are kept as they are.
+    """
+    pieces: list[str] = []
+    untraced: list[Untraced] = []
+
+    def visit(module: nn.Module, path: str) -> nn.Module:
+        if not isinstance(module, (nn.ModuleList, nn.ModuleDict)):
+            try:
+                gm = trace(module)
+            except Exception as error:  # noqa: BLE001 - fx raises many kinds of errors
+                untraced.append(Untraced(path, describe_trace_error(error)))
+            else:
+                pieces.append(path)
+                return gm
+        for name, child in list(module.named_children()):
+            if _worth_descending(child):
+                child_path = f"{path}.{name}" if path else name
+                new_child = visit(child, child_path)
+                if new_child is not child:
+                    setattr(module, name, new_child)
+        return module
+
+    return visit(model, ""), pieces, untraced
+
+
+def _worth_descending(module: nn.Module) -> bool:
+    # A built-in module (Conv2d, TransformerEncoder...) traced as a root only exposes its own functional calls,
+    # which no pass improves; user modules and containers may hold conv + BatchNorm pairs.
+    if isinstance(module, _CONTAINERS):
+        return True
+    if isinstance(module, OPTIMIZER_MODULES) or not any(True for _ in module.children()):
+        return False
+    return not type(module).__module__.startswith("torch.")
+
+
+def describe_trace_error(error: BaseException) -> str:
+    """One line: the error and, when it came from user code, the file and line that fx could not trace."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(_TORCH_DIR)]
+    user = [f for f in frames if not f.filename.startswith(os.path.dirname(__file__))]
+    if user:
+        frame = user[-1]
+        code = f": {frame.line.strip()}" if frame.line else ""
+        text += f" (at {os.path.basename(frame.filename)}:{frame.lineno}{code})"
+    return text

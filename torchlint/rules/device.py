@@ -1,0 +1,429 @@
+"""Device placement and transfers: tensors built on the host and then copied, legacy typed constructors."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional, with_keyword
+from torchlint.lint.context import UNKNOWN
+from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
+
+# Factories whose result does not depend on where it is built (values are exact on every device).
+_EXACT = frozenset({"zeros", "ones", "empty", "full", "eye", "arange"})
+# Factories whose result does not change when the dtype is applied at creation instead of by a cast.
+_CAST_FREE = frozenset({"zeros", "ones", "empty", "eye"})
+# Random factories: another device means another generator (other values, and the CPU stream no longer advances).
+_RANDOM = frozenset({"rand", "randn", "randint", "randperm"})
+# Floating-point ranges: CPU and CUDA kernels may round the last bit differently.
+_RANGES = frozenset({"linspace", "logspace"})
+FACTORIES = {f"torch.{name}": name for name in _EXACT | _RANDOM | _RANGES}
+
+_DEVICE_STRING = re.compile(r"^(?:cuda|mps|xpu|hpu|npu|xla)(?::\d+)?$|^(?:cuda|mps|xpu|hpu|npu|xla):")
+# Names that hold a device (or a CUDA device index) by convention.
+_DEVICE_NAME = re.compile(r"^(?:\w+_)?(?:device|dev|gpu)(?:_id|_type)?$|^(?:local_)?rank$")
+_DEVICE_LIST_NAME = re.compile(r"^(?:\w+_)?(?:devices|gpus)$")
+_DTYPE_NAMES = frozenset(
+    {
+        "float", "float32", "float64", "double", "float16", "half", "bfloat16", "int", "int8", "int16", "int32",
+        "int64", "long", "short", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble",
+        "float8_e4m3fn", "float8_e5m2",
+    }
+)  # fmt: skip
+_DTYPE_NAME = re.compile(r"^(?:\w+_)?dtype$")
+
+
+def is_dtype_expr(context, node: cst.BaseExpression) -> bool:
+    """`torch.float16`, `x.dtype`, a name called `dtype`."""
+    qual = context.qualname(node)
+    if qual is not None:
+        head, _, last = qual.rpartition(".")
+        return head == "torch" and last in _DTYPE_NAMES
+    if isinstance(node, cst.Attribute):
+        return bool(_DTYPE_NAME.match(node.attr.value))
+    if isinstance(node, cst.Name):
+        return bool(_DTYPE_NAME.match(node.value))
+    return False
+
+
+def device_kind(context, node: cst.BaseExpression, _depth: int = 0) -> Optional[str]:
+    """"accel" when `node` is clearly an accelerator device, "cpu" when clearly the CPU, else None."""
+    if _depth > 4:
+        return None
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        value = context.literal(node)
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return "accel"  # a CUDA device index
+        if isinstance(value, str):
+            if value == "cpu":
+                return "cpu"
+            return "accel" if _DEVICE_STRING.match(value) else None
+        return None
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringText) and _DEVICE_STRING.match(first.value):
+            return "accel"
+        return None
+    if isinstance(node, cst.Call):
+        if context.qualname(node) == "torch.device" and node.args:
+            # torch.device(anything but "cpu") names a device by construction
+            return device_kind(context, node.args[0].value, _depth + 1) or "accel"
+        return None
+    if isinstance(node, cst.IfExp):
+        kinds = {device_kind(context, node.body, _depth + 1), device_kind(context, node.orelse, _depth + 1)}
+        if None in kinds:
+            return None
+        return "cpu" if kinds == {"cpu"} else "accel"
+    if isinstance(node, cst.Subscript):
+        base = node.value
+        name = base.attr.value if isinstance(base, cst.Attribute) else base.value if isinstance(base, cst.Name) else None
+        return "accel" if name is not None and _DEVICE_LIST_NAME.match(name) else None
+    if isinstance(node, cst.Attribute):
+        if node.attr.value == "device" or _DEVICE_NAME.match(node.attr.value):
+            return "accel"
+        return None
+    if isinstance(node, cst.Name):
+        value = context.literal(node)
+        if value is not UNKNOWN:
+            if isinstance(value, str):
+                return "cpu" if value == "cpu" else ("accel" if _DEVICE_STRING.match(value) else None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return "accel"
+            return None
+        assigned = context.assigned_value(node)
+        if assigned is not None:
+            kind = device_kind(context, assigned, _depth + 1)
+            if kind is not None:
+                return kind
+        return "accel" if _DEVICE_NAME.match(node.value) else None
+    return None
+
+
+def _int_like(context, node: cst.BaseExpression, _depth: int = 0) -> bool:
+    """An expression that is an int: literal, len(), .size(i), .shape[i], .numel(), int(), arithmetic of those."""
+    if _depth > 6:
+        return False
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Name):
+        value = context.literal(node)
+        if value is not UNKNOWN:
+            return isinstance(value, int) and not isinstance(value, bool)
+        assigned = context.assigned_value(node)
+        return assigned is not None and _int_like(context, assigned, _depth + 1)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _int_like(context, node.expression, _depth + 1)
+    if isinstance(node, cst.BinaryOperation) and isinstance(
+        node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
+    ):
+        return _int_like(context, node.left, _depth + 1) and _int_like(context, node.right, _depth + 1)
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in ("len", "int"):
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in ("numel", "size", "dim", "ndimension") and node.args:
+            return func.attr.value != "size" or len(node.args) == 1
+        return isinstance(func, cst.Attribute) and func.attr.value in ("numel", "dim", "ndimension")
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute):
+        return node.value.attr.value == "shape"
+    return False
+
+
+class HostTensorThenMove(Rule):
+    code = "TL601"
+    name = "host-tensor-then-move"
+    family = "Device placement and transfers"
+    summary = (
+        "A tensor built by a factory on the CPU and then copied to the accelerator: "
+        "`torch.zeros(n).to(device)`, `torch.randn(n).cuda()`, `torch.arange(n).to(\"cuda\")`."
+    )
+    message = "Create the tensor on the device: pass device= to the factory instead of building it on the CPU and copying it"
+    explanation = (
+        "`torch.zeros(n).to(device)` allocates and fills the tensor in host memory, then copies it to the "
+        "accelerator. The copy comes from ordinary (pageable) memory, so it is synchronous: for a blocking "
+        "copy, PyTorch waits on the CUDA stream until every kernel queued before it has run, and the CPU can "
+        "no longer queue work ahead of the GPU. In a `forward()` or a training step that costs a host-device "
+        "synchronisation per call, on top of the host allocation and the transfer. With `device=` the factory "
+        "launches one fill kernel on the device and returns at once. The PyTorch performance tuning guide "
+        "gives this exact advice: produce the output directly on the target device, `torch.rand(size, "
+        "device='cuda')` rather than `torch.rand(size).cuda()`."
+    )
+    bad = (
+        "import torch\n\n"
+        "def forward(self, x):\n"
+        "    mask = torch.ones(x.shape[0], x.shape[1]).to(x.device)\n"
+        "    noise = torch.randn(x.shape).cuda()\n"
+        "    return x * mask + noise\n"
+    )
+    good = (
+        "import torch\n\n"
+        "def forward(self, x):\n"
+        "    mask = torch.ones(x.shape[0], x.shape[1], device=x.device)\n"
+        "    noise = torch.randn(x.shape, device=\"cuda\")\n"
+        "    return x * mask + noise\n"
+    )
+    false_positives = (
+        "Only factories (`zeros`, `ones`, `empty`, `full`, `eye`, `arange`, `linspace`, `logspace`, `rand`, "
+        "`randn`, `randint`, `randperm`) directly followed by `.to(...)` or `.cuda(...)` are reported, and only "
+        "when the target is clearly a device: a device string, `torch.device(...)`, `x.device`, or a name such "
+        "as `device`, `dev`, `gpu`, `local_rank`. `.to(other_tensor)` and `.to(some_value)` stay silent, and so "
+        "do `torch.tensor(data)` / `torch.from_numpy(array)` (the data has to be copied anyway) and "
+        "`torch.zeros_like(x)` (it already takes `x`'s device). A one-off tensor built at start-up costs little; "
+        "the fix is still the better spelling. Code that must produce the same random numbers as before "
+        "(seeded tests comparing against stored values) should keep the CPU generator: `# noqa: TL601`."
+    )
+    fix_safety = FixSafety.SOMETIMES
+    fix_notes = (
+        "Moves the device into the factory call as `device=...` (`.cuda()` becomes `device=\"cuda\"`, "
+        "`.cuda(0)` becomes `device=\"cuda:0\"`); a `non_blocking=` or `copy=` argument is dropped (there is no "
+        "copy left), and a dtype given to `.to()` goes into the factory for `zeros`/`ones`/`empty`/`eye` or stays "
+        "as an on-device `.to(dtype)` cast for the others. Safe for `zeros`, `ones`, `empty`, `full`, `eye` and "
+        "integer `arange`: the values are the same on every device. Unsafe for random factories (the device's "
+        "generator produces other numbers, and the CPU generator's later draws shift), `linspace`/`logspace` and "
+        "floating `arange` (the device kernel may round the last bit differently). No fix for "
+        "`.cuda(name)` (`.cuda(None)` means the current GPU, `device=None` the CPU), for factories with "
+        "`requires_grad=` or `pin_memory=` (the moved tensor is not a leaf; the fixed one would be), or for "
+        "`.to()` with other arguments."
+    )
+    requires = (".to(", ".cuda(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+            return
+        factory = func.value
+        if not isinstance(factory, cst.Call):
+            return
+        name = FACTORIES.get(self.context.qualname(factory) or "")
+        if name is None or has_star_kwargs(factory) or has_star_args(factory):
+            return
+        if keyword(factory, "device") is not None or keyword(factory, "out") is not None:
+            return
+        if has_star_args(node) or has_star_kwargs(node):
+            return
+        if func.attr.value == "cuda":
+            target = self._cuda_target(node)
+        else:
+            target = self._to_target(node)
+        if target is None:
+            return
+        device, dtype, fixable = target
+        method = func.attr.value
+        message = (
+            f"`torch.{name}(...).{method}(...)` builds the tensor on the CPU and then copies it: "
+            f"create it on the device with `torch.{name}(..., device=...)`"
+        )
+        fix = None
+        if fixable and device is not None and not self._blocks_fix(factory):
+            fix = self._fix(node, factory, name, device, dtype)
+        self.report(node, message, fix=fix)
+
+    # -- reading the move ------------------------------------------------------------------------
+    def _cuda_target(self, node: cst.Call) -> Optional[tuple[Optional[str], Optional[cst.BaseExpression], bool]]:
+        """(device source text or None, dtype, fixable) for `.cuda(...)`."""
+        allowed = {"non_blocking", "device"}
+        if any(a.keyword is not None and a.keyword.value not in allowed for a in node.args):
+            return None, None, False
+        args = positional(node)
+        device_arg = keyword(node, "device")
+        if len(args) > 1 or (args and device_arg is not None):
+            return None
+        given = args[0].value if args else device_arg.value if device_arg is not None else None
+        if given is None:
+            return '"cuda"', None, True
+        value = self.context.literal(given)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return f'"cuda:{value}"', None, True
+        return None, None, False  # reported, not fixed: `.cuda(None)` is not `device=None`
+
+    def _to_target(self, node: cst.Call) -> Optional[tuple[Optional[str], Optional[cst.BaseExpression], bool]]:
+        """(device source text, dtype, fixable) for `.to(...)` when it is a move to an accelerator, else None."""
+        args = positional(node)
+        device_arg = keyword(node, "device")
+        dtype_arg = keyword(node, "dtype")
+        if device_arg is not None:
+            if args:
+                return None
+            device = device_arg.value
+            if device_kind(self.context, device) == "cpu":
+                return None
+        else:
+            if not args:
+                return None
+            device = args[0].value
+            kind = device_kind(self.context, device)
+            if kind != "accel":
+                return None  # a dtype, another tensor, the CPU, or undecidable
+        dtype = dtype_arg.value if dtype_arg is not None else None
+        fixable = True
+        rest = args[1:] if device_arg is None else args
+        if rest:
+            if dtype is not None or not is_dtype_expr(self.context, rest[0].value):
+                fixable = False
+            else:
+                dtype = rest[0].value
+            if len(rest) > 1:
+                fixable = False  # non_blocking / copy given positionally: keep it simple
+        if any(a.keyword is not None and a.keyword.value not in ("device", "dtype", "non_blocking", "copy") for a in node.args):
+            fixable = False
+        return self.context.code(device), dtype, fixable
+
+    # -- fixing ----------------------------------------------------------------------------------
+    def _blocks_fix(self, factory: cst.Call) -> bool:
+        for blocker in ("requires_grad", "pin_memory", "layout"):
+            arg = keyword(factory, blocker)
+            if arg is not None and self.context.literal(arg.value) is not False:
+                return True
+        return False
+
+    def _safe(self, factory: cst.Call, name: str) -> bool:
+        if name in _RANDOM or name in _RANGES:
+            return False
+        if name != "arange":
+            return True
+        dtype = keyword(factory, "dtype")
+        if dtype is not None:
+            qual = self.context.qualname(dtype.value) or ""
+            if not qual.startswith(("torch.int", "torch.long", "torch.uint", "torch.short")):
+                return False
+        values = [a.value for a in factory.args if a.keyword is None or a.keyword.value in ("start", "end", "step")]
+        return all(_int_like(self.context, v) for v in values)
+
+    def _fix(
+        self, node: cst.Call, factory: cst.Call, name: str, device: str, dtype: Optional[cst.BaseExpression]
+    ) -> Fix:
+        new = with_keyword(factory, "device", device)
+        text = None
+        if dtype is not None:
+            if name in _CAST_FREE:
+                new = with_keyword(new, "dtype", dtype)
+            else:
+                text = f"{self.context.code(new)}.to({self.context.code(dtype)})"
+        replacement = text if text is not None else new
+        safe = self._safe(factory, name)
+        return Fix(f"Create the tensor on the device with device={device}", [Replace(node, replacement)], safe=safe)
+
+
+_TYPED = frozenset(
+    {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor",
+     "IntTensor", "LongTensor", "BoolTensor"}
+)  # fmt: skip
+_DTYPE_OF = {
+    "FloatTensor": "torch.float32",
+    "DoubleTensor": "torch.float64",
+    "HalfTensor": "torch.float16",
+    "BFloat16Tensor": "torch.bfloat16",
+    "ByteTensor": "torch.uint8",
+    "CharTensor": "torch.int8",
+    "ShortTensor": "torch.int16",
+    "IntTensor": "torch.int32",
+    "LongTensor": "torch.int64",
+    "BoolTensor": "torch.bool",
+}
+_TYPED_STRING = re.compile(r"^torch\.cuda\.(\w+Tensor)$")
+
+
+class LegacyTypedTensor(Rule):
+    code = "TL603"
+    name = "legacy-typed-tensor"
+    family = "Device placement and transfers"
+    summary = (
+        "Legacy CUDA tensor types used to build or move tensors: `torch.cuda.FloatTensor(data)`, "
+        "`x.type(torch.cuda.FloatTensor)`, and aliases such as `Tensor = torch.cuda.FloatTensor`."
+    )
+    message = (
+        "Legacy CUDA tensor type: use torch.as_tensor(data, dtype=..., device=...) to build a tensor, "
+        "or x.to(device, dtype, non_blocking=True) to move one"
+    )
+    explanation = (
+        "`torch.cuda.FloatTensor(...)` and its siblings are the pre-0.4 typed constructors. Given data, they "
+        "build the tensor on the host and copy it to the GPU with a blocking copy; `x.type(torch.cuda."
+        "FloatTensor)` is a blocking host-to-device copy and a cast hidden behind a type name. Old training "
+        "scripts do this on every batch (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, "
+        "then `imgs.type(Tensor)`), so each step waits for the copy, which cannot overlap with compute the way "
+        "`x.to(device, non_blocking=True)` from pinned memory (`DataLoader(pin_memory=True)`) can. The "
+        "constructors also hard-code CUDA and a dtype in one name, interpret a lone integer as a size "
+        "(`torch.cuda.LongTensor(5)` is five uninitialised values, not `[5]`), and since PyTorch 2.1 warn: "
+        "\"The torch.cuda.*DtypeTensor constructors are no longer recommended. It's best to use methods such "
+        "as torch.tensor(data, dtype=*, device='cuda') to create tensors.\""
+    )
+    bad = (
+        "import torch\n\n"
+        "Tensor = torch.cuda.FloatTensor\n\n"
+        "for imgs, targets in loader:\n"
+        "    imgs = imgs.type(Tensor)\n"
+        "    labels = torch.cuda.LongTensor(targets)\n"
+    )
+    good = (
+        "import torch\n\n"
+        "device = torch.device(\"cuda\")\n\n"
+        "for imgs, targets in loader:  # DataLoader(..., pin_memory=True)\n"
+        "    imgs = imgs.to(device, torch.float32, non_blocking=True)\n"
+        "    labels = torch.as_tensor(targets, dtype=torch.int64, device=device)\n"
+    )
+    false_positives = (
+        "`isinstance(x, torch.cuda.FloatTensor)` and type annotations are not reported. A shape-only "
+        "`torch.cuda.FloatTensor(3, 4)` copies nothing (it is `torch.empty(3, 4, device=\"cuda\")`): the finding "
+        "is then about the legacy API, not speed."
+    )
+    fix_safety = FixSafety.NONE
+    fix_notes = (
+        "No autofix: the legacy constructor reads a lone integer as a size and a sequence as data, and "
+        "`.type(torch.cuda.FloatTensor)` keeps a tensor already on another GPU where it is, while "
+        "`.to(\"cuda\")` moves it to the current one; no rewrite is equivalent in every case."
+    )
+    requires = ("Tensor",)
+
+    def _typed(self, node: cst.BaseExpression, _depth: int = 0) -> Optional[str]:
+        """The legacy CUDA type named by `node` ("FloatTensor"), following a single-assignment alias."""
+        if _depth > 3:
+            return None
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            qual = self.context.qualname(node)
+            if qual is not None:
+                head, _, last = qual.rpartition(".")
+                return last if head == "torch.cuda" and last in _TYPED else None
+            if isinstance(node, cst.Name):
+                value = self.context.assigned_value(node)
+                if value is not None:
+                    return self._typed(value, _depth + 1)
+            return None
+        if isinstance(node, cst.IfExp):
+            return self._typed(node.body, _depth + 1) or self._typed(node.orelse, _depth + 1)
+        if isinstance(node, cst.SimpleString):
+            value = self.context.literal(node)
+            match = _TYPED_STRING.match(value) if isinstance(value, str) else None
+            return match.group(1) if match and match.group(1) in _TYPED else None
+        return None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "type":
+            args = positional(node)
+            target = args[0].value if args else None
+            if target is None:
+                arg = keyword(node, "dtype")
+                target = arg.value if arg is not None else None
+            typed = self._typed(target) if target is not None else None
+            if typed is not None:
+                self.report(
+                    node,
+                    f"`.type(torch.cuda.{typed})` is a blocking copy to the GPU plus a cast: "
+                    f"use `.to(device, {_DTYPE_OF[typed]}, non_blocking=True)` (with pinned host memory)",
+                )
+            return
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            last = func.value if isinstance(func, cst.Name) else func.attr.value
+            if "Tensor" not in last and self.context.qualname(func) is None:
+                return
+            typed = self._typed(func)
+            if typed is not None:
+                self.report(
+                    node,
+                    f"Legacy constructor `torch.cuda.{typed}`: use `torch.as_tensor(data, dtype={_DTYPE_OF[typed]}, "
+                    f"device=device)` for data, or `torch.empty(size, dtype={_DTYPE_OF[typed]}, device=device)` for a shape",
+                )

@@ -14,9 +14,10 @@ A loop is **hot** when any of these holds:
 2. its own body (not a nested loop's, not a nested function's) calls `.backward()`, or `.step()` on an
    optimizer or grad scaler (`optimizer.step()`, `opt.step()`, `scaler.step(optimizer)`,
    `self.optimizer.step()`; a scheduler's `.step()` does not count);
-3. it iterates a `range(...)` of training steps (the target or the bound is named like `step`,
-   `it`, `iteration`, `max_iters`, `num_steps`, ...) and its own body runs a forward pass
-   (`model(x)`, `self.net(x)`, `outputs = network(inputs)`), unless it contains a nested hot loop.
+3. it iterates a `range(...)` (of steps) and its own body draws a batch (`next(it)`, `get_batch(...)`) and runs a
+   forward pass (`model(x)`, `self.net(x)`), unless it contains a nested hot loop. A range loop
+   over decoding positions or benchmark repetitions (`for _ in range(num_steps): y = net(x)`) is
+   not hot by this criterion: it draws no batch.
 
 An epoch loop that wraps a hot batch loop is therefore *not* hot: the code in its body outside the
 inner loop runs once per epoch. A loop nested inside a hot loop (over the parameters, the keys of a
@@ -36,6 +37,8 @@ Public API (all results are cached per file and loop):
   `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
   `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`), or after an
   `if step % N: continue` in the same body.
+- `is_interval_test(context, test)`: whether an `if` test is true on only some steps (the test
+  `gated` uses).
 - `is_forward_call(context, call)`: `call` runs a model's forward pass (a module-like callee).
 - `hot_calls_in(context, loop)`: the calls made directly by the loop body (a cheap index rules can
   reuse).
@@ -82,11 +85,6 @@ _LOOPS = (cst.For, cst.While)
 # `.step()` receivers that are optimizers or grad scalers (last name segment, lower-cased).
 _STEPPER = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser|optimizers|scaler|grad_scaler)(?:_\w+)?$|^optimizer\w*$|^opt_\w+$|^\w*optimizer$")
 _SCHEDULER = re.compile(r"sched|lr_|warmup|ema|swa", re.IGNORECASE)
-# Loop targets and range bounds that say "training steps" (criterion 3).
-_STEP_WORD = re.compile(
-    r"^(?:_?(?:global_)?(?:step|steps|it|iter|iters|iteration|iterations|itr|train_step|update|updates|n_iter|n_steps))$"
-    r"|(?:^|_)(?:steps|iters|iterations|updates)$|^(?:max|num|n|total|train)_(?:step|steps|iter|iters|iterations|updates)$"
-)
 # Callee names that run a model's forward pass (criterion 3, `is_forward_call`).
 _MODEL_NAME = re.compile(
     r"^(?:model|net|network|module|generator|discriminator|netg|netd|g|d|encoder|decoder|classifier|backbone|"
@@ -231,20 +229,16 @@ def _range_of_steps(context: "Context", loop: cst.For) -> bool:
         if not args or not isinstance(args[0], cst.Call) or _last_segment(args[0].func) != "range":
             return False
         it = args[0]
-    words: list[str] = []
-    target = loop.target
-    if isinstance(target, cst.Name):
-        words.append(target.value)
-    for arg in it.args:
-        seg = _last_segment(arg.value)
-        if seg is not None:
-            words.append(seg)
-        elif isinstance(arg.value, cst.BinaryOperation):
-            for side in (arg.value.left, arg.value.right):
-                seg = _last_segment(side)
-                if seg is not None:
-                    words.append(seg)
-    return any(_STEP_WORD.search(w.lower()) for w in words)
+    return True
+
+
+def _fetches_batch(calls: list[cst.Call]) -> bool:
+    """`next(it)`, `get_batch("train")`, `sample_batch(...)`: the body draws a new batch each trip."""
+    for call in calls:
+        name = _last_segment(call.func)
+        if name is not None and (name == "next" or "batch" in name.lower()):
+            return True
+    return False
 
 
 def is_forward_call(context: "Context", call: cst.Call) -> bool:
@@ -285,7 +279,12 @@ def _decide(context: "Context", loop: Loop) -> bool:
     calls = hot_calls_in(context, loop)
     if any(_is_backward_or_step(context, c) for c in calls):
         return True
-    if isinstance(loop, cst.For) and _range_of_steps(context, loop) and any(is_forward_call(context, c) for c in calls):
+    if (
+        isinstance(loop, cst.For)
+        and _range_of_steps(context, loop)
+        and _fetches_batch(calls)
+        and any(is_forward_call(context, c) for c in calls)
+    ):
         nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
         return not any(_contains_hot(context, n) for n in nested)
     return False
@@ -338,7 +337,7 @@ _GATE_NAME = re.compile(
 )
 
 
-def _is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int = 0) -> bool:
+def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int = 0) -> bool:
     """A test that is true on only some steps: a modulo, `i == N`, or a name assigned one."""
     if _depth > 3:
         return False
@@ -352,7 +351,7 @@ def _is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int 
                     return True
         if isinstance(node, cst.Name) and _depth < 3:
             value = context.assigned_value(node)
-            if value is not None and _is_interval_test(context, value, _depth + 1):
+            if value is not None and is_interval_test(context, value, _depth + 1):
                 return True
         if isinstance(node, (cst.Name, cst.Attribute)):
             name = _last_segment(node)
@@ -371,18 +370,32 @@ def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
     only = body.body[0]
     if not (isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 and isinstance(only.body[0], cst.Continue)):
         return False
-    return _is_interval_test(context, statement.test)
+    return is_interval_test(context, statement.test)
+
+
+def _steps(context: "Context", block: cst.CSTNode) -> bool:
+    """The block does an optimizer step itself (gradient accumulation's `if (i + 1) % accum == 0:`)."""
+    return any(isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(block))
 
 
 def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
-    """Whether `node` runs on only some trips of `loop` (a logging interval, a last-batch check)."""
+    """Whether `node` runs on only some trips of `loop` (a logging interval, a last-batch check).
+
+    The `if` of gradient accumulation, which does the optimizer step, is not a logging interval:
+    code in it runs once per optimizer step, which is a step.
+    """
     child = node
     for ancestor in context.ancestors(node):
         if ancestor is loop:
             return False
-        if isinstance(ancestor, cst.If) and child is ancestor.body and _is_interval_test(context, ancestor.test):
+        if (
+            isinstance(ancestor, cst.If)
+            and child is ancestor.body
+            and is_interval_test(context, ancestor.test)
+            and not _steps(context, ancestor.body)
+        ):
             return True
-        if isinstance(ancestor, cst.IfExp) and child is ancestor.body and _is_interval_test(context, ancestor.test):
+        if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):
             return True
         if isinstance(ancestor, cst.IndentedBlock) and isinstance(child, cst.BaseStatement):
             for sibling in ancestor.body:

@@ -414,9 +414,11 @@ _EXPLANATION_COMMON = (
     "step's work while the current one computes. Reading a device value on the host ({what}) makes the CPU wait "
     "until every queued kernel has finished and the value has been copied back; only then does Python go on to "
     "queue more work. Done every step, the GPU idles while the host prepares the next step, and the pipeline "
-    "never fills again. NVIDIA's and PyTorch's performance guides list avoiding per-step syncs among the first "
-    "things to fix: in data-parallel training a per-step `loss.item()` typically costs a few percent of step "
-    "time, and much more for small models whose steps are short (where the queue is what keeps the GPU busy)."
+    "never fills again. The cost is the GPU's idle time per step, so it is largest for small models and short "
+    "steps, where the queue is what keeps the GPU busy. PyTorch's Performance Tuning Guide (\"Avoid unnecessary "
+    "CPU-GPU synchronization\") lists exactly these operations: `print(cuda_tensor)`, `cuda_tensor.item()`, "
+    "`cuda_tensor.cpu()`, `cuda_tensor.nonzero()`, and Python control flow on CUDA results such as "
+    "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything."
 )
 
 

@@ -1,0 +1,191 @@
+"""Host-device sync rules (TL201-TL207) and the per-step rules TL501, TL602: decision edges."""
+
+from __future__ import annotations
+
+import textwrap
+
+from torchlint.lint.api import lint_source
+
+SYNC = ["TL201", "TL202", "TL203", "TL204", "TL205", "TL206", "TL207"]
+
+
+def _lines(source: str, select: list[str] = SYNC) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), select=select)
+    assert result.error is None and not result.notes, (result.error, result.notes)
+    return [(f.line, f.code) for f in result.findings]
+
+
+LOOP = """
+import torch
+import numpy as np
+import torch.nn as nn
+criterion = nn.CrossEntropyLoss()
+def train(model, train_loader, optimizer, device):
+    for i, (x, y) in enumerate(train_loader):
+        x, y = x.to(device), y.to(device)
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+        {line}
+"""
+
+
+def _in_loop(line: str, select: list[str] = SYNC) -> list[str]:
+    return [code for _, code in _lines(LOOP.replace("{line}", line), select)]
+
+
+def test_item_on_loss_and_on_unknown_value_is_reported() -> None:
+    assert _in_loop("v = loss.item()") == ["TL201"]
+    assert _in_loop("v = {k: t.item() for k, t in logs.items()}") == ["TL201"]
+
+
+def test_item_on_host_values_is_not() -> None:
+    assert _in_loop("v = float(len(x)); w = np.float32(v).item()") == []
+    assert _in_loop("v = loss.item(); w = v") == ["TL201"]
+    assert _in_loop("i2 = i + 1; z = float(i2)") == []
+
+
+def test_raw_batch_is_on_the_host() -> None:
+    source = """
+    def evaluate(model, loader):
+        for images, labels in loader:
+            n = labels.sum().item()
+            k = int(labels.max())
+            out = model(images.cuda())
+    """
+    assert _lines(source) == []
+
+
+def test_rebinding_follows_statement_order() -> None:
+    source = """
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            a = int(y.sum())
+            y = y.cuda()
+            b = int(y.sum())
+            loss = model(x).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    assert _lines(source) == [(6, "TL202")]
+
+
+def test_cpu_reported_only_in_training_loops() -> None:
+    assert _in_loop("p = out.argmax(1).cpu()") == ["TL201"]
+    source = """
+    import torch
+    def evaluate(model, val_loader):
+        with torch.no_grad():
+            for x, y in val_loader:
+                preds.append(model(x.cuda()).cpu())
+    """
+    assert _lines(source) == []
+
+
+def test_cpu_then_item_is_one_finding() -> None:
+    assert _in_loop("v = loss.detach().cpu().item()") == ["TL201"]
+
+
+def test_conversions_of_tensors_only() -> None:
+    assert _in_loop("v = float(loss)") == ["TL202"]
+    assert _in_loop("v = int(out.argmax())") == ["TL202"]
+    assert _in_loop("v = float(args.lr)") == []
+    assert _in_loop("v = int(x.shape[0])") == []
+
+
+def test_rebound_builtin_is_not_a_conversion() -> None:
+    source = LOOP.replace("{line}", "v = float(loss)").replace("def train(", "def train(float, ")
+    assert _lines(source) == []
+
+
+def test_formatting() -> None:
+    assert _in_loop('print(f"{loss:.3f}")') == ["TL203"]
+    assert _in_loop('print(f"{loss.item():.3f}")') == ["TL201"]
+    assert _in_loop('print("%d" % i)') == []
+    assert _in_loop("print(x.shape)") == []
+
+
+def test_conditions() -> None:
+    assert _in_loop("assert not torch.isnan(loss).any()") == ["TL204"]
+    assert _in_loop("ok = 1 if loss > 2 else 0") == ["TL204"]
+    assert _in_loop("if loss is None: pass") == []
+    assert _in_loop("if i % 10 == 0 and torch.isnan(loss): pass") == []
+    assert _in_loop("if torch.isnan(loss) and i % 10 == 0: pass") == ["TL204"]
+
+
+def test_logging_interval_silences_every_rule() -> None:
+    for line in ("v = loss.item()", "v = float(loss)", 'print(f"{loss}")', "torch.cuda.synchronize()"):
+        assert _in_loop(f"if i % 100 == 0: {line}") == [], line
+
+
+def test_synchronize_resolves_through_imports() -> None:
+    assert _in_loop("torch.cuda.synchronize()") == ["TL205"]
+    source = LOOP.replace("{line}", "synchronize()").replace("import torch\n", "import torch\nfrom torch.cuda import synchronize\n")
+    assert _lines(source) == [(14, "TL205")]
+    assert _in_loop("stream.synchronize()") == []
+
+
+def test_data_dependent_shapes_are_off_by_default_but_selectable() -> None:
+    assert _in_loop("sel = out[y > 0]") == ["TL206"]
+    assert _in_loop("sel = out[y > 0]", select=["TL2"]) == []
+
+
+def test_helper_one_call_deep() -> None:
+    source = """
+    def log_value(t):
+        print(t.item())
+    def square(t):
+        return t * t
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            loss = model(x).mean()
+            loss.backward()
+            optimizer.step()
+            log_value(loss)
+            square(loss)
+    """
+    assert _lines(source) == [(11, "TL207")]
+
+
+def test_helper_defined_after_the_loop_and_shadowed_helper() -> None:
+    source = """
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            loss = model(x).mean()
+            loss.backward()
+            optimizer.step()
+            log_value(loss)
+    def log_value(t):
+        print(t.item())
+    """
+    assert _lines(source) == [(7, "TL207")]
+    shadowed = source.replace("def train(model,", "def train(log_value, model,")
+    assert _lines(shadowed) == []
+
+
+def test_empty_cache_and_move_in_loop() -> None:
+    assert _in_loop("torch.cuda.empty_cache()", select=["TL501"]) == ["TL501"]
+    assert _in_loop("if i % 500 == 0: torch.cuda.empty_cache()", select=["TL501"]) == []
+    assert _in_loop("model.to(device)", select=["TL602"]) == ["TL602"]
+    assert _in_loop("model.to(torch.float16)", select=["TL602"]) == []
+    assert _in_loop("z = x.to(device)", select=["TL602"]) == []
+
+
+def test_move_of_a_constant_built_before_the_loop() -> None:
+    source = """
+    import torch
+    import torch.nn as nn
+    def train(model, loader, optimizer, device):
+        w = torch.tensor([1.0, 2.0])
+        on_gpu = torch.ones(2, device=device)
+        head = nn.Linear(4, 2)
+        for x, y in loader:
+            a = w.to(device)
+            b = on_gpu.to(device)
+            head.cuda()
+            loss = model(x).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    assert _lines(source, ["TL602"]) == [(9, "TL602"), (11, "TL602")]

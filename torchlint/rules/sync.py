@@ -275,9 +275,9 @@ class ValueKinds:
             base = self.kind(func.value)
             if base in (T, CPU):
                 return base
-            if method in _TENSOR_ONLY_METHODS and base == UNK:
-                return T
-            return UNK
+            if method in _TENSOR_ONLY_METHODS:
+                return T if base == UNK else UNK
+            return PY if base == PY else UNK  # a numpy array's `.mean()` stays on the host
         # a plain name
         if name in _PY_BUILTINS:
             return PY
@@ -393,6 +393,11 @@ def per_step(context: "Context", node: cst.CSTNode) -> Optional[hotloop.Loop]:
     return loop
 
 
+# Calls that read a clock or a CUDA event: a sync next to them is there to time the step.
+_CLOCK_CALLS = frozenset(
+    {"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "record", "elapsed_time", "time_sync", "tic", "toc"}
+)
+
 _ADVICE = "keep the running value on the device (`running += loss.detach()`) and read it every N steps"
 
 
@@ -470,7 +475,7 @@ class ItemInHotLoop(_SyncRule):
             return
         kind = self.values.kind(func.value)
         if method == "item":
-            if kind in (PY, CPU):
+            if kind in (PY, CPU) or self._feeds_environment(node):
                 return
         elif kind != T:
             return
@@ -480,6 +485,14 @@ class ItemInHotLoop(_SyncRule):
             self.report(node, "`.cpu().numpy()` waits for the GPU and copies to the host on every step: " + _ADVICE)
             return
         self.report(node, f"`.{method}()` waits for the GPU and copies to the host on every step: " + _ADVICE)
+
+    def _feeds_environment(self, node: cst.Call) -> bool:
+        """`env.step(action.item())`: a simulator on the host needs the value; the sync is the algorithm's."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            return isinstance(call, cst.Call) and _last(call.func) == "step"
+        return False
 
     def _is_numpy_of(self, node: cst.Call) -> bool:
         parent = self.context.parent(node)
@@ -685,7 +698,6 @@ class SynchronizeInHotLoop(_SyncRule):
         "clock (`time.time()`, `time.perf_counter()`). Silence a deliberate one with `# noqa: TL205`."
     )
     requires = ("synchronize",)
-    _CLOCKS = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "time.perf_counter_ns", "time.time_ns")
 
     def visit_Call(self, node: cst.Call) -> None:
         if _last(node.func) != "synchronize":
@@ -701,7 +713,7 @@ class SynchronizeInHotLoop(_SyncRule):
     def _timed(self, loop: hotloop.Loop) -> bool:
         for call in hotloop.hot_calls_in(self.context, loop):
             name = _last(call.func)
-            if name in ("time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "record", "elapsed_time", "time_sync", "tic", "toc"):
+            if name in _CLOCK_CALLS:
                 return True
         return False
 
@@ -817,7 +829,7 @@ class _Helpers:
                 for inner in stmt.body.body:
                     if isinstance(inner, cst.FunctionDef):
                         self.methods[(stmt, inner.name.value)] = inner
-        self._syncs: dict[cst.FunctionDef, Optional[str]] = {}
+        self._syncs: dict[tuple[cst.FunctionDef, bool], Optional[str]] = {}
 
     def callee(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         func = call.func
@@ -838,19 +850,23 @@ class _Helpers:
             return self.methods.get((cls, func.attr.value))  # type: ignore[arg-type]
         return None
 
-    def sync_in(self, function: cst.FunctionDef) -> Optional[str]:
-        """How `function` syncs (e.g. "`.item()`"), or None."""
-        if function in self._syncs:
-            return self._syncs[function]
-        self._syncs[function] = None
+    def sync_in(self, function: cst.FunctionDef, training: bool) -> Optional[str]:
+        """How `function` syncs (e.g. "`.item()`"), or None. Copies of results to the host
+        (`.cpu()`, `.tolist()`) count only when called from a training loop, as for TL201."""
+        key = (function, training)
+        if key in self._syncs:
+            return self._syncs[key]
+        self._syncs[key] = None
         values = value_kinds(self.context)
         found = None
-        for node in _own_nodes(function.body):
-            if not isinstance(node, cst.Call):
-                continue
+        calls = [n for n in _own_nodes(function.body) if isinstance(n, cst.Call)]
+        timed = any(_last(c.func) in _CLOCK_CALLS for c in calls)
+        for node in calls:
             func = node.func
             name = _last(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
+                if name != "item" and not training:
+                    continue
                 kind = values.kind(func.value)
                 if kind == T or (name == "item" and kind == UNK):
                     found = f"`.{name}()`"
@@ -859,10 +875,10 @@ class _Helpers:
                 if values.is_tensor(node.args[0].value):
                     found = f"`{name}()` of a tensor"
                     break
-            elif name == "synchronize" and self.context.qualname(node) == "torch.cuda.synchronize":
+            elif name == "synchronize" and self.context.qualname(node) == "torch.cuda.synchronize" and not timed:
                 found = "`torch.cuda.synchronize()`"
                 break
-        self._syncs[function] = found
+        self._syncs[key] = found
         return found
 
 
@@ -936,6 +952,8 @@ class SyncInHelperInHotLoop(_SyncRule):
             function = helpers.callee(call)
             if function is None or self.context.enclosing_function(call) is function:
                 continue
-            how = helpers.sync_in(function)
+            loop = hotloop.hot_loop(self.context, call)
+            training = loop is not None and hotloop.is_training_loop(self.context, loop)
+            how = helpers.sync_in(function, training)
             if how is not None:
                 self.report(call, self._TEMPLATE.format(name=function.name.value, how=how))

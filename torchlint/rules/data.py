@@ -55,7 +55,7 @@ def is_dataloader(context: Context, node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and context.qualname(node) in _LOADERS
 
 
-_TEST_FILE = re.compile(r"(^|[\\/])(tests?|testing)[\\/]|(^|[\\/])(test_[^\\/]*|[^\\/]*_test|conftest)\.(py|ipynb)$")
+_TEST_FILE = re.compile(r"(^|[\\/])(tests?)[\\/]|(^|[\\/])(test_[^\\/]*|[^\\/]*_test|conftest)\.(py|ipynb)$")
 
 
 def is_test_file(path: str) -> bool:
@@ -149,10 +149,16 @@ def _positive_workers(context: Context, flow: "_Flow", expr: cst.BaseExpression)
         name = context.qualname(expr)
         if name in _CPU_COUNT and not expr.args:
             return "cpu"
+        if _is_builtin(context, expr.func, "int") and len(expr.args) == 1 and not expr.args[0].keyword:
+            return _positive_workers(context, flow, expr.args[0].value)
         if _is_builtin(context, expr.func, "min") and len(expr.args) >= 2 and not has_star_args(expr):
             kinds = [_positive_workers(context, flow, a.value) for a in expr.args]
             return "cpu" if all(kinds) else None
         return None
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        # `os.cpu_count() or 1`
+        kinds = [_positive_workers(context, flow, expr.left), _positive_workers(context, flow, expr.right)]
+        return "cpu" if all(kinds) else None
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
         default = flow.argparse_default(expr.attr.value)
         if isinstance(default, int) and not isinstance(default, bool) and default > 0:
@@ -210,6 +216,7 @@ class _Flow:
         self._active: set[int] = set()
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
+        self.getitem_moves: Optional[bool] = None
         for node in descendants(context.module):
             if isinstance(node, cst.Call):
                 name = _last_name(node.func)
@@ -362,7 +369,17 @@ class _Flow:
         return None
 
     def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
+        if function.name.value == "__init__":
+            cls = self.context.enclosing(function, cst.ClassDef)
+            if isinstance(cls, cst.ClassDef):
+                return [c for c in self.calls_by_name.get(cls.name.value, ()) if self._constructs(c, cls)]
         return [c for c in self.calls_by_name.get(function.name.value, ()) if self.function_called(c) is function]
+
+    def _constructs(self, call: cst.Call, cls: cst.ClassDef) -> bool:
+        if not isinstance(call.func, cst.Name):
+            return False
+        bindings = self.context.lookup(call.func)
+        return bool(bindings) and len(bindings) == 1 and bindings[0].node is cls
 
     def _param_loaders(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
         if not isinstance(param, cst.Param):
@@ -483,7 +500,7 @@ class _Flow:
             name = context.qualname(expr) or ""
             if name == "torch.device":
                 return bool(expr.args) and self._may_be_cuda(expr.args[0].value, depth + 1)
-            if name.startswith("torch.cuda."):
+            if name.startswith(("torch.cuda.", "torch.accelerator.")):
                 return True
             last = (_last_name(expr.func) or "").lower()
             return any(word in last for word in _DEVICE_WORDS)
@@ -495,9 +512,13 @@ class _Flow:
                 return any(self._may_be_cuda(b.value, depth + 1) for b in bindings if b.value is not None)
             return any(word in expr.value.lower() for word in _DEVICE_WORDS)
         if isinstance(expr, cst.Attribute):
-            if (context.qualname(expr) or "").startswith("torch."):
+            name = context.qualname(expr) or ""
+            if name.startswith("torch.") and "accelerator" not in name:
                 return False  # torch.float32, torch.bfloat16, ...
-            return any(word in expr.attr.value.lower() for word in _DEVICE_WORDS)
+            if any(word in expr.attr.value.lower() for word in _DEVICE_WORDS):
+                return True
+            # torch.accelerator.current_accelerator().type
+            return expr.attr.value == "type" and "accelerator" in context.code(expr.value)
         return False
 
 
@@ -621,6 +642,56 @@ _TENSOR_FACTORIES = frozenset(
 )
 
 
+def in_memory_loader(context: Context, call: cst.Call) -> bool:
+    """A DataLoader over data already in memory as tensors (or a list), batched by the default collate."""
+    collate = argument(call, "collate_fn", position=_COLLATE_AT)
+    if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
+        return False
+    dataset = argument(call, "dataset", position=0)
+    return dataset is not None and _in_memory_dataset(context, dataset.value, 0)
+
+
+def _in_memory_dataset(context: Context, expr: cst.BaseExpression, depth: int) -> bool:
+    if depth > 5:
+        return False
+    if isinstance(expr, (cst.List, cst.ListComp, cst.Tuple)):
+        return True
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Multiply)):
+        # `[item] * 100`, `train_items + extra_items`
+        return isinstance(expr.left, (cst.List, cst.ListComp)) or isinstance(expr.right, (cst.List, cst.ListComp))
+    if isinstance(expr, cst.Call):
+        name = context.qualname(expr) or ""
+        if name == "torch.utils.data.TensorDataset":
+            return True
+        if name == "torch.utils.data.Subset" and expr.args:
+            return _in_memory_dataset(context, expr.args[0].value, depth + 1)
+        if name.startswith("torch.") and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES:
+            return True
+        if _is_builtin(context, expr.func, "list") or _is_builtin(context, expr.func, "tuple"):
+            return len(expr.args) == 1 and _in_memory_items(context, expr.args[0].value, depth)
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if not bindings or len(bindings) != 1:
+            return False
+        binding = bindings[0]
+        if binding.kind == "assign" and binding.value is not None:
+            return _in_memory_dataset(context, binding.value, depth + 1)
+        node = binding.node
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
+            if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
+                return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
+    return False
+
+
+def _in_memory_items(context: Context, expr: cst.BaseExpression, depth: int) -> bool:
+    """`list(zip(x, y))` over tensors or lists."""
+    if isinstance(expr, cst.Call) and _is_builtin(context, expr.func, "zip"):
+        return bool(expr.args) and all(_in_memory_dataset(context, a.value, depth + 1) for a in expr.args)
+    return _in_memory_dataset(context, expr, depth + 1)
+
+
 # Words of a comment that explains a single-process loader.
 _REASON = re.compile(
     r"worker|process|pickl|fork|spawn|windows|debug|deadlock|hang|freez|shm|shared.memory|hdf5|h5py|lmdb|"
@@ -685,7 +756,7 @@ class DataLoaderNumWorkersZero(Rule):
             return  # passed positionally through *args
         if arg is not None and (self.context.literal(arg.value) != 0 or self._explained(arg)):
             return  # a non-zero value, one that cannot be decided, or a commented choice
-        if self._in_memory(node):
+        if in_memory_loader(self.context, node):
             return
         if self._unguarded_script(node):
             self.report(
@@ -720,51 +791,6 @@ class DataLoaderNumWorkersZero(Rule):
             if _REASON.search(comment):
                 return True
         return False
-
-    def _in_memory(self, call: cst.Call) -> bool:
-        """A dataset already in memory as tensors (or a list), batched by the default collate: nothing to offload."""
-        collate = argument(call, "collate_fn", position=_COLLATE_AT)
-        if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
-            return False
-        dataset = argument(call, "dataset", position=0)
-        return dataset is not None and self._in_memory_dataset(dataset.value, 0)
-
-    def _in_memory_dataset(self, expr: cst.BaseExpression, depth: int) -> bool:
-        if depth > 5:
-            return False
-        context = self.context
-        if isinstance(expr, (cst.List, cst.ListComp, cst.Tuple)):
-            return True
-        if isinstance(expr, cst.Call):
-            name = context.qualname(expr) or ""
-            if name == "torch.utils.data.TensorDataset":
-                return True
-            if name == "torch.utils.data.Subset" and expr.args:
-                return self._in_memory_dataset(expr.args[0].value, depth + 1)
-            if name.startswith("torch.") and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES:
-                return True
-            if _is_builtin(context, expr.func, "list") or _is_builtin(context, expr.func, "tuple"):
-                return len(expr.args) == 1 and self._in_memory_items(expr.args[0].value, depth)
-            return False
-        if isinstance(expr, cst.Name):
-            bindings = context.lookup(expr)
-            if not bindings or len(bindings) != 1:
-                return False
-            binding = bindings[0]
-            if binding.kind == "assign" and binding.value is not None:
-                return self._in_memory_dataset(binding.value, depth + 1)
-            node = binding.node
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-                # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
-                if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
-                    return self._in_memory_dataset(node.value.args[0].value, depth + 1)
-        return False
-
-    def _in_memory_items(self, expr: cst.BaseExpression, depth: int) -> bool:
-        """`list(zip(x, y))` over tensors or lists."""
-        if isinstance(expr, cst.Call) and _is_builtin(self.context, expr.func, "zip"):
-            return bool(expr.args) and all(self._in_memory_dataset(a.value, depth + 1) for a in expr.args)
-        return self._in_memory_dataset(expr, depth + 1)
 
     def _unguarded_script(self, call: cst.Call) -> bool:
         if self.context.source.is_notebook:
@@ -833,6 +859,12 @@ class DataLoaderWithoutPinMemory(Rule):
         for loader in data.loaders:
             if _setting(self.context, loader, "pin_memory", _PIN_MEMORY_AT) not in (_MISSING, False):
                 continue
+            if _setting(self.context, loader, "num_workers", _NUM_WORKERS_AT) in (_MISSING, 0) and in_memory_loader(
+                self.context, loader
+            ):
+                continue  # pinning would be one more copy on the main thread, in front of the transfer
+            if self._dataset_on_device(data, loader):
+                continue  # CUDA tensors cannot be pinned: the loader would raise
             moved = [t for loop, target in data.loops_over(loader) for t in data.transfers(loop, target)]
             if not moved:
                 continue
@@ -843,6 +875,42 @@ class DataLoaderWithoutPinMemory(Rule):
             )
             fix = _with_keyword_fix(self.context, loader, "pin_memory", "True", "Set pin_memory=True")
             self.report(loader, message=message, fix=fix)
+
+
+    def _dataset_on_device(self, data: _Flow, loader: cst.Call) -> bool:
+        """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""
+        if data.getitem_moves is None:
+            data.getitem_moves = any(
+                isinstance(n, cst.FunctionDef)
+                and n.name.value == "__getitem__"
+                and any(isinstance(c, cst.Call) and _is_transfer(c) and data.to_accelerator(c) for c in descendants(n))
+                for n in descendants(self.context.module)
+            )
+        if data.getitem_moves:
+            return True
+        dataset = argument(loader, "dataset", position=0)
+        value = dataset.value if dataset is not None else None
+        if isinstance(value, cst.Name):
+            value = self.context.assigned_value(value) or value
+        if isinstance(value, cst.Call) and self.context.qualname(value) == "torch.utils.data.TensorDataset":
+            return any(
+                isinstance(n, cst.Call) and _is_transfer(n) and data.to_accelerator(n)
+                for a in value.args
+                for n in [a.value, *descendants(a.value)]
+            ) or any(self._moved_name(data, a.value) for a in value.args)
+        return False
+
+    def _moved_name(self, data: _Flow, expr: cst.BaseExpression) -> bool:
+        if not isinstance(expr, cst.Name):
+            return False
+        value = self.context.assigned_value(expr)
+        return (
+            isinstance(value, cst.Call)
+            and (
+                (_is_transfer(value) and data.to_accelerator(value))
+                or (keyword(value, "device") is not None and data._may_be_cuda(keyword(value, "device").value, 0))  # type: ignore[union-attr]
+            )
+        )
 
 
 # -- TL103 ---------------------------------------------------------------------------------------

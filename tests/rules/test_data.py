@@ -1,0 +1,351 @@
+"""Data-loading rules (TL101-TL106): name resolution, loader tracing, decision edges and fix output."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from torchlint.lint.api import lint_source
+
+
+def findings(code: str, select: list[str], path: str = "train.py") -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(code), path, select=select)
+    assert result.error is None and not result.notes, (result.error, result.notes)
+    return [(f.line, f.code) for f in result.findings]
+
+
+def fixed(code: str, select: list[str], *, unsafe: bool = True) -> str:
+    result = lint_source(textwrap.dedent(code), "train.py", select=select, fix=True, unsafe_fixes=unsafe)
+    assert not result.notes, result.notes
+    text = result.fixed_text if result.fixed_text is not None else textwrap.dedent(code)
+    cst.parse_module(text)
+    return text
+
+
+# -- TL101 ---------------------------------------------------------------------------------------
+
+
+def test_tl101_resolves_every_import_spelling() -> None:
+    code = """
+    import torch
+    from torch.utils import data
+    import torch.utils.data.dataloader as dl_mod
+    from torch.utils.data import DataLoader as Loader
+
+    a = data.DataLoader(ds)
+    b = dl_mod.DataLoader(ds)
+    c = Loader(ds)
+    d = torch.utils.data.DataLoader(ds)
+
+    if __name__ == "__main__":
+        pass
+    """
+    assert findings(code, ["TL101"]) == [(7, "TL101"), (8, "TL101"), (9, "TL101"), (10, "TL101")]
+
+
+def test_tl101_ignores_other_dataloaders() -> None:
+    code = """
+    from torch_geometric.loader import DataLoader
+    from fastai.data.load import DataLoader as FastLoader
+
+    class DataLoader2:
+        pass
+
+    a = DataLoader(graphs, batch_size=32)
+    b = FastLoader(items)
+    """
+    assert findings(code, ["TL101"]) == []
+
+
+def test_tl101_silent_in_tests() -> None:
+    code = "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+    assert findings(code, ["TL101"], path="tests/data/check_loader.py") == []
+    assert findings(code, ["TL101"], path="pkg/test_loader.py") == []
+    assert findings(code, ["TL101"], path="pkg/loader_test.py") == []
+    assert findings(code, ["TL101"], path="pkg/latest.py") == [(2, "TL101")]
+
+
+def test_tl101_in_memory_datasets_are_silent_unless_collated() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader, Subset, TensorDataset
+
+    def build(x, y, files, collate):
+        ds = TensorDataset(x, y)
+        a = DataLoader(Subset(ds, range(10)))
+        b = DataLoader([(torch.zeros(3), 0)] * 10)
+        c = DataLoader(ds, collate_fn=collate)
+        d = DataLoader(files)
+        return a, b, c, d
+    """
+    assert findings(code, ["TL101"]) == [(9, "TL101"), (10, "TL101")]
+
+
+def test_tl101_explained_zero_is_silent_but_unrelated_comment_is_not() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def build(ds):
+        a = DataLoader(ds, num_workers=0)  # the LMDB handle cannot be forked
+        b = DataLoader(ds, num_workers=0)  # TODO tune batch size
+        return a, b
+    """
+    assert findings(code, ["TL101"]) == [(6, "TL101")]
+
+
+def test_tl101_fix_adds_os_import_and_keeps_layout() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def build(ds):
+        return DataLoader(
+            ds,
+            batch_size=8,
+        )
+    """
+    assert fixed(code, ["TL101"]) == textwrap.dedent(
+        """
+        from torch.utils.data import DataLoader
+        import os
+
+        def build(ds):
+            return DataLoader(
+                ds,
+                batch_size=8,
+                num_workers=min(8, os.cpu_count() or 1),
+            )
+        """
+    )
+    assert fixed(code, ["TL101"], unsafe=False) == textwrap.dedent(code)
+
+
+def test_tl101_unguarded_script_gets_advice_but_no_fix() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+    loader = DataLoader(ds, batch_size=8)
+    for x in loader:
+        pass
+    """
+    result = lint_source(textwrap.dedent(code), "train.py", select=["TL101"])
+    [finding] = result.findings
+    assert finding.fix is None
+    assert "__main__" in finding.message
+
+
+# -- TL102 ---------------------------------------------------------------------------------------
+
+TRAIN = """
+import torch
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+"""
+
+
+def test_tl102_follows_loader_through_helpers_parameters_and_attributes() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        def loaders(a, b):
+            train = DataLoader(a, num_workers=4)
+            val = DataLoader(b, num_workers=4)
+            return train, val
+
+        def run_epoch(model, loader):
+            for i, (x, y) in tqdm(enumerate(loader)):
+                model(x.to(device))
+
+        class Fit:
+            def __init__(self, loader):
+                self.loader = loader
+
+            def go(self, model):
+                for batch in self.loader:
+                    model(batch["x"].cuda())
+
+        def main(model, a, b):
+            train, val = loaders(a, b)
+            for epoch in range(3):
+                run_epoch(model, train)
+            Fit(val).go(model)
+        """
+    )
+    assert findings(code, ["TL102"]) == [(9, "TL102"), (10, "TL102")]
+
+
+def test_tl102_needs_an_accelerator_transfer_of_the_batch() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        def run(model, ds, other):
+            loader = DataLoader(ds, num_workers=4)
+            weights = torch.ones(3)
+            for x, y in loader:
+                model(x.to(torch.float16), y.to("cpu"), weights.to(device), x.to(dtype=torch.float32))
+            for x, y in other:
+                model(x.to(device))
+        """
+    )
+    assert findings(code, ["TL102"]) == []
+
+
+def test_tl102_zip_and_helper_transfers() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        def run(model, a, b, utils):
+            left = DataLoader(a, num_workers=4)
+            right = DataLoader(b, num_workers=4)
+            for (xa, ya), (xb, yb) in zip(left, right):
+                batch = utils.batch_to_device(xb, device)
+                model(xa, batch)
+        """
+    )
+    assert findings(code, ["TL102"]) == [(10, "TL102")]
+
+
+def test_tl102_silent_for_in_memory_single_process_and_gpu_datasets() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        from torch.utils.data import TensorDataset
+
+        def run(model, x, y):
+            small = DataLoader(TensorDataset(x, y), batch_size=64)
+            on_gpu = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=64, num_workers=2)
+            for xb, yb in small:
+                model(xb.to(device))
+            for xb, yb in on_gpu:
+                model(xb.to(device))
+        """
+    )
+    assert findings(code, ["TL102"]) == []
+
+
+def test_tl102_fix_keeps_indentation_of_multiline_call() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        class Trainer:
+            def fit(self, ds, model):
+                loader = DataLoader(
+                    ds,
+                    num_workers=4,
+                )
+                for x, y in loader:
+                    model(x.to(device))
+        """
+    )
+    assert "            num_workers=4,\n            pin_memory=True,\n        )\n" in fixed(code, ["TL102"], unsafe=False)
+
+
+# -- TL103 ---------------------------------------------------------------------------------------
+
+
+def test_tl103_reports_each_synchronous_copy_and_fixes_it() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        def run(model, ds):
+            loader = DataLoader(ds, num_workers=4, pin_memory=True)
+            for x, y in loader:
+                x, y = x.to(device), y.cuda()
+                z = x.cuda(0, True)
+                model(x, y, z)
+        """
+    )
+    assert findings(code, ["TL103"]) == [(11, "TL103"), (11, "TL103")]
+    assert "x, y = x.to(device, non_blocking=True), y.cuda(non_blocking=True)" in fixed(code, ["TL103"], unsafe=False)
+
+
+# -- TL104 ---------------------------------------------------------------------------------------
+
+
+def test_tl104_argparse_default_gets_a_guarded_fix() -> None:
+    code = """
+    import argparse
+    from torch.utils.data import DataLoader
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-j", "--workers", default=4, type=int)
+
+    def train(loader):
+        for x in loader:
+            pass
+
+    def main(ds):
+        args = parser.parse_args()
+        loader = DataLoader(ds, num_workers=args.workers)
+        for epoch in range(10):
+            train(loader)
+    """
+    assert findings(code, ["TL104"]) == [(14, "TL104")]
+    assert "DataLoader(ds, num_workers=args.workers, persistent_workers=args.workers > 0)" in fixed(code, ["TL104"], unsafe=False)
+
+
+def test_tl104_needs_workers_and_a_repeated_pass() -> None:
+    code = """
+    import os
+    from torch.utils.data import DataLoader
+
+    def main(ds, epochs, args):
+        once = DataLoader(ds, num_workers=4)
+        for x in once:
+            pass
+        unknown = DataLoader(ds, num_workers=args.workers)
+        cpu = DataLoader(ds, num_workers=min(8, os.cpu_count() or 1))
+        for epoch in range(epochs):
+            for x in unknown:
+                pass
+            for x in cpu:
+                pass
+    """
+    assert findings(code, ["TL104"]) == [(10, "TL104")]
+
+
+# -- TL105 ---------------------------------------------------------------------------------------
+
+
+def test_tl105_shadowed_builtins_and_non_loaders_are_silent() -> None:
+    code = """
+    def run(model, train_loader, rows, steps):
+        for step in range(steps):
+            a = next(iter(train_loader))
+            b = next(iter(rows))
+            model(a, b).backward()
+
+    def shadowed(model, train_loader, steps):
+        def next(x):
+            return x
+        for step in range(steps):
+            model(next(iter(train_loader))).backward()
+    """
+    assert findings(code, ["TL105"]) == [(4, "TL105")]
+
+
+def test_tl105_resolved_dataloader_with_any_name() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def run(model, ds):
+        source = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)
+        while True:
+            x = next(iter(source))
+            model(x).backward()
+    """
+    assert findings(code, ["TL105"]) == [(7, "TL105")]
+
+
+# -- TL106 ---------------------------------------------------------------------------------------
+
+
+def test_tl106_fix_safety_depends_on_what_is_known() -> None:
+    code = """
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def count(x, y, stream, val_loader):
+        known = DataLoader(TensorDataset(x, y))
+        unknown = DataLoader(stream)
+        return len(list(known)), len(list(unknown)), len(list(val_loader))
+    """
+    result = lint_source(textwrap.dedent(code), "train.py", select=["TL106"])
+    fixes = [(f.fix.safe if f.fix else None) for f in result.findings]
+    assert fixes == [True, False, None]
+    assert "return len(known), len(unknown), len(list(val_loader))" in fixed(code, ["TL106"])
+    assert "return len(known), len(list(unknown)), len(list(val_loader))" in fixed(code, ["TL106"], unsafe=False)

@@ -714,10 +714,12 @@ class DataLoaderNumWorkersZero(Rule):
         "between optimizer steps: the accelerator idles while the CPU works, and only one core does the work. "
         "Worker processes prepare the next batches while the current one trains, so loading is hidden behind "
         "compute up to the point where the workers cannot keep up.\n\n"
-        "Measured on a 2-core CPU (torch 2.13, Linux): a dataset doing about 2 ms of tensor work per image, "
-        "batches of 32, and a 20 ms accelerator step took XXX s per epoch with `num_workers=0` and "
-        "YYY s with `num_workers=2`. With image decoding and augmentation the per-sample cost is usually "
-        "higher and the gap grows with the number of cores."
+        "Measured on a 2-core CPU (torch 2.13, Linux): a dataset doing about 5 ms of CPU work per sample, "
+        "batches of 32, and a 60 ms accelerator step (the host idle meanwhile) took 4.38 s per 16-batch epoch "
+        "with `num_workers=0` and 2.80 s with `num_workers=2` (1.6x); with more cores the gap grows, up to "
+        "the point where loading hides entirely behind compute. PyTorch's own profiler flags the same "
+        "pattern (\"Synchronized DataLoader Pattern\") and its performance tuning guide recommends "
+        "`num_workers > 0`."
     )
     bad = (
         "from torch.utils.data import DataLoader\n\n"
@@ -731,8 +733,8 @@ class DataLoaderNumWorkersZero(Rule):
         "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
         "per-item work (a `TensorDataset`, a tensor, a list) and the default `collate_fn`, where worker "
-        "processes only add inter-process copies (measured: an in-memory `TensorDataset` epoch took 3x longer "
-        "with 2 workers); files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment "
+        "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
+        "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment "
         "about workers on its line or the line above (a deliberate choice: an unpicklable dataset, an "
         "environment that cannot start processes). Silence other deliberate choices with `# noqa: TL101`."
     )
@@ -817,14 +819,16 @@ class DataLoaderWithoutPinMemory(Rule):
         "page-locked buffer, one chunk at a time, and blocks the host until it is done. With "
         "`pin_memory=True` the DataLoader puts each batch in page-locked memory (in a background thread when "
         "it has workers), so `.to(device)` is a single DMA transfer at full bus speed, and with "
-        "`non_blocking=True` it overlaps the step that is running. NVIDIA measures pageable host-to-device "
-        "copies at roughly half the bandwidth of pinned ones on PCIe (\"How to Optimize Data Transfers in "
-        "CUDA C/C++\"), and the PyTorch performance tuning guide recommends `pin_memory=True` whenever "
-        "batches go to a GPU.\n\n"
+        "`non_blocking=True` it overlaps the step that is running. PyTorch's CUDA notes put it plainly: host-to-GPU copies are "
+        "much faster when they originate from pinned memory; its performance tuning guide recommends "
+        "`pin_memory=True` for loaders that feed a GPU.\n\n"
         "The rule follows the loader to the loops that iterate it (by name, through `self.` attributes, "
         "helper functions that return it, and functions of the same file it is passed to) and reports it only "
         "when a batch from such a loop is moved with `.cuda()` or `.to(device)` where `device` is, or may be, "
-        "a CUDA device."
+        "a CUDA device. It looks only at loaders with worker processes: without workers the DataLoader pins "
+        "each batch on the main thread, one more copy in series with loading, and PyTorch's guide to "
+        "`pin_memory` and `non_blocking` measures an explicit `pin_memory()` followed by a non-blocking copy "
+        "at up to twice the time of a plain `.to(device)`; there, load in workers first (TL101)."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"
@@ -840,9 +844,10 @@ class DataLoaderWithoutPinMemory(Rule):
     false_positives = (
         "Page-locked memory cannot be swapped out: on a host short of RAM with very large batches, pinning "
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
-        "(the loader raises); the rule does not see into datasets. Not reported: loaders whose settings come "
-        "through `**kwargs`, batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to helper functions "
-        "that move them."
+        "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
+        "or the `TensorDataset` is built from GPU tensors. Not reported: loaders without workers, loaders "
+        "whose settings come through `**kwargs`, batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to "
+        "functions in other files that move them."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (
@@ -859,10 +864,10 @@ class DataLoaderWithoutPinMemory(Rule):
         for loader in data.loaders:
             if _setting(self.context, loader, "pin_memory", _PIN_MEMORY_AT) not in (_MISSING, False):
                 continue
-            if _setting(self.context, loader, "num_workers", _NUM_WORKERS_AT) in (_MISSING, 0) and in_memory_loader(
-                self.context, loader
-            ):
-                continue  # pinning would be one more copy on the main thread, in front of the transfer
+            if _setting(self.context, loader, "num_workers", _NUM_WORKERS_AT) in (_MISSING, 0):
+                # Without workers the loader pins each batch on the main thread, one more copy in front of the
+                # transfer: loading in workers (TL101) comes first, and then pinning runs in the background.
+                continue
             if self._dataset_on_device(data, loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
             moved = [t for loop, target in data.loops_over(loader) for t in data.transfers(loop, target)]
@@ -930,7 +935,8 @@ class CopyWithoutNonBlocking(Rule):
         "for the copy to finish unless it is given `non_blocking=True`: the host stops issuing work and the "
         "GPU's queue drains. With `non_blocking=True` the copy is queued on the current stream like any "
         "kernel (so later kernels still see the data) and the host goes on to queue the forward pass. "
-        "Without it, pinning buys only the faster DMA; the PyTorch performance tuning guide pairs the two."
+        "Without it, pinning buys only the faster DMA. PyTorch's CUDA notes pair the two: once a tensor "
+        "is pinned, pass `non_blocking=True` to `to()` or `cuda()` for an asynchronous copy."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)\n"
@@ -1002,9 +1008,11 @@ class DataLoaderWithoutPersistentWorkers(Rule):
         "`num_workers` new processes, hands each a copy of the dataset, and waits for them to fill their "
         "prefetch queues before the first batch of the epoch arrives; the workers are torn down when the pass "
         "ends. With the `spawn` start method (the default on Windows and macOS) every worker also re-imports "
-        "torch and the script. Measured on a 2-core CPU: the first batch of an epoch took XXX with `spawn` and "
-        "YYY with persistent workers. A validation loader iterated every epoch pays the same start-up each "
-        "time."
+        "torch and the script, and the dataset is pickled to each of them. Measured on a 2-core CPU with 2 "
+        "workers: the first batch of each epoch took 2.69 s with the `spawn` start method and 0.20 s with "
+        "persistent workers; with `fork` (the Linux default) 0.28 s against 0.25 s, a cost that grows with "
+        "`num_workers` and with whatever each worker opens (files, LMDB or HDF5 handles, `worker_init_fn`). "
+        "A validation loader iterated every epoch pays the same start-up each time."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=8)\n"
@@ -1029,7 +1037,9 @@ class DataLoaderWithoutPersistentWorkers(Rule):
     fix_notes = (
         "Adds `persistent_workers=True`; when `num_workers` is an option whose default is positive "
         "(`args.workers`) it adds `persistent_workers=args.workers > 0` instead, because the DataLoader "
-        "rejects persistent workers with `num_workers=0`."
+        "rejects persistent workers with `num_workers=0`. The batches are the same data; random augmentations "
+        "draw from worker random streams seeded once instead of once per epoch, and `worker_init_fn` runs once. "
+        "Review it if code the rule cannot see changes the dataset between epochs."
     )
     requires = ("DataLoader",)
 
@@ -1103,8 +1113,8 @@ class IterInLoop(Rule):
         "prefetch `prefetch_factor` batches each, only for `next()` to take one and throw the rest away; "
         "without workers it still re-runs the sampler (a full `randperm` of the dataset when shuffling). "
         "And without `shuffle=True` every call returns the same first batch, which is rarely what a training "
-        "loop wants. Measured on a 2-core CPU with 2 workers: XXX per `next(iter(loader))` against YYY for "
-        "`next(it)` on an iterator kept across steps."
+        "loop wants. Measured on a 2-core CPU with 2 workers: 343 ms per `next(iter(loader))` against 174 ms "
+        "for `next(it)` on an iterator kept across steps (2x), and the gap grows with `num_workers`."
     )
     bad = (
         "for step in range(num_steps):\n"
@@ -1123,9 +1133,10 @@ class IterInLoop(Rule):
     )
     false_positives = (
         "Reported only for a `DataLoader` built in the same file, or an object whose name says it is a "
-        "loader (`train_loader`, `dl`). Not reported in a loop over epochs (a variable named like `epoch`: "
-        "one sample batch per epoch, for a plot, costs little) or when the loop variable is itself the "
-        "loader (`for loader in loaders:`)."
+        "loader (`train_loader`, `dl`). Not reported where the call runs once per epoch (in an epoch loop "
+        "around the step loop, or a loop whose variable is named like `epoch`: one sample batch per epoch, "
+        "for a plot, costs little), only every N steps (`if step % 500 == 0:`), or when the loop variable "
+        "is itself the loader (`for loader in loaders:`)."
     )
     requires = ("next(",)
 
@@ -1200,7 +1211,8 @@ class LenOfListLoader(Rule):
         "`list(loader)` runs a whole epoch of data loading (reading, decoding, augmenting, collating every "
         "sample, and starting the workers) and keeps every batch in memory, just to take its length. "
         "`len(loader)` computes the same number from the dataset length and batch size in microseconds. "
-        "Measured on a 2-core CPU: XXX for `len(list(loader))` over 32 batches against YYY for `len(loader)`."
+        "Measured on a 2-core CPU: 6.3 s for `len(list(loader))` over 32 batches of 32 images against 13 "
+        "microseconds for `len(loader)`."
     )
     bad = "steps_per_epoch = len(list(train_loader))\n"
     good = "steps_per_epoch = len(train_loader)\n"

@@ -53,7 +53,9 @@ def is_tensor(context: Context, node: Optional[cst.BaseExpression], depth: int =
             if qualname.startswith("torch.") and qualname.count(".") == 1:
                 return qualname.rsplit(".", 1)[1] in TENSOR_FUNCTIONS
             return False
-        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
+        if isinstance(func, cst.Attribute) and (
+            func.attr.value in TENSOR_METHODS or (func.attr.value in ("max", "min") and not node.args)
+        ):
             return is_tensor(context, func.value, depth + 1)
         if isinstance(func, cst.Name):
             return _is_tensor_module(context, func)
@@ -557,13 +559,19 @@ class LogOnePlus(Rule):
             if operand is None:
                 return
             fix = None
+            message = None
+            if isinstance(operand, cst.Call) and self.context.qualname(operand) == "torch.exp":
+                message = (
+                    "log(1 + exp(x)) is softplus: use F.softplus(x), which does not overflow for large x "
+                    "(torch.log1p(torch.exp(x)) still does)"
+                )
             if isinstance(func, cst.Attribute):
                 new_call = node.with_changes(
                     func=func.with_changes(attr=cst.Name("log1p")),
                     args=[a.with_changes(value=_without_parens(operand)) if a is arg else a for a in node.args],
                 )
                 fix = Fix("Use torch.log1p", [Replace(node, new_call)])
-            self.report(node, fix=fix)
+            self.report(node, message, fix=fix)
             return
         if not isinstance(func, cst.Attribute) or node.args or self.context.qualname(func.value) is not None:
             return

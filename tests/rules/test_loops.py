@@ -1,0 +1,273 @@
+"""Decision edges of the vectorisation rules TL401-TL405."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from torchlint.lint.api import lint_source
+
+
+def lines(code: str, source: str) -> list[int]:
+    result = lint_source(textwrap.dedent(source), "example.py", select=[code])
+    assert result.error is None and not result.notes, (result.error, result.notes)
+    return [f.line for f in result.findings if f.code == code]
+
+
+def fixed(code: str, source: str) -> str | None:
+    return lint_source(textwrap.dedent(source), "example.py", select=[code], unsafe_fixes=True).fixed_text
+
+
+# -- TL401 per-sample-loop -------------------------------------------------------------------------
+HEADER = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+"""
+
+
+@pytest.mark.parametrize(
+    "bound",
+    ["x.size(0)", "x.shape[0]", "x.size()[0]", "len(x)", "n", "bs"],
+)
+def test_tl401_range_bounds_over_a_forward_input(bound: str) -> None:
+    source = HEADER + f"""
+class M(nn.Module):
+    def forward(self, x):
+        n, c = x.shape
+        bs = x.size(0)
+        out = []
+        for i in range({bound}):
+            out.append(self.fc(x[i]))
+        return torch.stack(out)
+"""
+    assert lines("TL401", source) == [10]
+
+
+def test_tl401_needs_torch_import_resolution_for_functions() -> None:
+    source = HEADER + """
+def my_loss(logits, targets):
+    total = 0
+    for i in range(logits.size(0)):
+        total = total + F.cross_entropy(logits[i], targets[i])
+    return total
+"""
+    assert lines("TL401", source) == [7]
+
+
+def test_tl401_loader_values_and_len_of_batch() -> None:
+    source = HEADER + """
+from torch.utils.data import DataLoader as DL
+train = DL(ds)
+for batch in train:
+    batch = batch.cuda()
+    outs = [net(batch[i]) for i in range(len(batch))]
+    stacked = torch.stack(outs)
+"""
+    assert lines("TL401", source) == [9]
+
+
+def test_tl401_silent_without_evidence_of_a_batch() -> None:
+    source = HEADER + """
+def helper(x, model):
+    out = []
+    for i in range(x.size(0)):  # `helper` and `x` say nothing about batches
+        out.append(model(x[i]))
+    return out
+"""
+    assert lines("TL401", source) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "h = self.cell(x[i], h)\n            out.append(h)",  # recurrence
+        "out.append(self.layers[i](x))",  # a loop over layers
+        "out.append(self.fc(x[i, : lengths[i]]))",  # per-sample length
+        "out.append(self.fc(x[i][x[i] > 0]))",  # boolean mask
+        "out.append(self.fc(x[i]).nonzero())",  # varying size
+        "print(x[i].sum())",  # nothing collected
+        "out.append(float(x[i].mean()))",  # cheap math turned into a Python number
+        "out.append({'row': self.fc(x[i])})",  # a record
+        "if x[i].sum() > 0:\n                out.append(self.fc(x[i]))",  # branch on a sample's values
+        "out.append(self.fc(x[i]))\n            break",
+    ],
+)
+def test_tl401_silent_bodies(body: str) -> None:
+    source = HEADER + f"""
+class M(nn.Module):
+    def forward(self, x, h, lengths):
+        out = []
+        for i in range(x.size(0)):
+            {body}
+        return out
+"""
+    assert lines("TL401", source) == []
+
+
+def test_tl401_counting_loop_and_row_store() -> None:
+    source = HEADER + """
+def evaluate(model, loader):
+    correct = 0
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        pred = model(x).argmax(1)
+        for i in range(y.size(0)):
+            if pred[i] == y[i]:
+                correct += 1
+        scores = torch.zeros(x.size(0))
+        for i in range(x.size(0)):
+            scores[i] = (x[i] * x[i]).sum()
+    return correct
+"""
+    assert lines("TL401", source) == [10, 14]
+
+
+def test_tl401_strided_range_is_micro_batching() -> None:
+    source = HEADER + """
+class M(nn.Module):
+    def forward(self, x):
+        return torch.cat([self.fc(x[i:i + 8]) for i in range(0, x.size(0), 8)])
+"""
+    assert lines("TL401", source) == []
+
+
+def test_tl401_iterating_a_list_parameter_is_not_a_batch() -> None:
+    source = HEADER + """
+from typing import List
+class M(nn.Module):
+    def forward(self, feats: List[torch.Tensor], x: torch.Tensor):
+        a = torch.cat([self.fc(f) for f in feats])
+        b = torch.cat([self.fc(s) for s in x])
+        return a, b
+"""
+    assert lines("TL401", source) == [9]
+
+
+def test_tl401_noqa() -> None:
+    source = HEADER + """
+class M(nn.Module):
+    def forward(self, x):
+        return torch.stack([self.fc(x[i]) for i in range(x.size(0))])  # noqa: TL401
+"""
+    assert lines("TL401", source) == []
+
+
+# -- TL402 cat-in-loop ------------------------------------------------------------------------------
+def test_tl402_alias_imports_and_reads() -> None:
+    source = """
+    import torch as th
+    import numpy as onp
+    acc = th.zeros(0)
+    arr = onp.zeros(0)
+    for chunk in chunks:
+        acc = th.cat([acc, chunk])
+        arr = onp.append(arr, chunk.numpy())
+    log = th.zeros(0)
+    for chunk in chunks:
+        log = th.cat([log, chunk])
+        print(log.shape)  # the growing tensor is read every iteration
+    """
+    assert lines("TL402", source) == [7, 8]
+
+
+def test_tl402_not_resolved_without_import() -> None:
+    assert lines("TL402", "for c in cs:\n    acc = torch.cat([acc, c])\n") == []
+
+
+# -- TL403 tensor-from-tensors ------------------------------------------------------------------------
+def test_tl403_fix_keeps_parentheses_and_skips_requires_grad() -> None:
+    source = """
+    import torch
+    a = torch.ones(3)
+    b = torch.tensor(a + 1)
+    c = torch.tensor(a, requires_grad=True)
+    d = torch.tensor(a, device="cuda")
+    """
+    assert lines("TL403", source) == [4, 5, 6]
+    assert fixed("TL403", source) == textwrap.dedent(
+        """
+    import torch
+    a = torch.ones(3)
+    b = (a + 1).detach().clone()
+    c = torch.tensor(a, requires_grad=True)
+    d = a.detach().to(device="cuda", copy=True)
+    """
+    )
+
+
+def test_tl403_python_numbers_and_unknown_values_stay_silent() -> None:
+    source = """
+    import torch
+    def f(values, model, x):
+        items = []
+        for v in values:
+            items.append(model(v).item())
+        return torch.tensor(items), torch.tensor(values), torch.tensor([x, x])
+    """
+    assert lines("TL403", source) == []
+
+
+# -- TL404 log-of-softmax -------------------------------------------------------------------------------
+def test_tl404_fix_needs_dim() -> None:
+    source = """
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.functional import softmax
+    a = torch.log(F.softmax(x, 1))
+    b = torch.log(F.softmax(x))
+    c = torch.log(softmax(x, dim=1))
+    """
+    assert lines("TL404", source) == [5, 6, 7]
+    assert fixed("TL404", source) == textwrap.dedent(
+        """
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.functional import softmax
+    a = F.log_softmax(x, 1)
+    b = torch.log(F.softmax(x))
+    c = torch.log(softmax(x, dim=1))
+    """
+    )
+
+
+def test_tl404_other_modules_are_not_torch() -> None:
+    source = """
+    import numpy as np
+    import scipy.special as sp
+    a = np.log(sp.softmax(x, axis=1))
+    """
+    assert lines("TL404", source) == []
+
+
+# -- TL405 log-one-plus -----------------------------------------------------------------------------------
+def test_tl405_fix_and_softplus_message() -> None:
+    source = """
+    import torch
+    a = torch.log(1 + torch.exp(x))
+    b = (x * y + 1).log()
+    """
+    result = lint_source(textwrap.dedent(source), "example.py", select=["TL405"])
+    assert [f.line for f in result.findings] == [3, 4]
+    assert "softplus" in result.findings[0].message
+    assert fixed("TL405", source) == textwrap.dedent(
+        """
+    import torch
+    a = torch.log1p(torch.exp(x))
+    b = (x * y).log1p()
+    """
+    )
+
+
+def test_tl405_math_and_shadowed_log() -> None:
+    source = """
+    import math
+    import torch
+    from torch import log
+    a = math.log(1 + x)
+    b = log(1 + x)  # resolved to torch.log: reported, but no fix (log1p is not imported)
+    """
+    result = lint_source(textwrap.dedent(source), "example.py", select=["TL405"], unsafe_fixes=True)
+    assert [f.line for f in result.findings] == [6]
+    assert result.findings[0].fix is None

@@ -120,7 +120,7 @@ def test_tl101_fix_adds_os_import_and_keeps_layout() -> None:
     assert fixed(code, ["TL101"], unsafe=False) == textwrap.dedent(code)
 
 
-def test_tl101_unguarded_script_gets_advice_but_no_fix() -> None:
+def test_tl101_unguarded_script_gets_advice() -> None:
     code = """
     from torch.utils.data import DataLoader
     loader = DataLoader(ds, batch_size=8)
@@ -129,8 +129,11 @@ def test_tl101_unguarded_script_gets_advice_but_no_fix() -> None:
     """
     result = lint_source(textwrap.dedent(code), "train.py", select=["TL101"])
     [finding] = result.findings
-    assert finding.fix is None
+    assert finding.fix is not None and not finding.fix.safe
     assert "__main__" in finding.message
+    guarded = textwrap.dedent(code) + 'if __name__ == "__main__":\n    pass\n'
+    [finding] = lint_source(guarded, "train.py", select=["TL101"]).findings
+    assert "__main__" not in finding.message
 
 
 # -- TL102 ---------------------------------------------------------------------------------------
@@ -349,3 +352,43 @@ def test_tl106_fix_safety_depends_on_what_is_known() -> None:
     assert fixes == [True, False, None]
     assert "return len(known), len(unknown), len(list(val_loader))" in fixed(code, ["TL106"])
     assert "return len(known), len(list(unknown)), len(list(val_loader))" in fixed(code, ["TL106"], unsafe=False)
+
+
+def test_tl101_loader_read_once_for_a_look_is_silent() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def f(ds, model, show):
+        sample = DataLoader(ds, batch_size=16, shuffle=True)
+        show(next(iter(sample)))
+        loader = DataLoader(ds, batch_size=16, shuffle=True)
+        show(next(iter(loader)))
+        for x, y in loader:
+            model(x)
+    """
+    assert findings(code, ["TL101"]) == [(7, "TL101")]
+
+
+def test_tl102_older_and_wrapped_spellings() -> None:
+    code = TRAIN + textwrap.dedent(
+        """
+        from torch.autograd import Variable
+
+        def run(ds, model):
+            loader = DataLoader(ds, num_workers=2)
+            with tqdm(loader) as bar:
+                for x, y in bar:
+                    model(Variable(x).cuda())
+        """
+    )
+    assert findings(code, ["TL102"]) == [(11, "TL102")]
+
+
+def test_tl105_new_loader_each_trip_is_silent() -> None:
+    code = """
+    def probe(make_loader, configs, model):
+        for config in configs:
+            loader = make_loader(config)
+            model(next(iter(loader))).backward()
+    """
+    assert findings(code, ["TL105"]) == []

@@ -171,7 +171,7 @@ def _positive_workers(context: Context, flow: "_Flow", expr: cst.BaseExpression)
 _TENSOR_VIEWS = frozenset({"items", "values"})
 _SAME_TENSOR = frozenset({"float", "long", "half", "double", "int", "bool", "contiguous", "bfloat16"})
 _DEVICE_WORDS = ("device", "cuda", "gpu", "rank")
-_TQDM = frozenset({"tqdm", "trange"})
+_TQDM = frozenset({"tqdm", "track"})
 _MOVE_HELPERS = ("to_device", "to_cuda", "to_gpu", "move_to")
 
 
@@ -194,6 +194,9 @@ def _root(expr: cst.BaseExpression, *, conversions: bool) -> Optional[str]:
             and expr.func.attr.value in (_SAME_TENSOR | _TENSOR_VIEWS)
         ):
             expr = expr.func.value
+            continue
+        if isinstance(expr, cst.Call) and _last_name(expr.func) == "Variable" and expr.args:
+            expr = expr.args[0].value  # `Variable(images).cuda()` in older scripts
             continue
         return None
 
@@ -283,7 +286,7 @@ class _Flow:
             if is_dataloader(context, expr):
                 return frozenset([expr])
             name = _last_name(expr.func)
-            if name in _TQDM and (context.qualname(expr) or "").startswith("tqdm") and expr.args:
+            if name in _TQDM and (context.qualname(expr) or "").startswith(("tqdm", "rich")) and expr.args:
                 return self.loaders_of(expr.args[0].value, depth + 1)
             function = self.function_called(expr)
             if function is not None:
@@ -303,6 +306,8 @@ class _Flow:
                     parts.append(self._param_loaders(binding.node, depth))
                 elif isinstance(binding.node, cst.Assign):
                     parts.append(self._unpacked(binding.node, expr.value, depth))
+                elif isinstance(binding.node, cst.WithItem):
+                    parts.append(self.loaders_of(binding.node.item, depth + 1))  # `with tqdm(loader) as bar:`
                 else:
                     return None
             return _strict_union(parts)
@@ -586,7 +591,7 @@ def _match_iteration(
                     pairs.extend(_match_iteration(context, arg.value, element.value))
                 return pairs
             return []
-        if _last_name(func) in _TQDM and (context.qualname(iterable) or "").startswith("tqdm"):
+        if _last_name(func) in _TQDM and (context.qualname(iterable) or "").startswith(("tqdm", "rich")):
             return _match_iteration(context, iterable.args[0].value, target)
     return [(iterable, target)]
 
@@ -734,7 +739,8 @@ class DataLoaderNumWorkersZero(Rule):
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
         "per-item work (a `TensorDataset`, a tensor, a list) and the default `collate_fn`, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
-        "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment "
+        "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
+        "files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment "
         "about workers on its line or the line above (a deliberate choice: an unpicklable dataset, an "
         "environment that cannot start processes). Silence other deliberate choices with `# noqa: TL101`."
     )
@@ -743,10 +749,13 @@ class DataLoaderNumWorkersZero(Rule):
         "Sets `num_workers=min(8, os.cpu_count() or 1)` and adds `import os`. Unsafe: worker processes need a "
         "picklable dataset and `collate_fn`, each worker holds its own copy of the dataset (and its own random "
         "state), and on Windows and macOS workers re-import the script, so its training code must sit under "
-        "`if __name__ == \"__main__\":`. For a loader built at the top level of a script without such a guard "
-        "no fix is offered."
+        "`if __name__ == \"__main__\":` (the message says so for a script without that guard)."
     )
     requires = ("DataLoader",)
+
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        self.candidates: list[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         if not is_dataloader(self.context, node):
@@ -760,14 +769,22 @@ class DataLoaderNumWorkersZero(Rule):
             return  # a non-zero value, one that cannot be decided, or a commented choice
         if in_memory_loader(self.context, node):
             return
+        self.candidates.append(node)
+
+    def leave_Module(self, module: cst.Module) -> None:
+        # Decided once every parent is known: the loader's later uses are looked at.
+        for node in self.candidates:
+            if not self._one_batch_only(node):
+                self._report(node)
+
+    def _report(self, node: cst.Call) -> None:
+        message = None
         if self._unguarded_script(node):
-            self.report(
-                node,
-                message=self.message + " (workers re-import the script on Windows and macOS: move the training "
-                "code under `if __name__ == \"__main__\":` first)",
+            message = self.message + (
+                " (workers re-import the script on Windows and macOS: put the training code under "
+                "`if __name__ == \"__main__\":` too)"
             )
-            return
-        self.report(node, fix=self._fix(node))
+        self.report(node, message=message, fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> Optional[Fix]:
         value = "min(8, os.cpu_count() or 1)"
@@ -793,6 +810,32 @@ class DataLoaderNumWorkersZero(Rule):
             if _REASON.search(comment):
                 return True
         return False
+
+    def _one_batch_only(self, call: cst.Call) -> bool:
+        """`sample = DataLoader(ds, batch_size=16)` read only by `next(iter(sample))`: one batch, to look at."""
+        parent = self.context.parent(call)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        name = parent.targets[0].target.value
+        scope = self.context.enclosing(call, cst.FunctionDef) or self.context.module
+        uses = 0
+        for node in descendants(scope):
+            if not (isinstance(node, cst.Name) and node.value == name) or node is parent.targets[0].target:
+                continue
+            inner = self.context.parent(node)
+            outer = self.context.parent(inner) if isinstance(inner, cst.Arg) else None
+            call_iter = self.context.parent(outer) if isinstance(outer, cst.Call) else None
+            next_arg = self.context.parent(call_iter) if isinstance(call_iter, cst.Arg) else None
+            if not (
+                isinstance(outer, cst.Call)
+                and _is_builtin(self.context, outer.func, "iter")
+                and isinstance(next_arg, cst.Call)
+                and _is_builtin(self.context, next_arg.func, "next")
+                and not _enclosing_loops(self.context, next_arg)
+            ):
+                return False
+            uses += 1
+        return uses > 0
 
     def _unguarded_script(self, call: cst.Call) -> bool:
         if self.context.source.is_notebook:
@@ -1154,6 +1197,13 @@ class IterInLoop(Rule):
             return
         self.candidates.append((node, inner.args[0].value))
 
+    def _rebound_in(self, source: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """`loader = make_loader(cfg)` inside the loop: each trip iterates a new loader once."""
+        if not isinstance(source, cst.Name):
+            return False
+        bindings = self.context.lookup(source) or []
+        return any(_inside(self.context, b.node, loop) for b in bindings)
+
     def _repeated(self, call: cst.Call, innermost: cst.CSTNode) -> bool:
         """The call runs on (nearly) every trip of a loop that runs many times, not once per epoch."""
         context = self.context
@@ -1179,7 +1229,7 @@ class IterInLoop(Rule):
                 continue
             root = _root(source, conversions=False)
             bound = {n for loop in loops if isinstance(loop, cst.For) for n in _target_names(loop.target)}
-            if root in bound:
+            if root in bound or self._rebound_in(source, loops[0]):
                 continue  # a different loader each time round
             if data is None:
                 data = flow(context)

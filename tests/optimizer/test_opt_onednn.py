@@ -1,0 +1,103 @@
+"""onednn_fusion and channels_last: same results, fused patterns, copies, pickling, other input sizes."""
+
+import copy
+import io
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+from optimizer_helpers import count_modules, relative_error, run_pass  # noqa: E402
+from torch import nn  # noqa: E402
+
+from torchlint.optimizer.modules import FusedConv2d, FusedLinear  # noqa: E402
+from torchlint.optimizer.passes.channels_last import channels_last  # noqa: E402
+from torchlint.optimizer.passes.onednn import fuse_onednn  # noqa: E402
+
+ACTIVATIONS = [nn.ReLU(), nn.ReLU6(), nn.LeakyReLU(0.2), nn.Hardtanh(-1, 3), nn.SiLU(), nn.Hardswish(), nn.GELU(),
+               nn.GELU("tanh"), nn.Sigmoid(), nn.Tanh(), nn.Hardsigmoid()]
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS, ids=lambda a: f"{type(a).__name__}-{getattr(a, 'approximate', '')}")
+def test_conv_and_linear_with_each_activation(act):
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), act, nn.Flatten(), nn.Linear(8 * 36, 10), copy.deepcopy(act))
+    model.eval()
+    x = torch.randn(2, 3, 6, 6)
+    gm, report = run_pass(fuse_onednn, model, x)
+    assert count_modules(gm, FusedConv2d) == 1 and count_modules(gm, FusedLinear) == 1
+    assert count_modules(gm, type(act)) == 0
+    with torch.no_grad():
+        assert relative_error(model(x), gm(x)) < 1e-5
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.conv3 = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = F.relu(self.conv1(x))
+        y = F.relu(self.conv2(y) + x)  # conv + add + relu
+        y = x + self.conv3(y)  # add with the conv on the right, no activation
+        return y.view(y.size(0), -1)  # a view of a channels_last result
+
+
+def test_residual_add_and_relu_fused():
+    model = Residual().eval()
+    x = torch.randn(2, 8, 7, 7)
+    gm, report = run_pass(fuse_onednn, model, x)
+    fused = [m for m in gm.modules() if isinstance(m, FusedConv2d)]
+    assert len(fused) == 3 and sum(m.binary for m in fused) == 2
+    with torch.no_grad():
+        assert relative_error(model(x), gm(x)) < 1e-5
+        # Other shapes than the ones the weights were packed for, and NCHW or channels_last input.
+        for other in (torch.randn(1, 8, 5, 9), torch.randn(3, 8, 11, 11).contiguous(memory_format=torch.channels_last)):
+            assert relative_error(model(other.contiguous()), gm(other)) < 1e-5
+
+
+def test_without_shapes_and_with_padding_modes():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding="same"), nn.ReLU(), nn.Conv2d(4, 4, 3, padding_mode="reflect"),
+                          nn.Conv2d(4, 4, 2, padding="same")).eval()
+    gm, report = run_pass(fuse_onednn, model)  # no example: weights packed without a shape hint
+    assert count_modules(gm, FusedConv2d) == 1
+    assert {e.detail.split(" (")[0].split(" with")[0] for e in report.skipped} == {"padding_mode='reflect'", "padding='same'"}
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        assert relative_error(model(x), gm(x)) < 1e-5
+
+
+def test_fused_model_copies_pickles_and_keeps_state_dict():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 5)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    gm, _ = run_pass(fuse_onednn, model, x)
+    with torch.no_grad():
+        expected = gm(x)
+        assert torch.allclose(copy.deepcopy(gm)(x), expected)
+        buffer = io.BytesIO()
+        torch.save(gm, buffer)
+        buffer.seek(0)
+        assert torch.allclose(torch.load(buffer, weights_only=False)(x), expected)
+        # New weights loaded in place are picked up (the packed copy is rebuilt).
+        state = {k: v * 2 if k.endswith("bias") else v for k, v in gm.state_dict().items()}
+        gm.load_state_dict(state)
+        assert not torch.allclose(gm(x), expected)
+
+
+def test_channels_last_pass():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8))
+    model.eval()
+    x = torch.randn(2, 3, 10, 10)
+    gm, report = run_pass(channels_last, model, x)
+    assert all(m.weight.is_contiguous(memory_format=torch.channels_last) for m in gm.modules() if isinstance(m, nn.Conv2d))
+    with torch.no_grad():
+        y = gm(x)
+        assert relative_error(model(x), y) < 1e-5
+        assert y.is_contiguous()  # outputs come back in the caller's format
+
+
+def test_channels_last_skipped_without_convs():
+    gm, report = run_pass(channels_last, nn.Sequential(nn.Linear(4, 4)).eval(), torch.randn(2, 4))
+    assert not report.rewrites

@@ -149,6 +149,10 @@ def _positive_workers(context: Context, flow: "_Flow", expr: cst.BaseExpression)
         name = context.qualname(expr)
         if name in _CPU_COUNT and not expr.args:
             return "cpu"
+        if _is_builtin(context, expr.func, "len") and len(expr.args) == 1:
+            inner = expr.args[0].value
+            if isinstance(inner, cst.Call) and context.qualname(inner) == "os.sched_getaffinity":
+                return "cpu"
         if _is_builtin(context, expr.func, "int") and len(expr.args) == 1 and not expr.args[0].keyword:
             return _positive_workers(context, flow, expr.args[0].value)
         if _is_builtin(context, expr.func, "min") and len(expr.args) >= 2 and not has_star_args(expr):
@@ -643,7 +647,10 @@ def _snippet(context: Context, node: cst.CSTNode, limit: int = 40) -> str:
 # -- TL101 ---------------------------------------------------------------------------------------
 
 _TENSOR_FACTORIES = frozenset(
-    {"tensor", "as_tensor", "from_numpy", "randn", "rand", "randint", "zeros", "ones", "arange", "stack", "cat", "linspace"}
+    {
+        "tensor", "as_tensor", "from_numpy", "randn", "rand", "randint", "zeros", "ones", "arange", "stack", "cat",
+        "linspace", "load", "array", "asarray", "concatenate",
+    }
 )
 
 
@@ -656,11 +663,13 @@ def in_memory_loader(context: Context, call: cst.Call) -> bool:
     return dataset is not None and _in_memory_dataset(context, dataset.value, 0)
 
 
-def _in_memory_dataset(context: Context, expr: cst.BaseExpression, depth: int) -> bool:
-    if depth > 5:
+def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+    if expr is None or depth > 5:
         return False
     if isinstance(expr, (cst.List, cst.ListComp, cst.Tuple)):
         return True
+    if isinstance(expr, cst.Subscript):
+        return _in_memory_dataset(context, expr.value, depth + 1)  # `data[:n_train]` of a tensor or list
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Multiply)):
         # `[item] * 100`, `train_items + extra_items`
         return isinstance(expr.left, (cst.List, cst.ListComp)) or isinstance(expr.right, (cst.List, cst.ListComp))
@@ -670,10 +679,17 @@ def _in_memory_dataset(context: Context, expr: cst.BaseExpression, depth: int) -
             return True
         if name == "torch.utils.data.Subset" and expr.args:
             return _in_memory_dataset(context, expr.args[0].value, depth + 1)
-        if name.startswith("torch.") and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES:
+        if name.startswith(("torch.", "numpy.")) and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES:
             return True
         if _is_builtin(context, expr.func, "list") or _is_builtin(context, expr.func, "tuple"):
             return len(expr.args) == 1 and _in_memory_items(context, expr.args[0].value, depth)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("clone", "float", "long", "to", "cuda"):
+            return _in_memory_dataset(context, expr.func.value, depth + 1)  # a tensor, converted
+        function = flow(context).function_called(expr)
+        if function is not None:
+            # `train_data = get_data(root)` where get_data builds and returns a list of ready samples
+            values = [r.value for r in _returns(function)]
+            return bool(values) and all(_in_memory_dataset(context, v, depth + 1) for v in values)
         return False
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr)
@@ -737,7 +753,8 @@ class DataLoaderNumWorkersZero(Rule):
     false_positives = (
         "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
-        "per-item work (a `TensorDataset`, a tensor, a list) and the default `collate_fn`, where worker "
+        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, or a list built "
+        "and returned by a function of the same file) and the default `collate_fn`, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
         "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
         "files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment "
@@ -767,14 +784,12 @@ class DataLoaderNumWorkersZero(Rule):
             return  # passed positionally through *args
         if arg is not None and (self.context.literal(arg.value) != 0 or self._explained(arg)):
             return  # a non-zero value, one that cannot be decided, or a commented choice
-        if in_memory_loader(self.context, node):
-            return
         self.candidates.append(node)
 
     def leave_Module(self, module: cst.Module) -> None:
-        # Decided once every parent is known: the loader's later uses are looked at.
+        # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if not self._one_batch_only(node):
+            if not in_memory_loader(self.context, node) and not self._one_batch_only(node):
                 self._report(node)
 
     def _report(self, node: cst.Call) -> None:

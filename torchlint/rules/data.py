@@ -1,10 +1,10 @@
 """Data loading: DataLoader settings and habits that leave the accelerator waiting for the next batch.
 
-TL101 is decided at each `DataLoader(...)` call. The other rules need to know where a loader's batches
-go, so they share one per-file analysis (`_Flow`, built when the walk leaves the module, once every
-node's parent is known): which `for` loops iterate which `DataLoader(...)` calls (through names, `self.`
-attributes, helper functions that return a loader, and parameters of functions in the same file), which
-names in those loops hold the batches, and which of them are copied to the accelerator.
+The rules need to know what a loader reads and where its batches go, so they decide when the walk leaves
+the module (every node's parent is known by then) and share one per-file analysis, `_Flow`: which `for`
+loops iterate which `DataLoader(...)` calls (through names, `self.` attributes, helper functions that
+return a loader, and parameters of functions and constructors in the same file), which names in those
+loops hold the batches, and which of them are copied to the accelerator.
 """
 
 from __future__ import annotations
@@ -1049,6 +1049,10 @@ class CopyWithoutNonBlocking(Rule):
 # -- TL104 ---------------------------------------------------------------------------------------
 
 
+# Lightning hooks whose loader the trainer iterates once per epoch.
+_EPOCH_HOOKS = frozenset({"train_dataloader", "val_dataloader"})
+
+
 class DataLoaderWithoutPersistentWorkers(Rule):
     code = "TL104"
     name = "dataloader-without-persistent-workers"
@@ -1070,7 +1074,10 @@ class DataLoaderWithoutPersistentWorkers(Rule):
         "workers: the first batch of each epoch took 2.69 s with the `spawn` start method and 0.20 s with "
         "persistent workers; with `fork` (the Linux default) 0.28 s against 0.25 s, a cost that grows with "
         "`num_workers` and with whatever each worker opens (files, LMDB or HDF5 handles, `worker_init_fn`). "
-        "A validation loader iterated every epoch pays the same start-up each time."
+        "A validation loader iterated every epoch pays the same start-up each time. Besides loops in the same "
+        "file, the rule counts a loader returned by a `train_dataloader()` or `val_dataloader()` hook, which "
+        "the Lightning trainer iterates every epoch (Lightning itself suggests `persistent_workers=True` "
+        "there)."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=8)\n"
@@ -1114,7 +1121,10 @@ class DataLoaderWithoutPersistentWorkers(Rule):
             kind = _positive_workers(self.context, data, workers.value)
             if kind is None:
                 continue
-            if not any(self._per_epoch(data, loader, loop) for loop, _ in data.loops_over(loader)):
+            if not (
+                any(self._per_epoch(data, loader, loop) for loop, _ in data.loops_over(loader))
+                or self._lightning_epoch_loader(loader)
+            ):
                 continue
             value = f"{self.context.code(workers.value)} > 0" if kind == "default" else "True"
             fix = _with_keyword_fix(self.context, loader, "persistent_workers", value, f"Set persistent_workers={value}")
@@ -1135,6 +1145,22 @@ class DataLoaderWithoutPersistentWorkers(Rule):
         if function is None:
             return False
         return any(self._per_epoch(data, loader, site, depth + 1) for site in data.call_sites(function))  # type: ignore[arg-type]
+
+    def _lightning_epoch_loader(self, loader: cst.Call) -> bool:
+        """Returned by a `train_dataloader()` / `val_dataloader()` hook: the trainer iterates it every epoch."""
+        context = self.context
+        function = context.enclosing_function(loader)
+        if function is None or function.name.value not in _EPOCH_HOOKS:
+            return False
+        if context.enclosing(function, cst.ClassDef) is None:
+            return False
+        parent = context.parent(loader)
+        if isinstance(parent, cst.Return):
+            return True
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            name = parent.targets[0].target.value
+            return any(isinstance(r.value, cst.Name) and r.value.value == name for r in _returns(function))
+        return False
 
     def _changes_dataset(self, outer: cst.CSTNode) -> bool:
         for node in descendants(outer):

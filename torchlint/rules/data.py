@@ -713,12 +713,14 @@ def _in_memory_items(context: Context, expr: cst.BaseExpression, depth: int) -> 
     return _in_memory_dataset(context, expr, depth + 1)
 
 
-# Words of a comment that explains a single-process loader.
+# Words of a comment (on the line above) that explains a single-process loader.
 _REASON = re.compile(
-    r"worker|process|pickl|fork|spawn|windows|debug|deadlock|hang|freez|shm|shared.memory|hdf5|h5py|lmdb|"
-    r"single|main thread",
+    r"worker|process|pickl|fork|spawn|windows|mac|compat|debug|deadlock|hang|freez|shm|shared.memory|hdf5|"
+    r"h5py|lmdb|single|main thread",
     re.IGNORECASE,
 )
+# Comments that are tool directives, not explanations.
+_PRAGMA = re.compile(r"(noqa|type:|pragma|pylint:|fmt:|torchlint:|expect:)", re.IGNORECASE)
 
 
 class DataLoaderNumWorkersZero(Rule):
@@ -757,8 +759,8 @@ class DataLoaderNumWorkersZero(Rule):
         "and returned by a function of the same file) and the default `collate_fn`, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
         "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
-        "files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment "
-        "about workers on its line or the line above (a deliberate choice: an unpicklable dataset, an "
+        "files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment on "
+        "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
         "environment that cannot start processes). Silence other deliberate choices with `# noqa: TL101`."
     )
     fix_safety = FixSafety.UNSAFE
@@ -818,11 +820,11 @@ class DataLoaderNumWorkersZero(Rule):
             at = line.find("num_workers")
             if at < 0:
                 continue
-            comment = line[at:].partition("#")[2]
+            same_line = line[at:].partition("#")[2].strip()
+            if same_line and not _PRAGMA.match(same_line):
+                return True  # any note next to an explicit 0 says it was chosen
             previous = lines[index - 1].strip() if index > 0 else ""
-            if previous.startswith("#"):
-                comment += " " + previous
-            if _REASON.search(comment):
+            if previous.startswith("#") and _REASON.search(previous):
                 return True
         return False
 

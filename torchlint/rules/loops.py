@@ -489,6 +489,11 @@ class PerSampleLoop(Rule):
         names = set(loop.samples)
         if loop.index is not None:
             names.add(loop.index)
+        # values computed per iteration (`st = labels[i].argmax().item()`) bound a slice differently per sample
+        for node in nodes:
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    names.update(_flatten_names(target.target))
         for node in nodes:
             if not isinstance(node, cst.Subscript):
                 continue
@@ -815,6 +820,8 @@ class _Body:
                     if self.work(value) or self.mentions_sample(value):
                         self.vetoed = True
                         return False
+            if isinstance(value, (cst.Dict, cst.DictComp)):
+                return True  # a record for logging or saving, not a result that is batched later
             worked = self.work(value)
             sample = self.mentions_sample(value)
             module_worked = worked and self._module_work(value)

@@ -12,7 +12,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 from . import verify
 from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext
 from .report import NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
-from .trace import trace_largest
+from .trace import copy_graph_module, trace_largest
 
 REPORT_ATTRIBUTE = "torchlint_report"
 
@@ -67,7 +67,8 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
 def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ctx: PassContext) -> nn.Module:
     """Apply a group of passes sharing a tolerance, then verify once. If the result differs, start the group again
     one pass at a time, verifying after each and rolling back the passes that break equality."""
-    start, first_entry = _snapshot(root), len(ctx.report.entries)
+    start = _Checkpoint(root, pieces, deep=any(p.whole_model and p.edits_modules for p in stage))
+    first_entry = len(ctx.report.entries)
     root, changed = _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_each=False)
     if reference is None or not changed:
         return root
@@ -79,7 +80,7 @@ def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ct
                                               f"(rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
         return root
     del ctx.report.entries[first_entry:]
-    root, _ = _apply_all(start, stage, pieces, ctx, reference, inputs, tolerance, verify_each=True)
+    root, _ = _apply_all(start.restore(), stage, pieces, ctx, reference, inputs, tolerance, verify_each=True)
     return root
 
 
@@ -93,11 +94,11 @@ def _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_ea
                 report.add(p.name, REFUSED, "", refusal)
             continue
         ctx.pass_name, ctx.piece = p.name, ""
-        snapshot, first_entry = _snapshot(root), len(report.entries)
+        checkpoint, first_entry = _Checkpoint(root, pieces, deep=p.whole_model and p.edits_modules), len(report.entries)
         try:
             root = _apply(p, root, pieces, ctx)
         except Exception as error:  # noqa: BLE001 - a failing pass is undone, never fatal
-            root = snapshot
+            root = checkpoint.restore()
             _roll_back(report, p.name, first_entry, f"the pass failed: {type(error).__name__}: {error}")
             continue
         if not any(e.action == REWROTE for e in report.entries[first_entry:]):
@@ -105,7 +106,7 @@ def _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_ea
         if verify_each and reference is not None:
             outcome = _check(root, reference, inputs, ctx.training, tolerance)
             if isinstance(outcome, str):
-                root = snapshot
+                root = checkpoint.restore()
                 _roll_back(report, p.name, first_entry, outcome)
                 continue
             report.max_error[p.name] = outcome.error
@@ -208,11 +209,29 @@ def _apply(p: Pass, root: nn.Module, pieces: list[str], ctx: PassContext) -> nn.
         return p.run(root, ctx)
     for path in pieces:
         ctx.piece = path
-        gm = _inner(root).get_submodule(path) if path else _inner(root)
-        new = p.run(gm, ctx)
-        if new is not gm:
-            root = _replace(root, path, new)
+        # Passes edit graphs in place: give them a copy, so the graph installed now stays intact for a rollback.
+        new = p.run(copy_graph_module(_piece(root, path)), ctx)
+        root = _replace(root, path, new)
     return root
+
+
+def _piece(root: nn.Module, path: str) -> fx.GraphModule:
+    return _inner(root).get_submodule(path) if path else _inner(root)
+
+
+class _Checkpoint:
+    """What it takes to undo passes. Graph passes work on copies of the graphs, so the root object and the graphs
+    installed in it are enough; a whole-model pass that edits modules in place needs a structural copy."""
+
+    def __init__(self, root: nn.Module, pieces: list[str], deep: bool) -> None:
+        self.root = _snapshot(root) if deep else root
+        self.graphs = {} if deep else {path: _piece(root, path) for path in pieces}
+
+    def restore(self) -> nn.Module:
+        root = self.root
+        for path, gm in self.graphs.items():
+            root = _replace(root, path, gm)
+        return root
 
 
 def _inner(root: nn.Module) -> nn.Module:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import traceback
 from dataclasses import dataclass
@@ -35,6 +36,13 @@ def trace(module: nn.Module) -> fx.GraphModule:
     gm = fx.GraphModule(module, graph, name)
     _keep_plain_attributes(module, gm)
     return gm
+
+
+def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
+    """A new GraphModule with a copy of the graph and its own module hierarchy, sharing the leaf modules."""
+    new = fx.GraphModule(gm, copy.deepcopy(gm.graph), type(gm).__name__)
+    _keep_plain_attributes(gm, new)
+    return new
 
 
 def _keep_plain_attributes(original: nn.Module, gm: fx.GraphModule) -> None:

@@ -19,7 +19,7 @@ PASSES: dict[str, Pass] = {
         Pass("onednn_fusion", fuse_onednn, "conv/linear + add + activation as one oneDNN call, weights packed once",
              eval_only=True, cpu_only=True),
         Pass("inplace_activations", inplace_activations, "activations overwrite inputs nothing else uses"),
-        Pass("autocast", autocast, "run the forward under torch.autocast", whole_model=True),
+        Pass("autocast", autocast, "run the forward under torch.autocast", whole_model=True, edits_modules=False),
         Pass("cast_weights", cast_weights, "store conv/linear weights in the autocast dtype once",
              eval_only=True, whole_model=True),
     )

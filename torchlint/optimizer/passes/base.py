@@ -34,8 +34,10 @@ class PassContext:
 class Pass:
     """A named rewrite. `run(module, ctx)` returns the rewritten module.
 
-    Graph passes get each traced GraphModule; whole-model passes (`whole_model=True`) get the root module once,
-    traced or not.
+    Graph passes get a copy of each traced GraphModule whose leaf modules (and their tensors) are shared with the
+    version kept for a rollback: they may rewrite the graph and add or replace submodules and parameters, but
+    must not edit a shared module's tensors in place. Whole-model passes (`whole_model=True`) get the root module
+    once, traced or not.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Pass:
     eval_only: bool = False
     cpu_only: bool = False
     whole_model: bool = False
+    edits_modules: bool = True  # whole-model passes only: whether undoing needs a copy of the module tree
 
 
 def submodules(gm: fx.GraphModule) -> dict[str, nn.Module]:

@@ -396,3 +396,20 @@ def test_tl105_new_loader_each_trip_is_silent() -> None:
             model(next(iter(loader))).backward()
     """
     assert findings(code, ["TL105"]) == []
+
+
+def test_positional_settings_are_fixed_in_place() -> None:
+    code = """
+    import os
+    from torch.utils.data import DataLoader
+
+    def main(ds, model, device):
+        loader = DataLoader(ds, 32, True, None, None, 4, None, False)
+        for x, y in loader:
+            model(x.to(device))
+        single = DataLoader(ds, 32, True, None, None, 0)
+        return single
+    """
+    text = fixed(code, ["TL101", "TL102"])
+    assert "DataLoader(ds, 32, True, None, None, 4, None, True)" in text
+    assert "DataLoader(ds, 32, True, None, None, min(8, os.cpu_count() or 1))" in text

@@ -634,8 +634,28 @@ def _replace(context: Context, old: cst.CSTNode, new: cst.CSTNode) -> Optional[R
     return Replace(old, text)
 
 
-def _with_keyword_fix(context: Context, call: cst.Call, name: str, value: str, description: str, *, safe: bool = True) -> Optional[Fix]:
-    change = _replace(context, call, with_keyword(call, name, value))
+def _set_argument(call: cst.Call, name: str, value: str, position: Optional[int] = None) -> cst.Call:
+    """`call` with parameter `name` set to `value`: in place when passed by position, else as a keyword."""
+    if keyword(call, name) is None and position is not None:
+        given = positional(call)
+        if position < len(given):
+            target = given[position]
+            expression = cst.parse_expression(value)
+            return call.with_changes(args=[a.with_changes(value=expression) if a is target else a for a in call.args])
+    return with_keyword(call, name, value)
+
+
+def _with_keyword_fix(
+    context: Context,
+    call: cst.Call,
+    name: str,
+    value: str,
+    description: str,
+    *,
+    position: Optional[int] = None,
+    safe: bool = True,
+) -> Optional[Fix]:
+    change = _replace(context, call, _set_argument(call, name, value, position))
     return Fix(description, [change], safe=safe) if change is not None else None
 
 
@@ -805,7 +825,7 @@ class DataLoaderNumWorkersZero(Rule):
 
     def _fix(self, node: cst.Call) -> Optional[Fix]:
         value = "min(8, os.cpu_count() or 1)"
-        change = _replace(self.context, node, with_keyword(node, "num_workers", value))
+        change = _replace(self.context, node, _set_argument(node, "num_workers", value, _NUM_WORKERS_AT))
         if change is None:
             return None
         return Fix(f"Set num_workers={value}", [change], safe=False, imports=("os",))
@@ -938,7 +958,9 @@ class DataLoaderWithoutPinMemory(Rule):
                 "pageable memory: set pin_memory=True so the copy runs by DMA from page-locked memory "
                 "(and can overlap compute with non_blocking=True)"
             )
-            fix = _with_keyword_fix(self.context, loader, "pin_memory", "True", "Set pin_memory=True")
+            fix = _with_keyword_fix(
+                self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=_PIN_MEMORY_AT
+            )
             self.report(loader, message=message, fix=fix)
 
 

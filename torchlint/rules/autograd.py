@@ -212,8 +212,11 @@ class ZeroGradSetToNoneFalse(Rule):
         "With `set_to_none=False`, `zero_grad()` launches a fill kernel for every parameter's gradient each step, "
         "and the next backward then accumulates into the zeroed buffers (a read-modify-write) instead of simply "
         "writing fresh gradients. `set_to_none=True` (the default since PyTorch 2.0) frees the gradients instead: "
-        "less memory traffic, and the gradient memory is released between steps. PyTorch's documentation notes "
-        "that it \"can modestly improve performance\"; the saving grows with the number of parameter tensors.\n\n"
+        "no fill kernels, and the gradient memory (as large as the model) is free while the next forward pass "
+        "builds its activations, which lowers peak memory. PyTorch's documentation says it \"will in general "
+        "have lower memory footprint, and can modestly improve performance\". The speed gain is a GPU effect "
+        "(one kernel launch per parameter tensor per step); on a 2-core CPU no gain was measurable, so the "
+        "finding is mainly about memory.\n\n"
         "The rule reports the explicit `set_to_none=False` (or a positional `False`) when the file never reads "
         "a `.grad` attribute other than to compare it with `None`."
     )
@@ -307,8 +310,9 @@ class CheckpointReentrant(Rule):
         "`torch.autograd.grad` or keyword arguments, and silently computes no gradients for the segment's "
         "parameters when none of its tensor inputs requires grad (a checkpointed first block: its weights never "
         "train). PyTorch recommends `use_reentrant=False`, which supports all of these and recomputes only what "
-        "the backward needs. Measured on a 2-core CPU (four checkpointed conv blocks, batch 16), one training "
-        "step took {reentrant} with the reentrant variant and {nonreentrant} with `use_reentrant=False`.\n\n"
+        "the backward needs. For a plain stack of blocks the two variants run at the same speed (measured on a "
+        "2-core CPU: 4.83 s vs 4.91 s per training step of four checkpointed conv blocks at batch 16), so the "
+        "switch costs nothing there, while the reentrant variant's failure modes cost whole training runs.\n\n"
         "An explicit `use_reentrant=True` is left alone as a deliberate choice."
     )
     bad = (
@@ -338,10 +342,9 @@ class CheckpointReentrant(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-        if last not in ("checkpoint", "checkpoint_sequential"):
+        if isinstance(func, cst.Attribute) and func.attr.value not in ("checkpoint", "checkpoint_sequential"):
             return
-        name = self.context.qualname(node)
+        name = self.context.qualname(node)  # a Name may be an alias (`checkpoint as cp`)
         if name not in _CHECKPOINT or has_star_kwargs(node):
             return
         if keyword(node, "use_reentrant") is not None:

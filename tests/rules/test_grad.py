@@ -1,0 +1,334 @@
+"""Decision edges of the autograd and inference rules (TL301-TL307)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from torchlint.lint.api import lint_source
+from torchlint.rules.grad import eval_name_strength, is_model_like, is_test_path
+
+
+def lines(code: str, rule: str, path: str = "train.py") -> list[int]:
+    result = lint_source(textwrap.dedent(code), path, select=[rule])
+    assert result.error is None and not result.notes, (result.error, result.notes)
+    return [f.line for f in result.findings if f.code == rule]
+
+
+def fixed(code: str, rule: str, path: str = "train.py") -> str:
+    result = lint_source(textwrap.dedent(code), path, select=[rule], unsafe_fixes=True)
+    assert not result.notes, result.notes
+    assert result.fixed_text is not None
+    cst.parse_module(result.fixed_text)
+    return result.fixed_text
+
+
+# -- helpers ------------------------------------------------------------------------------------------------------
+
+
+def test_model_like_names() -> None:
+    for name in ("model", "self.model", "net", "netG", "ema_model", "model_ema", "policy_net", "self.teacher", "unet"):
+        assert is_model_like(name), name
+    for name in ("Model", "build_model", "get_model", "criterion", "loss_fn", "self.policy", "optimizer", "load_net"):
+        assert not is_model_like(name), name
+
+
+def test_eval_names() -> None:
+    assert eval_name_strength("evaluate") == 2
+    assert eval_name_strength("run_validation") == 2
+    assert eval_name_strength("testModel") == 2
+    assert eval_name_strength("generate") == 1
+    assert eval_name_strength("sample_images") == 1
+    assert eval_name_strength("train_one_epoch") == 0
+
+
+def test_test_paths() -> None:
+    assert is_test_path("tests/models/test_resnet.py")
+    assert is_test_path("pkg/foo_test.py")
+    assert not is_test_path("scripts/test.py")  # an evaluation script, not a test suite
+    assert not is_test_path("train.py")
+
+
+# -- TL301 --------------------------------------------------------------------------------------------------------
+
+
+def test_tl301_resolves_aliased_no_grad() -> None:
+    code = """
+    import torch as th
+    from torch import no_grad as ng
+
+    def evaluate(model, loader):
+        model.eval()
+        with ng():
+            return [model(x) for x in loader]
+
+    @th.inference_mode()
+    def predict(model, loader):
+        model.eval()
+        return [model(x) for x in loader]
+    """
+    assert lines(code, "TL301") == []
+
+
+def test_tl301_needs_torch_import() -> None:
+    code = """
+    import paddle
+
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x) for x in loader]
+    """
+    assert lines(code, "TL301") == []
+
+
+def test_tl301_silent_in_test_files_and_pytest_cases() -> None:
+    code = """
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x) for x in loader]
+    """
+    assert lines(code, "TL301", "tests/test_eval.py") == []
+    pytest_case = """
+    import pytest
+    import torch
+
+    def test_forward_shape():
+        model = torch.nn.Linear(2, 2)
+        model.eval()
+        assert model(torch.zeros(1, 2)).shape == (1, 2)
+    """
+    assert lines(pytest_case, "TL301") == []
+
+
+def test_tl301_caller_wraps_transitively() -> None:
+    code = """
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x) for x in loader]
+
+    def run(model, loader):
+        return evaluate(model, loader)
+
+    @torch.no_grad()
+    def main(model, loader):
+        run(model, loader)
+    """
+    assert lines(code, "TL301") == []
+
+
+def test_tl301_forward_after_train_is_not_evaluation() -> None:
+    code = """
+    import torch
+
+    def toggle(model, x):
+        model.eval()
+        model.train()
+        return model(x)
+    """
+    assert lines(code, "TL301") == []
+
+
+def test_tl301_thin_wrapper_is_silent_but_host_values_count() -> None:
+    code = """
+    import torch
+
+    def predict(model, x):
+        return model(x)
+
+    def predict_label(model, x):
+        return model(x).argmax(1).item()
+    """
+    assert lines(code, "TL301") == [7]
+
+
+def test_tl301_frozen_model_is_silent() -> None:
+    code = """
+    import torch
+
+    def load(path):
+        model = torch.load(path)
+        model.requires_grad_(False)
+        return model
+
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x).item() for x in loader]
+    """
+    assert lines(code, "TL301") == []
+
+
+def test_tl301_decorator_goes_below_other_decorators() -> None:
+    code = """
+    import functools
+
+    from torch import nn
+
+    class Runner:
+        @functools.lru_cache()
+        def predict(self, model, x):
+            model.eval()
+            return model(x)
+    """
+    out = fixed(code, "TL301")
+    assert "    @functools.lru_cache()\n    @torch.no_grad()\n    def predict" in out
+    assert "\nimport torch\n" in out  # added: the file only had `from torch import nn`
+
+
+def test_tl301_fix_uses_the_file_spelling_of_torch() -> None:
+    code = """
+    import torch as th
+
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x).item() for x in loader]
+    """
+    assert "@th.no_grad()\ndef evaluate" in fixed(code, "TL301")
+
+
+def test_tl301_wraps_module_level_statements_with_continuation_lines() -> None:
+    code = """
+    import torch
+
+    model = torch.load("m.pt")
+    model.eval()
+    out = model(
+        torch.randn(1, 3),
+    )
+    print(out)
+    """
+    out = fixed(code, "TL301")
+    assert "with torch.no_grad():\n    out = model(\n        torch.randn(1, 3),\n    )\nprint(out)" in out
+
+
+def test_tl301_reports_eval_call_in_training_function() -> None:
+    code = """
+    import torch
+
+    def fit(model, opt, train_loader, val_loader):
+        for epoch in range(3):
+            model.train()
+            for x, y in train_loader:
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+            model.eval()
+            for x, y in val_loader:
+                model(x)
+    """
+    assert lines(code, "TL301") == [11]
+
+
+def test_tl301_hf_generate_is_silent() -> None:
+    code = """
+    import torch
+
+    def generate_text(model, ids):
+        model.eval()
+        return model.generate(ids)
+    """
+    assert lines(code, "TL301") == []
+
+
+# -- TL302 / TL303 / TL304 ----------------------------------------------------------------------------------------
+
+
+def test_tl302_silent_in_tests_and_for_false() -> None:
+    code = """
+    import torch
+    torch.autograd.set_detect_anomaly(True)
+    """
+    assert lines(code, "TL302", "tests/test_x.py") == []
+    assert lines(code, "TL302") == [3]
+    assert lines("import torch\ntorch.autograd.set_detect_anomaly(False)\n", "TL302") == []
+
+
+def test_tl303_constant_flow_and_unknown_values() -> None:
+    code = """
+    import torch
+    flag = False
+
+    def step(opt, cfg):
+        opt.zero_grad(set_to_none=flag)
+        opt.zero_grad(set_to_none=cfg.flag)
+        opt.zero_grad(**cfg.kwargs)
+    """
+    assert lines(code, "TL303") == [6]
+
+
+def test_tl304_resolves_imports_and_ignores_other_checkpoints() -> None:
+    code = """
+    import deepspeed
+    from torch.utils import checkpoint as ckpt
+    from torch.utils.checkpoint import checkpoint as cp
+
+    def forward(self, x):
+        x = ckpt.checkpoint(self.a, x)
+        x = cp(self.b, x)
+        x = deepspeed.checkpointing.checkpoint(self.c, x)
+        return x
+    """
+    assert lines(code, "TL304") == [7, 8]
+    out = fixed(code, "TL304")
+    assert "ckpt.checkpoint(self.a, x, use_reentrant=False)" in out
+    assert "cp(self.b, x, use_reentrant=False)" in out
+
+
+# -- TL305 / TL306 / TL307 ----------------------------------------------------------------------------------------
+
+
+def test_tl305_silent_when_parameters_are_optimised() -> None:
+    code = """
+    import torch
+    target_net = Net()
+    optimizer = torch.optim.Adam(list(target_net.parameters()))
+
+    def step(x):
+        return target_net(x).detach()
+    """
+    assert lines(code, "TL305") == []
+
+
+def test_tl306_silent_without_callers_and_with_caller_eval() -> None:
+    code = """
+    import torch
+
+    def test(model, loader):
+        with torch.no_grad():
+            return [model(x) for x in loader]
+    """
+    assert lines(code, "TL306") == []
+    with_caller = code + """
+    def main(model, loader):
+        model.train()
+        test(model, loader)
+    """
+    assert lines(with_caller, "TL306") == [4]
+    with_eval = code + """
+    def main(model, loader):
+        model.eval()
+        test(model, loader)
+    """
+    assert lines(with_eval, "TL306") == []
+
+
+def test_tl307_off_by_default_and_returns_checked() -> None:
+    code = """
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        total = 0.0
+        with torch.no_grad():
+            for x in loader:
+                total += model(x).sum().item()
+        return total
+    """
+    assert [f.code for f in lint_source(textwrap.dedent(code), "t.py").findings if f.code == "TL307"] == []
+    assert lines(code, "TL307") == [7]
+    returns_tensor = code.replace("return total", "return model(x)")
+    assert lines(returns_tensor, "TL307") == []

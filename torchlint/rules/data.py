@@ -705,6 +705,10 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
             return len(expr.args) == 1 and _in_memory_items(context, expr.args[0].value, depth)
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("clone", "float", "long", "to", "cuda"):
             return _in_memory_dataset(context, expr.func.value, depth + 1)  # a tensor, converted
+        if isinstance(expr.func, cst.Name):
+            bindings = context.lookup(expr.func)
+            if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+                return _indexes_memory(bindings[0].node)
         function = flow(context).function_called(expr)
         if function is not None:
             # `train_data = get_data(root)` where get_data builds and returns a list of ready samples
@@ -724,6 +728,48 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
             if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
                 return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
     return False
+
+
+def _indexes_memory(cls: cst.ClassDef) -> bool:
+    """A Dataset class of this file whose `__getitem__` only indexes tensors it already holds.
+
+    `return self.features[idx].float(), self.labels[idx]`: the data was loaded in `__init__`, and an item
+    costs an index, nothing a worker process could take over.
+    """
+    getitem = _method(cls, "__getitem__")
+    if getitem is None or not isinstance(getitem.body, cst.IndentedBlock):
+        return False
+    statements = list(getitem.body.body)
+    if statements and _is_docstring(statements[0]):
+        statements = statements[1:]
+    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return False
+    small = statements[0].body
+    if len(small) != 1 or not isinstance(small[0], cst.Return) or small[0].value is None:
+        return False
+    value = small[0].value
+    parts = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+    return all(_indexes_self(part) for part in parts)
+
+
+def _indexes_self(expr: cst.BaseExpression) -> bool:
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_TENSOR:
+        expr = expr.func.value
+    return (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Attribute)
+        and isinstance(expr.value.value, cst.Name)
+        and expr.value.value.value == "self"
+    )
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def _in_memory_items(context: Context, expr: cst.BaseExpression, depth: int) -> bool:
@@ -775,8 +821,9 @@ class DataLoaderNumWorkersZero(Rule):
     false_positives = (
         "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
-        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, or a list built "
-        "and returned by a function of the same file) and the default `collate_fn`, where worker "
+        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, a list built "
+        "and returned by a function of the same file, or a Dataset class of the file whose `__getitem__` only "
+        "indexes tensors it holds) and the default `collate_fn`, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
         "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
         "files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment on "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOADER_ZERO, write
+from lint_testing import LOADER_ZERO, write
 from torchlint.cli import cli
 from torchlint.lint import source as source_module
 

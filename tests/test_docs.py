@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from lint_testing import ROOT
 from torchlint.docs import expected_files
 from torchlint.lint.rule import FixSafety, all_rules
 

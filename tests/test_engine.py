@@ -100,7 +100,7 @@ def test_unsafe_fix_needs_opt_in() -> None:
     assert lint_source(LOADER + "a = DataLoader(ds)\n", fix=True).fixed_text is None
 
 
-class _BrokenFixRule(Rule):
+class _BrokenFixRule(Rule, register=False):
     """A rule whose fix would not parse: the engine must drop it and say so."""
 
     code = "TL999"
@@ -126,7 +126,7 @@ def test_fix_that_would_not_parse_is_dropped() -> None:
 
 
 def test_rule_crash_is_reported_not_raised() -> None:
-    class Crashing(_BrokenFixRule):
+    class Crashing(_BrokenFixRule, register=False):
         code = "TL998"
         name = "crash-for-tests"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOADER_ZERO, ROOT, write
+from lint_testing import LOADER_ZERO, ROOT, write
 
 pytestmark = pytest.mark.skipif(shutil.which("pre-commit") is None, reason="pre-commit is not installed")
 

@@ -39,8 +39,15 @@ def display_path(path: str) -> str:
 
 
 def _git_listing(directory: str) -> Optional[list[str]]:
-    """Files under `directory` that git does not ignore, or None outside a work tree (or without git)."""
+    """Files under `directory` that git does not ignore, or None outside a work tree (or without git).
+
+    A directory named on the command line that git itself ignores (a virtualenv, site-packages inside a
+    git-managed tool directory) is walked in full: the user asked for it.
+    """
     try:
+        ignored = subprocess.run(["git", "-C", directory, "check-ignore", "-q", "."], capture_output=True, timeout=60)
+        if ignored.returncode == 0:
+            return None
         proc = subprocess.run(
             ["git", "-C", directory, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
             capture_output=True,

@@ -75,9 +75,9 @@ class Rule:
     # (lets the engine skip parsing files no selected rule can report on). Empty: always run.
     requires: ClassVar[tuple[str, ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
+    def __init_subclass__(cls, register: bool = True, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("abstract", False):
+        if not register:  # e.g. a rule defined inside a test
             return
         code = cls.__dict__.get("code")
         if not code:

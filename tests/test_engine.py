@@ -194,3 +194,59 @@ def test_fixing_any_mix_parses_and_is_stable(parts: list[str]) -> None:
     cst.parse_module(fixed)
     assert lint_source(fixed, unsafe_fixes=True).fixed_text is None
     assert [f for f in lint_source(fixed).findings if f.code in ("TL101", "TL001")] == []
+
+
+class _WrapRule(Rule, register=False):
+    """Test rule: adds `flag=True` to calls of `wrapme`, and rewrites `del_me = ...` statements."""
+
+    code = "TL997"
+    name = "wrap-for-tests"
+    family = "Suppressions"
+    summary = message = explanation = bad = good = "test only"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        from torchlint.lint.calls import with_keyword
+        from torchlint.lint.rule import Fix, Replace
+
+        if isinstance(node.func, cst.Name) and node.func.value == "wrapme" and not node.args[-1].keyword:
+            self.report(node, fix=Fix("flag", [Replace(node, with_keyword(node, "flag", "True"))]))
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        from torchlint.lint.rule import Fix, Replace
+
+        small = node.body[0]
+        if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name):
+            if small.targets[0].target.value == "del_me":
+                new = node.with_changes(body=[small.with_changes(targets=[small.targets[0].with_changes(target=cst.Name("kept"))])])
+                self.report(node, fix=Fix("rename", [Replace(node, new)]))
+
+
+def test_node_replacements_keep_block_indentation_and_comments() -> None:
+    from torchlint.lint.fix import fix_file
+
+    text = (
+        "def f():\n"
+        "    if x:\n"
+        "        # above\n"
+        "        y = wrapme(\n"
+        "            a,\n"
+        "            b,\n"
+        "        )  # tail\n"
+        "        del_me = g(\n"
+        "            c,\n"
+        "        )  # trailing\n"
+    )
+    fixed, _ = fix_file(decode_python("x.py", text.encode()), lambda s: lint_text(s, [_WrapRule]), unsafe=True)
+    assert fixed.text == (
+        "def f():\n"
+        "    if x:\n"
+        "        # above\n"
+        "        y = wrapme(\n"
+        "            a,\n"
+        "            b,\n"
+        "            flag=True,\n"
+        "        )  # tail\n"
+        "        kept = g(\n"
+        "            c,\n"
+        "        )  # trailing\n"
+    )

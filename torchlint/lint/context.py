@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState  # what Module.code_for_node uses
 
 from torchlint.lint.names import ImportTable, dotted
 from torchlint.lint.scope import Binding, ScopeBindings, ScopeNode
@@ -71,8 +72,19 @@ class Context:
         """`a.b.c` as written, for a Name/Attribute chain (no import resolution)."""
         return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
 
-    def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
+    def code(self, node: cst.CSTNode, at: Optional[cst.CSTNode] = None) -> str:
+        """Source text of `node` as it would stand at `at` (default: where `node` itself stands).
+
+        libcst keeps the indentation of continuation lines implicit; rendering a node with the
+        indentation of the blocks around its place gives the text exactly as the file shows it.
+        """
+        return render(self.module, node, self.block_indents(at if at is not None else node))
+
+    def block_indents(self, node: cst.CSTNode) -> list[str]:
+        """The indentation each enclosing block adds, outermost first (empty for a node not in the tree)."""
+        default = self.module.default_indent
+        blocks = [a for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock)]
+        return [b.indent if b.indent is not None else default for b in reversed(blocks)]
 
     # -- tree ----------------------------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -177,6 +189,18 @@ class Context:
     # -- findings ------------------------------------------------------------------------------
     def add_finding(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional["Fix"]) -> None:
         self.raw_findings.append(RawFinding(rule.code, node, self.enclosing_statement(node), message, fix))
+
+
+def render(module: cst.Module, node: cst.CSTNode, indents: list[str]) -> str:
+    """`module.code_for_node(node)`, but inside blocks indented by `indents`."""
+    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+    state.indent_tokens.extend(indents)
+    node._codegen(state)
+    text = "".join(state.tokens)
+    if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        prefix = "".join(indents)
+        text = text[len(prefix) :] if text.startswith(prefix) else text  # it starts where the node starts
+    return text
 
 
 def _comprehension_binds(comp: cst.CSTNode, name: str) -> bool:

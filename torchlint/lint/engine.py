@@ -168,27 +168,48 @@ class _FixBuilder:
             end_column=end[1] + 1,
         )
 
+    def _line_text(self, line: int) -> str:
+        """The text of `line` without its newline."""
+        start = self.positions.offset_of_line(line)
+        end = self.positions.offset_of_line(line + 1)
+        return self.text[start:end].rstrip("\r\n")
+
     def _indent_of(self, line: int, column: int) -> str:
         line_start = self.positions.offset(line, 0)
         prefix = self.text[line_start : line_start + column]
         return prefix if prefix.strip() == "" else ""
+
+    def _render(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
+        """Source for `new` standing where `old` stands."""
+        if isinstance(new, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            new = new.with_changes(leading_lines=())  # comments above the statement stay where they are
+        text = self.context.code(new, at=old)
+        if isinstance(old, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            text = text.rstrip("\r\n")
+        return text
 
     def build(self, fix: Fix) -> FindingFix:
         newline = self.context.source.newline
         edits: list[FixEdit] = []
         for change in fix.changes:
             line, col, end_line, end_col = self.positions.range(change.node)
+            is_statement = isinstance(change.node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
             if isinstance(change, Replace):
-                content = change.new if isinstance(change.new, str) else self.context.code(change.new)
-                if isinstance(change.node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                    indent = self._indent_of(line, col)
-                    content = content.rstrip("\r\n")
-                    content = content.replace("\n", newline + indent) if "\n" in content else content
-                    content = content.replace("\r" + newline, newline)
+                if isinstance(change.new, str):
+                    content = change.new
+                    if is_statement and "\n" in content:
+                        indent = self._indent_of(line, col)
+                        content = content.rstrip("\r\n").replace("\n", newline + indent)
+                else:
+                    content = self._render(change.node, change.new)
+                if is_statement:
+                    # A statement's range stops before its trailing comment, which its rendering
+                    # repeats: replace through the end of its last line.
+                    end_col = len(self._line_text(end_line))
                 edits.append(self._edit((line, col), (end_line, end_col), content))
             elif isinstance(change, InsertBefore):
                 text = change.text
-                if isinstance(change.node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                if is_statement:
                     text = text + newline + self._indent_of(line, col)
                 edits.append(self._edit((line, col), (line, col), text))
         for module in fix.imports:

@@ -611,29 +611,6 @@ def flow(context: Context) -> _Flow:
     return found
 
 
-def _replace(context: Context, old: cst.CSTNode, new: cst.CSTNode) -> Optional[Replace]:
-    """Replace an expression, keeping the indentation of its continuation lines.
-
-    A node's code is rendered without the indentation of the blocks around it; a call spread over
-    several lines gets that indentation back here. None (no fix) when the node holds a triple-quoted
-    string, whose lines must not be touched.
-    """
-    text = context.code(new)
-    if "\n" not in text:
-        return Replace(old, new)
-    if '"""' in text or "'''" in text:
-        return None
-    module = context.module
-    prefix = "".join(
-        (a.indent if a.indent is not None else module.default_indent)
-        for a in context.ancestors(old)
-        if isinstance(a, cst.IndentedBlock)
-    )
-    lines = text.split("\n")
-    text = "\n".join([lines[0], *((prefix + line) if line.strip() else line for line in lines[1:])])
-    return Replace(old, text)
-
-
 def _set_argument(call: cst.Call, name: str, value: str, position: Optional[int] = None) -> cst.Call:
     """`call` with parameter `name` set to `value`: in place when passed by position, else as a keyword."""
     if keyword(call, name) is None and position is not None:
@@ -655,8 +632,7 @@ def _with_keyword_fix(
     position: Optional[int] = None,
     safe: bool = True,
 ) -> Optional[Fix]:
-    change = _replace(context, call, _set_argument(call, name, value, position))
-    return Fix(description, [change], safe=safe) if change is not None else None
+    return Fix(description, [Replace(call, _set_argument(call, name, value, position))], safe=safe)
 
 
 def _snippet(context: Context, node: cst.CSTNode, limit: int = 40) -> str:
@@ -872,9 +848,7 @@ class DataLoaderNumWorkersZero(Rule):
 
     def _fix(self, node: cst.Call) -> Optional[Fix]:
         value = "min(8, os.cpu_count() or 1)"
-        change = _replace(self.context, node, _set_argument(node, "num_workers", value, _NUM_WORKERS_AT))
-        if change is None:
-            return None
+        change = Replace(node, _set_argument(node, "num_workers", value, _NUM_WORKERS_AT))
         return Fix(f"Set num_workers={value}", [change], safe=False, imports=("os",))
 
     def _explained(self, arg: cst.Arg) -> bool:

@@ -61,9 +61,14 @@ class BiasBeforeBatchNorm(Rule):
         "evaluation the running mean absorbs it. The model computes exactly the same function without it. "
         "The bias still costs work on every step: an extra pass over the layer's output to add it (when the "
         "backend does not fuse it), a reduction over the batch and spatial dimensions in backward to compute "
-        "its (zero) gradient, and optimizer state and weight-decay updates for it. The saving is a few percent "
-        "of a conv layer's time, not a multiple; it is the reason reference implementations (torchvision's "
-        "ResNet, VGG-BN, MobileNet) build every convolution that precedes a BatchNorm with `bias=False`."
+        "its (zero) gradient, and optimizer state and weight-decay updates for it. The saving is small: in a "
+        "training step of a four-layer conv-BN-ReLU network (batch 16, 56x56, SGD with momentum), measured on a "
+        "2-core CPU, dropping the biases made no measurable difference (repeated runs differed by up to 10% in either "
+        "direction, within the noise of a shared machine). On a GPU the "
+        "bias-gradient reduction is an extra memory-bound pass over each such layer's output gradient. Treat "
+        "it as removing dead parameters and a little work, not as a large speed-up; it is why reference "
+        "implementations (torchvision's ResNet, VGG-BN, MobileNet) build every convolution that precedes a "
+        "BatchNorm with `bias=False`."
     )
     bad = (
         "import torch.nn as nn\n\n"
@@ -103,6 +108,7 @@ class BiasBeforeBatchNorm(Rule):
         self._reported: set[cst.CSTNode] = set()
         self._lists: dict[cst.CSTNode, dict[str, list[list[Optional[cst.BaseExpression]]]]] = {}
         self._counts: dict[cst.CSTNode, dict[str, int]] = {}
+        self._classes: list[bool] = []  # per enclosing class: does it construct a BatchNorm?
 
     # -- layer facts -----------------------------------------------------------------------------
     def _layer(self, node: Optional[cst.BaseExpression], *, only_use: bool = False) -> Optional[cst.Call]:
@@ -132,7 +138,9 @@ class BiasBeforeBatchNorm(Rule):
         return counts.get(name.value, 0)
 
     def _has_bias(self, call: cst.Call, position: int) -> bool:
-        if has_star_kwargs(call) or has_star_args(call):
+        if has_star_args(call):
+            return False
+        if any(arg.star == "**" and not self._known_keys_without(arg.value, "bias") for arg in call.args):
             return False
         arg = argument(call, "bias", position)
         return arg is None or self.context.literal(arg.value) is True
@@ -156,6 +164,21 @@ class BiasBeforeBatchNorm(Rule):
         if not self._features_agree(layer, norm, kind, out_position):
             return
         self._report(layer, bias_position)
+
+    def _known_keys_without(self, value: cst.BaseExpression, key: str) -> bool:
+        """`**dd` where `dd = {"device": device, "dtype": dtype}` (or `dict(device=...)`) has no `key`."""
+        if isinstance(value, cst.Name):
+            value = self.context.assigned_value(value)
+        if isinstance(value, cst.Dict):
+            keys = []
+            for element in value.elements:
+                if not isinstance(element, cst.DictElement):
+                    return False
+                keys.append(self.context.literal(element.key))
+            return all(isinstance(k, str) for k in keys) and key not in keys
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+            return all(a.keyword is not None for a in value.args) and all(a.keyword.value != key for a in value.args)
+        return False
 
     def _features_agree(self, layer: cst.Call, norm: cst.Call, kind: Union[int, str], out_position: int) -> bool:
         out = argument(layer, "out_features" if kind == "linear" else "out_channels", out_position)
@@ -191,6 +214,8 @@ class BiasBeforeBatchNorm(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if "BatchNorm" in last and self._classes:
+            self._classes[-1] = True  # this class builds a BatchNorm: worth analysing its forward()
         if last != "Sequential" or self.context.qualname(node) != _SEQUENTIAL:
             return
         for sequence in self._sequences(node):
@@ -294,7 +319,15 @@ class BiasBeforeBatchNorm(Rule):
         return target.value, [e.value if isinstance(e, cst.Element) and not isinstance(e, cst.StarredElement) else None for e in elements.elements]
 
     # -- forward() of a module -------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(False)
+
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        builds_norm = self._classes.pop()
+        if not builds_norm:
+            return
+        if self._classes:
+            self._classes[-1] = True  # a nested class's BatchNorm may be the outer class's too
         assigned: dict[str, list[cst.BaseExpression]] = {}
         uses: dict[str, int] = {}
         targets: set[cst.CSTNode] = set()
@@ -437,7 +470,20 @@ class _TrainingScript(Rule):
     def training_script(self) -> bool:
         if self.off or self.loop is None or not self.uses_cuda:
             return False
-        return self.is_script or self.context.enclosing_function(self.loop) is None
+        return self.is_script or self._runs_at_module_level()
+
+    def _runs_at_module_level(self) -> bool:
+        """A module-level loop or `parser.parse_args()`: the file is run, not imported."""
+        for stmt in self.context.module.body:
+            if isinstance(stmt, (cst.For, cst.While)):
+                return True
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    value = getattr(small, "value", None)
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                        if value.func.attr.value in ("parse_args", "parse_known_args"):
+                            return True
+        return False
 
     def setting_fix(self, description: str, line: str) -> Fix:
         """Insert `line` at module level, after the leading docstring and imports (before the training loop)."""
@@ -490,9 +536,11 @@ class CudnnBenchmarkOff(_TrainingScript):
         "With `torch.backends.cudnn.benchmark = True` the first call with each new input shape times the "
         "candidates and caches the fastest, and every later step with the same shape uses it. With fixed-size "
         "inputs (a classifier on `RandomResizedCrop(224)` images) the one-off search is paid back within the "
-        "first steps; the PyTorch performance tuning guide recommends it for convolutional networks, and the "
-        "gain depends on the layer shapes (from nothing to large for layers where the heuristic picks a slow "
-        "algorithm)."
+        "first steps. The PyTorch performance tuning guide recommends it for convolutional networks; the gain "
+        "depends on the layer shapes and the GPU (from nothing, where the heuristic already picks the fastest "
+        "algorithm, to a large share of a layer's time where it does not). One published measurement: 15% "
+        "shorter training time for ResNet-101 on a GTX 1060 (cnblogs.com/picassooo/p/16720249.html, citing "
+        "cloud.tencent.com/developer/article/1668398)."
     )
     bad = (
         "import torch\nimport torchvision\n\n"
@@ -511,8 +559,8 @@ class CudnnBenchmarkOff(_TrainingScript):
         "    ...\n"
     )
     false_positives = (
-        "Reported only for scripts (an `if __name__ == \"__main__\":` guard, or the training loop at module "
-        "level) that build `nn.Conv*d` layers or a torchvision convolutional model, use CUDA, and call "
+        "Reported only for scripts (an `if __name__ == \"__main__\":` guard, a module-level loop, or "
+        "`parser.parse_args()` at module level) that build `nn.Conv*d` layers or a torchvision convolutional model, use CUDA, and call "
         "`.backward()` in a training loop; library modules are left alone (a global backend flag is the "
         "script's decision). Any mention of `cudnn.benchmark` (even `= False`, a deliberate choice), "
         "`deterministic` (`cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`, "
@@ -591,7 +639,7 @@ class Tf32Off(_TrainingScript):
     false_positives = (
         "Off by default: TF32 trades matmul precision (10-bit mantissa inputs) for speed, PyTorch chose FP32 "
         "as the default for that reason, and the rule cannot see the GPU the script will run on. When enabled, "
-        "it reports only scripts (an `if __name__ == \"__main__\":` guard or a module-level training loop) that "
+        "it reports only scripts (an `if __name__ == \"__main__\":` guard, a module-level loop or `parse_args()`) that "
         "use CUDA, call `.backward()` in a training loop, and do matmul-heavy work (Transformer/attention/RNN "
         "layers, `torch.matmul`/`bmm`/`einsum`, or `nn.Linear` without convolutions). Any mention of "
         "`allow_tf32`, `set_float32_matmul_precision`, `autocast`, `GradScaler`, bf16/fp16/half, `amp`, "

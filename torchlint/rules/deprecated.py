@@ -45,11 +45,11 @@ class DeprecatedCudaAmp(Rule):
     message = "Deprecated AMP spelling: use torch.amp.autocast(\"cuda\", ...) / torch.amp.GradScaler(\"cuda\", ...)"
     explanation = (
         "This rule is here for migration, not for speed: the old spellings are thin subclasses of the device-"
-        "generic `torch.amp` classes and run the same code. Since PyTorch 2.4 they are deprecated, and every call "
-        "emits a `FutureWarning` (\"`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
-        "`torch.amp.autocast('cuda', args...)` instead.\"); with warnings shown, a context manager entered on every "
-        "training step fills the log, and code that turns warnings into errors (`-W error`, pytest's "
-        "`filterwarnings = error`) fails. The `torch.amp` spellings take the device type as an argument, so the "
+        "generic `torch.amp` classes and run the same code, so there is no run-time cost to remove. Since PyTorch "
+        "2.4 they are deprecated: every call raises a `FutureWarning` (\"`torch.cuda.amp.autocast(args...)` is "
+        "deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.\"), which Python prints once per "
+        "call site by default, and code that turns warnings into errors (`-W error`, pytest's "
+        "`filterwarnings = error`) fails. A deprecated API is eventually removed. The `torch.amp` spellings take the device type as an argument, so the "
         "same code serves CUDA, CPU, XPU and MPS."
     )
     bad = (

@@ -1,0 +1,482 @@
+"""Decision edges and fixes of TL601, TL603 (device placement), TL701-TL703 (backends), TL801, TL802."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.lint.api import lint_source
+
+
+def lint(code: str, rule: str, **kwargs):
+    result = lint_source(textwrap.dedent(code), "example.py", select=[rule], **kwargs)
+    assert result.error is None, result.error
+    assert not result.notes, result.notes
+    return result
+
+
+def lines(code: str, rule: str) -> list[int]:
+    return [f.line for f in lint(code, rule).findings if f.code == rule]
+
+
+def fixed(code: str, rule: str, unsafe: bool = True) -> str:
+    result = lint(code, rule, fix=True, unsafe_fixes=unsafe)
+    text = result.fixed_text if result.fixed_text is not None else textwrap.dedent(code)
+    cst.parse_module(text)
+    again = lint_source(text, "example.py", select=[rule], fix=True, unsafe_fixes=unsafe)
+    assert again.fixed_text is None, "fixing twice changed the file"
+    return text
+
+
+# -- TL601 host-tensor-then-move ---------------------------------------------------------------------
+
+
+def test_tl601_resolves_factories_through_imports():
+    code = """
+        import torch as th
+        from torch import ones as make_ones
+        from myproject import zeros
+
+        def f(device):
+            a = th.zeros(3).to(device)
+            b = make_ones(3).cuda()
+            c = zeros(3).to(device)
+    """
+    assert lines(code, "TL601") == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "move, expected",
+    [
+        (".cuda()", 'torch.zeros(n, device="cuda")'),
+        (".cuda(0)", 'torch.zeros(n, device="cuda:0")'),
+        (".cuda(non_blocking=True)", 'torch.zeros(n, device="cuda")'),
+        (".to(device)", "torch.zeros(n, device=device)"),
+        (".to(device, non_blocking=True)", "torch.zeros(n, device=device)"),
+        (".to(device, torch.float16)", "torch.zeros(n, device=device, dtype=torch.float16)"),
+        (".to(x.device, dtype=torch.long)", "torch.zeros(n, device=x.device, dtype=torch.long)"),
+        ('.to("cuda:1")', 'torch.zeros(n, device="cuda:1")'),
+        (".to(torch.device('cuda', 1))", "torch.zeros(n, device=torch.device('cuda', 1))"),
+    ],
+)
+def test_tl601_fix_moves_the_device_into_the_factory(move, expected):
+    code = f"import torch\n\ndef f(x, n, device):\n    return torch.zeros(n){move}\n"
+    result = lint(code, "TL601")
+    assert [f.fix.safe for f in result.findings] == [True]
+    assert fixed(code, "TL601", unsafe=False).splitlines()[-1] == f"    return {expected}"
+
+
+def test_tl601_keeps_a_cast_for_factories_whose_values_depend_on_the_dtype():
+    code = "import torch\n\ndef f(device):\n    return torch.full((2,), 0.1).to(device, torch.half)\n"
+    assert fixed(code, "TL601").splitlines()[-1] == "    return torch.full((2,), 0.1, device=device).to(torch.half)"
+
+
+@pytest.mark.parametrize(
+    "factory, safe",
+    [
+        ("torch.arange(10)", True),
+        ("torch.arange(len(items))", True),
+        ("torch.arange(x.shape[1])", True),
+        ("torch.arange(x.size(0) - 1)", True),
+        ("torch.arange(n)", False),  # a parameter: maybe a float
+        ("torch.arange(0, 1, 0.1)", False),
+        ("torch.arange(10, dtype=torch.float32)", False),
+        ("torch.arange(*bounds)", False),
+        ("torch.randn(3)", False),  # another generator
+        ("torch.randint(0, 10, (3,))", False),
+        ("torch.linspace(0, 1, 5)", False),
+        ("torch.eye(3)", True),
+        ("torch.empty(3, 3)", True),
+    ],
+)
+def test_tl601_fix_safety(factory, safe):
+    code = f"import torch\n\ndef f(x, n, items, bounds, device):\n    return {factory}.to(device)\n"
+    assert [f.fix.safe for f in lint(code, "TL601").findings] == [safe]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "torch.zeros(3, requires_grad=True).to(device)",  # the moved tensor is not a leaf
+        "torch.zeros(3, pin_memory=True).cuda(non_blocking=True)",
+        "torch.zeros(3).cuda(gpu)",  # .cuda(None) is the current GPU, device=None the CPU
+        "torch.zeros(3).to(device, memory_format=torch.channels_last)",
+        "torch.zeros(3).to(device, torch.half, True)",
+    ],
+)
+def test_tl601_reports_without_a_fix_when_no_rewrite_is_equivalent(expr):
+    code = f"import torch\n\ndef f(device, gpu):\n    return {expr}\n"
+    findings = lint(code, "TL601").findings
+    assert len(findings) == 1 and findings[0].fix is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "torch.zeros(3).to(other)",  # a tensor, a dtype or a device: cannot tell
+        "torch.zeros(3).to(torch.float16)",
+        "torch.zeros(3).to(x.dtype)",
+        "torch.zeros(3).to('cpu')",
+        "torch.zeros(3).to(CPU)",
+        "torch.zeros(3).to(torch.device('cpu'))",
+        "torch.zeros(3).to('cpu' if x else CPU)",
+        "torch.zeros(3, device=device).to(device)",
+        "torch.zeros(3, **opts).to(device)",
+        "torch.rand(3, generator=g).to(device)",  # a CPU generator, on purpose
+        "torch.zeros_like(x).to(device)",
+        "torch.tensor([1, 2]).to(device)",
+        "torch.from_numpy(a).to(device)",
+        "torch.zeros(3).float().to(device)",
+    ],
+)
+def test_tl601_silent(expr):
+    code = f"import torch\nCPU = 'cpu'\n\ndef f(x, other, device, opts, g, a):\n    return {expr}\n"
+    assert lint(code, "TL601").findings == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["device", "dev", "self.device", "args.gpu", "local_rank", "devices[0]", "0", "f'cuda:{rank}'", "'cuda' if x else 'cpu'"],
+)
+def test_tl601_device_spellings(target):
+    code = f"import torch\n\ndef f(self, args, device, dev, local_rank, devices, rank, x):\n    return torch.ones(3).to({target})\n"
+    assert lines(code, "TL601") == [4]
+
+
+# -- TL603 legacy-typed-tensor ------------------------------------------------------------------------
+
+
+def test_tl603_constructors_aliases_and_type_calls():
+    code = """
+        import torch
+        from torch.cuda import FloatTensor as CF
+
+        Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+
+        def step(imgs, targets):
+            a = imgs.type(Tensor)
+            b = Tensor(imgs.size(0), 1)
+            c = CF(3, 4)
+            d = torch.cuda.LongTensor(targets)
+            e = imgs.type(dtype="torch.cuda.HalfTensor")
+            f = imgs.type(torch.FloatTensor)
+            g = torch.FloatTensor(targets)
+            h = isinstance(imgs, torch.cuda.FloatTensor)
+            return a, b, c, d, e, f, g, h
+    """
+    result = lint(code, "TL603")
+    assert [f.line for f in result.findings] == [8, 9, 10, 11, 12]
+    assert "torch.int64" in result.findings[3].message
+    assert "non_blocking=True" in result.findings[0].message
+    assert all(f.fix is None for f in result.findings)
+
+
+def test_tl603_an_alias_bound_twice_is_unknown():
+    code = """
+        import torch
+        Tensor = torch.cuda.FloatTensor
+        Tensor = MyTensor
+        x = Tensor([1.0])
+    """
+    assert lines(code, "TL603") == []
+
+
+# -- TL701 bias-before-batchnorm ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layers, reported",
+    [
+        ("nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)", True),
+        ("nn.Conv1d(3, 8, 3), nn.BatchNorm1d(8)", True),
+        ("nn.Conv3d(3, 8, 3), nn.BatchNorm3d(8)", True),
+        ("nn.ConvTranspose2d(3, 8, 2), nn.BatchNorm2d(8)", True),
+        ("nn.LazyConv2d(8, 3), nn.LazyBatchNorm2d()", True),
+        ("nn.Linear(4, 8), nn.BatchNorm1d(8)", True),
+        ("nn.Linear(4, c), nn.BatchNorm1d(c)", True),
+        ("nn.Conv2d(3, 8, 3), nn.SyncBatchNorm(8)", True),
+        ("nn.Conv2d(3, 8, 3, bias=False), nn.BatchNorm2d(8)", False),
+        ("nn.Conv2d(3, 8, 3, bias=use_bias), nn.BatchNorm2d(8)", False),
+        ("nn.Conv2d(3, 8, 3, 1, 0, 1, 1, False), nn.BatchNorm2d(8)", False),
+        ("nn.Conv2d(3, 8, 3), nn.BatchNorm2d(16)", False),  # channels known to differ
+        ("nn.Conv2d(3, 8, 3), nn.BatchNorm1d(8)", False),
+        ("nn.Linear(4, 8), nn.BatchNorm2d(8)", False),
+        ("nn.Linear(4, c), nn.BatchNorm1d(d)", False),  # Linear on (N, L, C) input: BatchNorm1d on L
+        ("nn.LazyLinear(8), nn.LazyBatchNorm1d()", False),
+        ("nn.Conv2d(3, 8, 3), nn.ReLU(), nn.BatchNorm2d(8)", False),
+        ("nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8)", False),
+        ("nn.Conv2d(3, 8, 3, **opts), nn.BatchNorm2d(8)", False),
+        ("nn.Conv2d(3, 8, 3, **dd), nn.BatchNorm2d(8, **dd)", True),  # dd has no "bias"
+        ("nn.Conv2d(3, 8, 3, **with_bias), nn.BatchNorm2d(8)", False),
+        ("*[nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)]", True),
+    ],
+)
+def test_tl701_sequential_pairs(layers, reported):
+    code = (
+        "import torch.nn as nn\n\n"
+        "def build(c, d, use_bias, opts, device):\n"
+        "    dd = {'device': device, 'dtype': None}\n"
+        "    with_bias = dict(bias=True)\n"
+        f"    return nn.Sequential({layers})\n"
+    )
+    assert bool(lines(code, "TL701")) is reported
+
+
+def test_tl701_lists_built_for_sequential():
+    code = """
+        import torch.nn as nn
+
+        def vgg(cfg, batch_norm):
+            layers = []
+            c_in = 3
+            for v in cfg:
+                conv = nn.Conv2d(c_in, v, 3, padding=1)
+                if batch_norm:
+                    layers += [conv, nn.BatchNorm2d(v), nn.ReLU()]
+                else:
+                    layers += [conv, nn.ReLU()]
+                c_in = v
+            return nn.Sequential(*layers)
+
+        def mlp(sizes):
+            layers = []
+            for a, b in zip(sizes, sizes[1:]):
+                layers.extend([nn.Linear(a, b), nn.BatchNorm1d(b)])
+            return nn.Sequential(*layers)
+
+        def as_module_list(sizes):
+            layers = [nn.Linear(4, 4), nn.BatchNorm1d(4)]
+            return nn.ModuleList(layers)
+    """
+    # the VGG conv is also used without BatchNorm; the ModuleList is not a sequence
+    assert lines(code, "TL701") == [19]
+
+
+def test_tl701_forward_patterns_and_fix():
+    code = """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Block(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv1 = nn.Conv2d(c, c, 3, padding=1)
+                self.bn1 = nn.BatchNorm2d(c)
+                self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+                self.bn2 = nn.BatchNorm2d(c)
+                self.conv3 = nn.Conv2d(c, c, 1)
+                self.bn3 = nn.BatchNorm2d(c)
+                self.conv4 = nn.Conv2d(c, c, 1)
+                self.bn4 = nn.BatchNorm2d(c)
+                nn.init.zeros_(self.conv4.bias)
+
+            def forward(self, x):
+                y = F.relu(self.bn1(self.conv1(x)))
+                y = self.conv2(y)
+                y = F.relu(self.bn2(y))
+                z = self.conv3(y)
+                w = self.bn3(z)
+                return self.bn4(self.conv4(w)) + z
+    """
+    # conv3's output is used after its BatchNorm; conv4's bias is touched in __init__
+    assert lines(code, "TL701") == [8, 10]
+    text = fixed(code, "TL701")
+    assert "self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)" in text
+    assert "self.conv3 = nn.Conv2d(c, c, 1)\n" in text
+    assert lint(code, "TL701", fix=True).fixed_text is None  # the fix is unsafe
+
+
+# -- TL702 cudnn-benchmark-off / TL703 tf32-off ---------------------------------------------------------
+
+CONV_SCRIPT = """
+import torch
+import torch.nn as nn
+import torchvision
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def main():
+    model = torchvision.models.resnet50().cuda()
+    train(model, loader, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_tl702_reports_a_conv_training_script_once_at_its_loop():
+    findings = lint(CONV_SCRIPT, "TL702").findings
+    assert [(f.line, f.column) for f in findings] == [(8, 17)]
+    text = fixed(CONV_SCRIPT, "TL702")
+    assert text.startswith("\nimport torch\nimport torch.nn as nn\nimport torchvision\n\n\ntorch.backends.cudnn.benchmark = True\n\n\ndef train")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ('if __name__ == "__main__":\n    main()\n', ""),  # a library module: its caller decides
+        ("torchvision.models.resnet50()", "torchvision.models.vit_b_16()"),  # not a conv net
+        (".cuda()", ".to(device)"),  # no sign of CUDA
+        ("import torch\n", "import torch\ntorch.backends.cudnn.benchmark = False\n"),
+        ("import torch\n", "import torch\ntorch.use_deterministic_algorithms(True)\n"),
+        ("import torch\n", "import torch\ntorch.backends.cudnn.deterministic = True\n"),
+        ("        loss.backward()\n", ""),  # no backward (and, below, no optimizer step): not training
+    ],
+)
+def test_tl702_silent(change):
+    old, new = change
+    code = CONV_SCRIPT.replace(old, new)
+    if old == "        loss.backward()\n":
+        code = code.replace("        optimizer.step()\n", "")
+    assert code != CONV_SCRIPT
+    assert lines(code, "TL702") == []
+
+
+def test_tl702_module_level_scripts_and_notebooks():
+    code = """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.Flatten(), nn.LazyLinear(10)).to("cuda")
+        for epoch in range(3):
+            for x, y in train_loader:
+                loss = nn.functional.cross_entropy(model(x.to("cuda")), y.to("cuda"))
+                loss.backward()
+                opt.step()
+    """
+    assert lines(code, "TL702") == [7]
+
+
+TRANSFORMER_SCRIPT = """
+import argparse
+
+import torch
+import torch.nn as nn
+
+parser = argparse.ArgumentParser()
+args = parser.parse_args()
+model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4).cuda()
+
+
+def train():
+    for batch in train_loader:
+        loss = model(batch.cuda()).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+
+
+train()
+"""
+
+
+def test_tl703_is_off_by_default_and_reports_when_selected():
+    assert all(f.code != "TL703" for f in lint_source(TRANSFORMER_SCRIPT, "example.py").findings)
+    assert lines(TRANSFORMER_SCRIPT, "TL703") == [13]
+    text = fixed(TRANSFORMER_SCRIPT, "TL703")
+    assert 'import torch.nn as nn\n\ntorch.set_float32_matmul_precision("high")\n\nparser' in text
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("pow(2).mean()", "pow(2).mean().half()"),  # any sign of reduced precision
+        ("loss = model", "with torch.autocast('cuda'):\n            pass\n        loss = model"),
+        ("import torch\n", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"),
+        ("nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)", "nn.Sequential(nn.Conv2d(3, 8, 3), nn.Linear(8, 8))"),
+    ],
+)
+def test_tl703_silent(old, new):
+    code = TRANSFORMER_SCRIPT.replace(old, new)
+    assert code != TRANSFORMER_SCRIPT
+    assert lines(code, "TL703") == []
+
+
+# -- TL801 deprecated-cuda-amp --------------------------------------------------------------------------
+
+
+def test_tl801_rewrites_calls_keeping_the_file_spelling_of_torch():
+    code = """
+        import torch as th
+        from torch.cuda.amp import autocast as ac, GradScaler
+
+        scaler = GradScaler(1024.0, 2.0)
+        with ac(True, th.bfloat16, cache_enabled=False):
+            pass
+    """
+    text = fixed(code, "TL801", unsafe=False)
+    assert 'scaler = th.amp.GradScaler("cuda", 1024.0, 2.0)' in text
+    assert 'with th.amp.autocast("cuda", enabled=True, dtype=th.bfloat16, cache_enabled=False):' in text
+
+
+def test_tl801_adds_import_torch_when_the_file_has_none():
+    code = """
+        from torch.cuda import amp
+
+        with amp.autocast():
+            pass
+    """
+    text = fixed(code, "TL801", unsafe=False)
+    assert text.startswith("\nfrom torch.cuda import amp\nimport torch\n")
+    assert 'with torch.amp.autocast("cuda"):' in text
+
+
+def test_tl801_uses_the_files_quote_style_and_handles_decorators():
+    code = """
+        import torch
+        from torch.cuda.amp import custom_fwd
+
+        class F(torch.autograd.Function):
+            @staticmethod
+            @custom_fwd
+            def forward(ctx, x):
+                return x
+
+        with torch.cpu.amp.autocast(enabled=x == 'a' or x == 'b'):
+            pass
+    """
+    text = fixed(code, "TL801", unsafe=False)
+    assert "@torch.amp.custom_fwd(device_type='cuda')" in text
+    assert "with torch.amp.autocast('cpu', enabled=x == 'a' or x == 'b'):" in text
+
+
+def test_tl801_silent_on_new_spellings_and_references():
+    code = """
+        import torch
+        from torch.amp import autocast
+
+        with autocast("cuda"):
+            pass
+        with torch.autocast(device_type="cuda"):
+            pass
+        ok = isinstance(s, torch.cuda.amp.GradScaler)
+        factory = torch.cuda.amp.autocast
+    """
+    assert lines(code, "TL801") == []
+
+
+# -- TL802 data-parallel ------------------------------------------------------------------------------
+
+
+def test_tl802_calls_only():
+    code = """
+        import torch
+        from torch.nn.parallel import DataParallel as DP, DistributedDataParallel
+
+        a = DP(model)
+        b = torch.nn.DataParallel(model, device_ids=[0, 1])
+        c = DistributedDataParallel(model)
+        d = isinstance(model, torch.nn.DataParallel)
+    """
+    result = lint(code, "TL802")
+    assert [f.line for f in result.findings] == [5, 6]
+    assert "DistributedDataParallel" in result.findings[0].message

@@ -449,6 +449,20 @@ def test_tl801_uses_the_files_quote_style_and_handles_decorators():
     assert "with torch.amp.autocast('cpu', enabled=x == 'a' or x == 'b'):" in text
 
 
+def test_tl801_silent_when_a_fallback_import_binds_the_new_api():
+    code = """
+        try:
+            from torch.amp import GradScaler, autocast
+        except ImportError:
+            from torch.cuda.amp import GradScaler, autocast
+
+        scaler = GradScaler("cuda", init_scale=1024.0)
+        with autocast(device_type="cuda"):
+            pass
+    """
+    assert lines(code, "TL801") == []
+
+
 def test_tl801_silent_on_new_spellings_and_references():
     code = """
         import torch
@@ -480,3 +494,17 @@ def test_tl802_calls_only():
     result = lint(code, "TL802")
     assert [f.line for f in result.findings] == [5, 6]
     assert "DistributedDataParallel" in result.findings[0].message
+
+
+def test_tl701_fix_goes_before_known_keyword_options():
+    code = """
+        import torch.nn as nn
+
+        def stem(c, device=None, dtype=None):
+            dd = {"device": device, "dtype": dtype}
+            return nn.Sequential(
+                nn.Conv2d(3, c, 3, 2, 1, **dd),
+                nn.BatchNorm2d(c, **dd),
+            )
+    """
+    assert "nn.Conv2d(3, c, 3, 2, 1, bias=False, **dd)," in fixed(code, "TL701")

@@ -202,7 +202,7 @@ class BiasBeforeBatchNorm(Rule):
                 args=[a.with_changes(value=cst.Name("False")) if a is arg else a for a in layer.args]
             )
         else:
-            fixed = with_keyword(layer, "bias", "False")
+            fixed = _with_keyword_before_star(layer, "bias", "False")
         name = (self.context.qualname(layer) or "").rpartition(".")[2]
         message = (
             f"`{name}` feeds BatchNorm, which subtracts the per-channel mean and cancels the bias: "
@@ -384,6 +384,18 @@ class BiasBeforeBatchNorm(Rule):
                         current = (variable, conv)
             previous = current
         return pairs
+
+
+def _with_keyword_before_star(call: cst.Call, name: str, value: str) -> cst.Call:
+    """`with_keyword`, but placed before a trailing `**options` (where a reader expects explicit arguments)."""
+    first_star = next((i for i, arg in enumerate(call.args) if arg.star == "**"), None)
+    if first_star is None:
+        return with_keyword(call, name, value)
+    before = with_keyword(call.with_changes(args=call.args[:first_star]), name, value).args
+    added = before[-1]
+    if not isinstance(added.comma, cst.Comma):
+        added = added.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*before[:-1], added, *call.args[first_star:]])
 
 
 def _norm_call_on(value: cst.BaseExpression, variable: str) -> Optional[str]:

@@ -102,6 +102,8 @@ class DeprecatedCudaAmp(Rule):
         qual = self.context.qualname(func)
         if qual is None:
             return
+        if self._new_style(node):
+            return  # already called the torch.amp way: the name is bound to both (try/except import fallback)
         torch = self.context.local_name_for("torch")
         if qual in _AUTOCAST:
             device = _AUTOCAST[qual]
@@ -138,6 +140,13 @@ class DeprecatedCudaAmp(Rule):
         new = f"{torch}.amp.{name}(device_type={self._string('cuda')})"
         fix = Fix(f"Use torch.amp.{name}(device_type=\"cuda\")", [Replace(expr, new)], imports=("torch",))
         self.report(expr, self._custom_message(name), fix=fix)
+
+    def _new_style(self, node: cst.Call) -> bool:
+        """A device string first, or a `device`/`device_type` keyword: the torch.amp signature."""
+        if any(a.keyword is not None and a.keyword.value in ("device", "device_type") for a in node.args):
+            return True
+        given = positional(node)
+        return bool(given) and isinstance(self.context.literal(given[0].value), str)
 
     @staticmethod
     def _custom_message(name: str) -> str:

@@ -11,7 +11,7 @@ from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keywo
 from torchlint.lint.names import dotted
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.grad import FAMILY, file_facts, is_model_like, is_test_path
+from torchlint.rules.grad import FAMILY, FactsCollector, FileFacts, is_model_like, is_test_path
 
 _ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 _ANOMALY_CTX = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
@@ -367,7 +367,7 @@ class CheckpointReentrant(Rule):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class FrozenModelWithGrad(Rule):
+class FrozenModelWithGrad(FactsCollector):
     code = "TL305"
     name = "frozen-model-with-grad"
     family = FAMILY
@@ -404,11 +404,11 @@ class FrozenModelWithGrad(Rule):
     )
     requires = ("detach",)
 
-    def leave_Module(self, node: cst.Module) -> None:
+    def gate(self, text: str) -> bool:
+        return ".detach()" in text and not re.search(r"requires_grad(_\(\s*False|\s*=\s*False)", text)
+
+    def check(self, facts: FileFacts) -> None:
         text = self.context.source.text
-        if ".detach()" not in text or re.search(r"requires_grad(_\(\s*False|\s*=\s*False)", text):
-            return
-        facts = file_facts(self.context)
         bound = _bound_names(self.context.module)
         for scope in facts.scopes:
             if facts.is_grad_free(scope) or scope.decorated_other_grad:

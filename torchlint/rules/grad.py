@@ -146,105 +146,133 @@ class ScopeFacts:
 
 
 class FileFacts:
+    """Per-file facts, filled in by `FactsCollector` during the engine's single walk of the file."""
+
     def __init__(self, context: Context) -> None:
         self.context = context
         self.scopes: list[ScopeFacts] = []
         self.by_node: dict[cst.CSTNode, ScopeFacts] = {}
         self.classes: dict[str, cst.ClassDef] = {}
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.parents = context.parents  # complete once the walk is over
         self.orders: dict[cst.CSTNode, int] = {}
         self.is_test_file = is_test_path(context.source.path)
-        self.imports_test_framework = any(
-            (self.context.imports.resolve(cst.Name(n)) or "").split(".")[0] in ("pytest", "unittest")
-            for n in ("pytest", "unittest")
-        ) or "import pytest" in context.source.text or "import unittest" in context.source.text
-        self.imports_torch = bool(_IMPORTS_TORCH.search(context.source.text))
+        text = context.source.text
+        self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
+        self.imports_torch = bool(_IMPORTS_TORCH.search(text))
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
-        self._walk(context.module)
-        self.covered_names = self._covered_names()
+        self._covered: Optional[set[str]] = None
+        # walk state
+        self.counter = 0
+        top = ScopeFacts(context.module, "<module>", None, None)
+        self.scopes.append(top)
+        self.by_node[context.module] = top
+        self.scope_stack: list[ScopeFacts] = [top]
+        self.class_stack: list[Optional[cst.ClassDef]] = [None]
+        self.withs: list[tuple[ScopeFacts, cst.With]] = []
+        self.loops: list[tuple[ScopeFacts, cst.CSTNode]] = []
+
+    @property
+    def covered_names(self) -> set[str]:
+        if self._covered is None:
+            self._covered = self._covered_names()
+        return self._covered
 
     def is_frozen(self, target: str) -> bool:
         """`target`'s parameters get requires_grad False somewhere (then no graph is built anyway)."""
         last = target.rsplit(".", 1)[-1]
         return target in self.frozen or last in {f.rsplit(".", 1)[-1] for f in self.frozen}
 
-    # -- the walk ----------------------------------------------------------------------------------------------
-    def _walk(self, module: cst.Module) -> None:
-        counter = 0
-        top = ScopeFacts(module, "<module>", None, None)
-        self.scopes.append(top)
-        self.by_node[module] = top
-        # stack entries: (node, scope, cls, covered, loops, withs, leaving)
-        stack: list[tuple] = [(module, top, None, False, (), (), False)]
-        qualname = self.context.qualname
-        while stack:
-            node, scope, cls, covered, loops, withs, leaving = stack.pop()
-            if leaving:
-                scope_end = counter
-                if isinstance(node, cst.FunctionDef):
-                    self.by_node[node].end = scope_end
-                elif isinstance(node, (cst.For, cst.While)) or isinstance(node, _COMPS):
-                    for i, entry in enumerate(scope.loops):
-                        if entry[0] is node:
-                            scope.loops[i] = (entry[0], entry[1], scope_end, entry[3])
-                continue
-            counter += 1
-            self.orders[node] = counter
-            child_scope, child_cls, child_covered, child_loops, child_withs = scope, cls, covered, loops, withs
-            if isinstance(node, cst.FunctionDef):
-                child_scope = ScopeFacts(node, node.name.value, cls, scope, start=counter)
-                child_scope.is_async = node.asynchronous is not None
-                self.scopes.append(child_scope)
-                self.by_node[node] = child_scope
-                self._decorators(node, child_scope)
-                child_covered, child_loops, child_withs, child_cls = False, (), (), None
-                child_scope_cls = cls
-                child_scope.cls = child_scope_cls
-            elif isinstance(node, cst.ClassDef):
-                self.classes.setdefault(node.name.value, node)
-                child_cls = node
-            elif isinstance(node, cst.With):
-                if any(self._grad_item(item.item) for item in node.items):
-                    child_covered = True
-                    child_withs = (*withs, node)
-                    scope.grad_off.append(counter)
-                    scope.grad_off_withs.append(node)
-            elif isinstance(node, (cst.For, cst.While)) or isinstance(node, _COMPS):
-                text = ""
-                if isinstance(node, cst.For):
-                    text = self.context.code(node.iter)
-                scope.loops.append((node, counter, counter, (text,)))
-                child_loops = (*loops, node)
-            elif isinstance(node, (cst.Yield,)):
-                scope.yields = True
-            elif isinstance(node, cst.Attribute):
-                attr = node.attr.value
-                if attr in ("requires_grad", "grad", "retain_grad", "register_hook"):
-                    scope.training.append(counter)
-            if isinstance(node, cst.For) and isinstance(node.iter, cst.Call):
-                owner = node.iter.func
-                if isinstance(owner, cst.Attribute) and owner.attr.value in ("parameters", "named_parameters"):
-                    body = self.context.code(node.body)
-                    if re.search(r"requires_grad(_\(\s*False|\s*=\s*False)", body):
-                        self.frozen.add(_strip_mode_calls(self.context.code(owner.value)))
-            elif isinstance(node, cst.Call):
-                self._call(node, scope, counter, covered, loops, withs, qualname)
-            children = list(semantic_children(node))
-            if isinstance(node, cst.FunctionDef):
-                # decorators and defaults belong to the enclosing scope; only the body is the function's
-                stack.append((node, child_scope, cls, covered, loops, withs, True))
-                for child in reversed(children):
-                    self.parents[child] = node
-                    if child is node.body:
-                        stack.append((child, child_scope, None, False, (), (), False))
-                    else:
-                        stack.append((child, scope, cls, covered, loops, withs, False))
-                continue
-            stack.append((node, scope, cls, covered, loops, withs, True))
-            for child in reversed(children):
-                self.parents[child] = node
-                stack.append((child, child_scope, child_cls, child_covered, child_loops, child_withs, False))
-        top.end = counter
+    # -- collection (called from the engine walk) --------------------------------------------------------------
+    def tick(self, node: cst.CSTNode) -> int:
+        self.counter += 1
+        self.orders[node] = self.counter
+        return self.counter
+
+    @property
+    def scope(self) -> ScopeFacts:
+        return self.scope_stack[-1]
+
+    def _covered_now(self) -> bool:
+        scope = self.scope
+        return bool(self.withs) and self.withs[-1][0] is scope
+
+    def _state(self) -> tuple[bool, tuple, tuple]:
+        scope = self.scope
+        loops = tuple(loop for owner, loop in self.loops if owner is scope)
+        withs = tuple(w for owner, w in self.withs if owner is scope)
+        return bool(withs), loops, withs
+
+    def enter_body(self, func: cst.FunctionDef) -> None:
+        order = self.tick(func.body)
+        scope = ScopeFacts(func, func.name.value, self.class_stack[-1], self.scope, start=order)
+        scope.is_async = func.asynchronous is not None
+        self.scopes.append(scope)
+        self.by_node[func] = scope
+        self._decorators(func, scope)
+        self.scope_stack.append(scope)
+        self.class_stack.append(None)
+
+    def leave_body(self) -> None:
+        self.scope.end = self.counter
+        self.scope_stack.pop()
+        self.class_stack.pop()
+
+    def enter_class(self, node: cst.ClassDef) -> None:
+        self.tick(node)
+        self.classes.setdefault(node.name.value, node)
+
+    def enter_class_body(self, node: cst.ClassDef) -> None:
+        self.class_stack.append(node)
+
+    def leave_class_body(self) -> None:
+        self.class_stack.pop()
+
+    def enter_with(self, node: cst.With) -> None:
+        order = self.tick(node)
+        if any(self._grad_item(item.item) for item in node.items):
+            self.scope.grad_off.append(order)
+            self.scope.grad_off_withs.append(node)
+            self.withs.append((self.scope, node))
+
+    def leave_with(self, node: cst.With) -> None:
+        if self.withs and self.withs[-1][1] is node:
+            self.withs.pop()
+
+    def enter_loop(self, node: cst.CSTNode) -> None:
+        order = self.tick(node)
+        self.scope.loops.append((node, order, order, ()))
+        self.loops.append((self.scope, node))
+        if isinstance(node, cst.For) and isinstance(node.iter, cst.Call):
+            owner = node.iter.func
+            if isinstance(owner, cst.Attribute) and owner.attr.value in ("parameters", "named_parameters"):
+                body = self.context.code(node.body)
+                if re.search(r"requires_grad(_\(\s*False|\s*=\s*False)", body):
+                    self.frozen.add(_strip_mode_calls(self.context.code(owner.value)))
+
+    def leave_loop(self, node: cst.CSTNode) -> None:
+        if self.loops and self.loops[-1][1] is node:
+            self.loops.pop()
+        scope = self.scope
+        for i in range(len(scope.loops) - 1, -1, -1):
+            entry = scope.loops[i]
+            if entry[0] is node:
+                scope.loops[i] = (entry[0], entry[1], self.counter, entry[3])
+                break
+
+    def enter_attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in ("requires_grad", "grad", "retain_grad", "register_hook"):
+            self.scope.training.append(self.tick(node))
+
+    def enter_yield(self, node: cst.CSTNode) -> None:
+        self.scope.yields = True
+
+    def enter_call(self, node: cst.Call) -> None:
+        order = self.tick(node)
+        covered, loops, withs = self._state()
+        self._call(node, self.scope, order, covered, loops, withs, self.context.qualname)
+
+    def finish(self) -> None:
+        self.scopes[0].end = self.counter
 
     def _grad_item(self, expr: cst.BaseExpression) -> bool:
         """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(...)` (resolved or by spelling)."""
@@ -435,6 +463,7 @@ class FileFacts:
 
 
 _COMPS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_TL301_GATE = re.compile(r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)")
 _IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 
 
@@ -447,12 +476,102 @@ def _strip_mode_calls(text: str) -> str:
         text = new
 
 
-def file_facts(context: Context) -> FileFacts:
-    facts = getattr(context, "_grad_file_facts", None)
-    if facts is None:
-        facts = FileFacts(context)
-        context._grad_file_facts = facts  # type: ignore[attr-defined]
-    return facts
+def file_facts(context: Context) -> Optional[FileFacts]:
+    """The facts collected for this file during the walk (None when no rule of the family collected them)."""
+    return getattr(context, "_grad_file_facts", None)
+
+
+class FactsCollector(Rule):
+    """Base of the rules that share `FileFacts`: the first such rule whose text gate passes collects them."""
+
+    abstract = True
+
+    def gate(self, text: str) -> bool:
+        return True
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._collecting = False
+        if getattr(self.context, "_grad_file_facts", None) is not None:
+            return
+        if not self.gate(self.context.source.text):
+            return
+        self.context._grad_file_facts = FileFacts(self.context)  # type: ignore[attr-defined]
+        self._collecting = True
+        self._facts = self.context._grad_file_facts  # type: ignore[attr-defined]
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if self._collecting:
+            parent = self.context.parents.get(node)
+            if type(parent) is cst.FunctionDef:
+                self._facts.enter_body(parent)
+            elif type(parent) is cst.ClassDef:
+                self._facts.enter_class_body(parent)
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if self._collecting:
+            parent = self.context.parents.get(node)
+            if type(parent) is cst.FunctionDef:
+                self._facts.leave_body()
+            elif type(parent) is cst.ClassDef:
+                self._facts.leave_class_body()
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.visit_IndentedBlock(node)  # type: ignore[arg-type]
+
+    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.leave_IndentedBlock(node)  # type: ignore[arg-type]
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self._collecting:
+            self._facts.enter_class(node)
+
+    def visit_With(self, node: cst.With) -> None:
+        if self._collecting:
+            self._facts.enter_with(node)
+
+    def leave_With(self, node: cst.With) -> None:
+        if self._collecting:
+            self._facts.leave_with(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._collecting:
+            self._facts.enter_loop(node)
+
+    def leave_For(self, node: cst.For) -> None:
+        if self._collecting:
+            self._facts.leave_loop(node)
+
+    visit_While = visit_For  # type: ignore[assignment]
+    leave_While = leave_For  # type: ignore[assignment]
+    visit_ListComp = visit_For  # type: ignore[assignment]
+    leave_ListComp = leave_For  # type: ignore[assignment]
+    visit_SetComp = visit_For  # type: ignore[assignment]
+    leave_SetComp = leave_For  # type: ignore[assignment]
+    visit_DictComp = visit_For  # type: ignore[assignment]
+    leave_DictComp = leave_For  # type: ignore[assignment]
+    visit_GeneratorExp = visit_For  # type: ignore[assignment]
+    leave_GeneratorExp = leave_For  # type: ignore[assignment]
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self._collecting:
+            self._facts.enter_attribute(node)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if self._collecting:
+            self._facts.enter_yield(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._collecting:
+            self._facts.enter_call(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        facts = file_facts(self.context)
+        if facts is not None and self.gate(self.context.source.text):
+            facts.finish()  # the walk is over: every rule sees complete facts
+            self.check(facts)
+
+    def check(self, facts: FileFacts) -> None:
+        raise NotImplementedError
 
 
 def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:
@@ -502,7 +621,7 @@ def wrap_statements(statements: list[cst.CSTNode], context: Context, torch_name:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class InferenceWithoutNoGrad(Rule):
+class InferenceWithoutNoGrad(FactsCollector):
     code = "TL301"
     name = "inference-without-no-grad"
     family = FAMILY
@@ -564,9 +683,12 @@ class InferenceWithoutNoGrad(Rule):
     )
     requires = ("torch",)
 
-    def leave_Module(self, node: cst.Module) -> None:
-        facts = file_facts(self.context)
-        if facts.is_test_file or not facts.imports_torch:
+    def gate(self, text: str) -> bool:
+        # an eval-mode switch or an evaluation-like function name; else nothing to analyse
+        return bool(_TL301_GATE.search(text)) and bool(_IMPORTS_TORCH.search(text))
+
+    def check(self, facts: FileFacts) -> None:
+        if facts.is_test_file:
             return
         torch_name = self.context.local_name_for("torch")
         for scope in facts.scopes:
@@ -760,7 +882,7 @@ def _loader_like(text: str) -> bool:
     return any(w in LOADER_WORDS for w in words(lowered))
 
 
-class InferenceWithoutEval(Rule):
+class InferenceWithoutEval(FactsCollector):
     code = "TL306"
     name = "inference-without-eval"
     family = FAMILY
@@ -812,10 +934,12 @@ class InferenceWithoutEval(Rule):
         "`.eval()`, and for framework hooks (Lightning's `validation_step` runs in eval mode already)."
     )
     fix_safety = FixSafety.NONE
-    requires = ("torch",)
+    requires = ("no_grad", "inference_mode", "set_grad_enabled")
 
-    def leave_Module(self, node: cst.Module) -> None:
-        facts = file_facts(self.context)
+    def gate(self, text: str) -> bool:
+        return "no_grad" in text or "inference_mode" in text or "set_grad_enabled" in text
+
+    def check(self, facts: FileFacts) -> None:
         if facts.is_test_file:
             return
         module_scope = facts.scopes[0]
@@ -936,7 +1060,7 @@ class InferenceWithoutEval(Rule):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class PreferInferenceMode(Rule):
+class PreferInferenceMode(FactsCollector):
     code = "TL307"
     name = "prefer-inference-mode"
     family = FAMILY
@@ -994,8 +1118,10 @@ class PreferInferenceMode(Rule):
     _HOST_CALLS = frozenset({"float", "int", "round", "len", "str", "bool", "format", "abs", "max", "min", "sum"})
     _HOST_ATTRS = frozenset({"item", "tolist", "size", "numel", "dim", "format"})
 
-    def leave_Module(self, node: cst.Module) -> None:
-        facts = file_facts(self.context)
+    def gate(self, text: str) -> bool:
+        return "no_grad" in text
+
+    def check(self, facts: FileFacts) -> None:
         if facts.is_test_file:
             return
         for scope in facts.scopes[1:]:
@@ -1116,6 +1242,6 @@ def _scope_nodes(func: cst.FunctionDef) -> Iterator[cst.CSTNode]:
 
 
 __all__ = [
-    "FileFacts", "ScopeFacts", "CallFact", "file_facts", "is_model_like", "is_test_path", "words",
+    "FactsCollector", "FileFacts", "ScopeFacts", "CallFact", "file_facts", "is_model_like", "is_test_path", "words",
     "eval_name_strength", "forward_calls", "GRAD_OFF",
 ]

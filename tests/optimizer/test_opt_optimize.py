@@ -242,3 +242,27 @@ def test_report_api_and_table():
         optimizer.optimize(model, x, passes=["no_such_pass"])
     with pytest.raises(TypeError):
         optimizer.optimize(lambda x: x)
+
+
+class ReachesIntoChild(nn.Module):
+    """Its root does not trace, and it indexes into a child that does: swapping that child for a graph breaks it."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.stem(x)
+        return self.stem[0](x)
+
+
+def test_traced_children_that_break_the_parent_are_put_back():
+    model = randomize_batchnorm(ReachesIntoChild()).eval()
+    x = -torch.rand(2, 3, 8, 8)
+    fast = optimizer.optimize(model, x)
+    notes = [e.detail for e in optimizer.explain(fast).filter("note")]
+    assert any("do not reproduce the model" in n for n in notes)
+    assert isinstance(fast.stem, nn.Sequential)
+    with torch.no_grad():
+        assert torch.equal(model(x), fast(x))

@@ -38,15 +38,24 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
     if example_inputs is not None and verify_:
         reference = verify.run(work, args, kwargs, training)
 
-    root, pieces, untraced = trace_largest(work)
-    for item in untraced:
+    traced = trace_largest(work)
+    root, pieces = traced.root, traced.pieces
+    for item in traced.untraced:
         report.add("trace", NOT_TRACED, item.path, item.reason)
     for piece in pieces:
         report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
+    if pieces and example_inputs is not None:
+        # Run the traced model once: records tensor shapes on the graphs and proves the trace reproduces the model.
+        outcome = _record_shapes(root, pieces, args, kwargs)
+        mismatch = _trace_mismatch(outcome, reference, fp32)
+        if mismatch:
+            root, pieces = traced.undo(), []
+            report.add("trace", NOTE, "", f"the traced graphs do not reproduce the model ({mismatch}); kept as is")
+    if pieces and "" not in pieces and example_inputs is None:
+        report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): code "
+                                      "that reaches into them, like self.block[0], would fail")
     if not pieces:
         report.add("trace", NOTE, "", "nothing traced: only whole-model passes can run; graph passes skipped")
-    if example_inputs is not None:
-        _record_shapes(root, pieces, args, kwargs)
 
     stages = [(fp32, [p for p in selected if p.name not in MIXED_PRECISION]),
               (low, [p for p in selected if p.name in MIXED_PRECISION])]
@@ -273,21 +282,25 @@ def _safe_run(root, args, kwargs, training):
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
-def _record_shapes(root: nn.Module, pieces: list[str], args: tuple, kwargs: dict) -> None:
-    """Annotate each traced graph's nodes with the shapes seen on the example inputs (node.meta['tensor_meta'])."""
+def _record_shapes(root: nn.Module, pieces: list[str], args: tuple, kwargs: dict):
+    """Annotate each traced graph's nodes with the shapes seen on the example inputs (node.meta['tensor_meta']).
+
+    Returns the run of the model doing so (a verify.Run), or the error it raised as a string."""
     graphs = [root.get_submodule(p) if p else root for p in pieces]
     seen: dict[int, tuple] = {}
-    if pieces == [""]:  # the whole model traced: its inputs are the example inputs
-        seen[id(root)] = (args, kwargs)
-    elif graphs:  # run the model once to see what each traced piece is called with
-        handles = [g.register_forward_pre_hook(_capture_into(seen), with_kwargs=True) for g in graphs]
-        try:
-            verify.run(root, args, kwargs, training=False)
-        except Exception:  # noqa: BLE001 - shapes are a hint; passes cope without them
-            return
-        finally:
-            for handle in handles:
-                handle.remove()
+    try:
+        if pieces == [""]:  # the whole model traced: interpret its graph on the example inputs
+            outcome = verify.run(root, args, kwargs, False, call=lambda *a, **k: ShapeProp(root).propagate(
+                *_bind(root, a, k)))
+        else:  # run the model once to see what each traced piece is called with
+            handles = [g.register_forward_pre_hook(_capture_into(seen), with_kwargs=True) for g in graphs]
+            try:
+                outcome = verify.run(root, args, kwargs, training=False)
+            finally:
+                for handle in handles:
+                    handle.remove()
+    except Exception as error:  # noqa: BLE001
+        return f"{type(error).__name__}: {error}"
     for gm in graphs:
         positional = _bind(gm, *seen[id(gm)]) if id(gm) in seen else None
         if positional is None:
@@ -295,9 +308,19 @@ def _record_shapes(root: nn.Module, pieces: list[str], args: tuple, kwargs: dict
         try:
             with verify._restored_state(gm), torch.no_grad():
                 ShapeProp(gm).propagate(*positional)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - shapes are a hint; passes cope without them
             for node in gm.graph.nodes:
                 node.meta.pop("tensor_meta", None)
+    return outcome
+
+
+def _trace_mismatch(outcome, reference, tolerance) -> str | None:
+    if isinstance(outcome, str):
+        return f"it fails: {outcome.splitlines()[0]}"
+    if reference is None:
+        return None
+    result = verify.compare(reference.output, outcome.output, tolerance)
+    return None if result.ok else result.detail
 
 
 def _capture_into(seen: dict):

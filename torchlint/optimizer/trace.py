@@ -61,14 +61,27 @@ class Untraced:
     reason: str
 
 
-def trace_largest(model: nn.Module) -> tuple[nn.Module, list[str], list[Untraced]]:
-    """Trace `model`, or failing that its largest traceable descendants, replacing them in place.
+@dataclass
+class Traced:
+    root: nn.Module  # the model with its traced pieces swapped in (a GraphModule when the whole model traced)
+    pieces: list[str]  # dotted paths of the traced pieces ("" for the root)
+    untraced: list[Untraced]  # modules that did not trace, and why
+    original: nn.Module  # the model as it was
+    replaced: list[tuple[nn.Module, str, nn.Module]]  # (parent, attribute, original child) for each swapped piece
 
-    Returns the (possibly new) root, the dotted paths of the traced pieces ("" for the root) and the
-    modules that did not trace with why. Built-in torch.nn modules that do not trace are kept as they are.
-    """
+    def undo(self) -> nn.Module:
+        """Put the original modules back and return the original model."""
+        for parent, name, child in self.replaced:
+            setattr(parent, name, child)
+        return self.original
+
+
+def trace_largest(model: nn.Module) -> Traced:
+    """Trace `model`, or failing that its largest traceable descendants, swapping them in place.
+    Built-in torch.nn modules that do not trace are kept as they are."""
     pieces: list[str] = []
     untraced: list[Untraced] = []
+    replaced: list[tuple[nn.Module, str, nn.Module]] = []
 
     def visit(module: nn.Module, path: str) -> nn.Module:
         if not isinstance(module, (nn.ModuleList, nn.ModuleDict)):
@@ -85,9 +98,10 @@ def trace_largest(model: nn.Module) -> tuple[nn.Module, list[str], list[Untraced
                 new_child = visit(child, child_path)
                 if new_child is not child:
                     setattr(module, name, new_child)
+                    replaced.append((module, name, child))
         return module
 
-    return visit(model, ""), pieces, untraced
+    return Traced(visit(model, ""), pieces, untraced, model, replaced)
 
 
 def _worth_descending(module: nn.Module) -> bool:

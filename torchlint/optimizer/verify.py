@@ -50,14 +50,16 @@ def as_call_arguments(example_inputs) -> tuple[tuple, dict]:
     return (example_inputs,), {}
 
 
-def run(model: nn.Module, args: tuple, kwargs: dict, training: bool) -> Run:
+def run(model: nn.Module, args: tuple, kwargs: dict, training: bool, call=None) -> Run:
+    """Run `model` (or `call`, a function standing in for it) once, deterministically and without side effects."""
+    call = call or model
     args, kwargs = tree_map(_clone, (args, kwargs))
     with _restored_state(model), torch.random.fork_rng(devices=_cuda_devices(model)):
         torch.manual_seed(SEED)
         if not training:
             with torch.no_grad():
-                return Run(tree_map(_detach, model(*args, **kwargs)))
-        output = model(*args, **kwargs)
+                return Run(tree_map(_detach, call(*args, **kwargs)))
+        output = call(*args, **kwargs)
         return Run(tree_map(_detach, output), _backward_error(output))
 
 

@@ -64,9 +64,9 @@ def call_sites(gm: fx.GraphModule, target: str) -> int:
 
 
 def fresh_name(gm: fx.GraphModule, base: str) -> str:
-    names = set(submodules(gm))
+    """An unused top-level attribute name for a new submodule derived from `base`."""
     name, i = base.replace(".", "_"), 1
-    while name in names or hasattr(gm, name):
+    while hasattr(gm, name):
         name, i = f"{base.replace('.', '_')}_{i}", i + 1
     return name
 

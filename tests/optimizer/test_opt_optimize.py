@@ -266,3 +266,8 @@ def test_traced_children_that_break_the_parent_are_put_back():
     assert isinstance(fast.stem, nn.Sequential)
     with torch.no_grad():
         assert torch.equal(model(x), fast(x))
+
+
+def test_example_inputs_the_model_rejects():
+    with pytest.raises(ValueError, match="fails on example_inputs"):
+        optimizer.optimize(nn.Linear(4, 2), torch.randn(3, 5))

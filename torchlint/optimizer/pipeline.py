@@ -36,7 +36,10 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
     args, kwargs = verify.as_call_arguments(example_inputs) if example_inputs is not None else ((), {})
     reference = None
     if example_inputs is not None and verify_:
-        reference = verify.run(work, args, kwargs, training)
+        try:
+            reference = verify.run(work, args, kwargs, training)
+        except Exception as error:  # noqa: BLE001 - the caller's inputs are wrong, not the optimizer
+            raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}") from error
 
     traced = trace_largest(work)
     root, pieces = traced.root, traced.pieces

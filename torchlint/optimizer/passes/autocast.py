@@ -19,7 +19,8 @@ _ATTENTION_PARAMS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_
 def autocast(model: nn.Module, ctx: PassContext) -> nn.Module:
     wrapped = AutocastForward(model, ctx.device_type, ctx.autocast_dtype)
     ctx.rewrote("", f"forward runs under torch.autocast({ctx.device_type!r}, dtype={ctx.autocast_dtype}); "
-                    "low-precision outputs are cast back to float32")
+                    "low-precision outputs are cast back to float32 (the returned "
+                    "AutocastForward wraps the model: state_dict keys gain a 'module.' prefix)")
     return wrapped
 
 

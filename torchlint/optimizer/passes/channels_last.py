@@ -23,6 +23,10 @@ def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
     ]
     if not conv_nodes:
         return gm
+    if ctx.device_type == "cuda" and ctx.autocast_dtype is None:
+        # cuDNN's NHWC kernels pay off with tensor-core dtypes; in fp32 they can be slower than NCHW.
+        ctx.skipped("", "on CUDA channels_last pays with fp16/bf16 tensor cores: pass autocast to enable it")
+        return gm
     for target in sorted({n.target for n in conv_nodes}):
         weight = modules[target].weight
         # Same Parameter object, new strides: an optimizer holding it keeps working (training mode).

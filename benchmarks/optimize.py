@@ -53,6 +53,7 @@ def main() -> None:
     parser.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile variants")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--output", default=None, help="Markdown file to write (default: results/optimize-DEVICE.md)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--default-allocator", action="store_true", help="do not re-execute with the tuned malloc")
     options = parser.parse_args()
 
@@ -61,6 +62,8 @@ def main() -> None:
 
     import torch
 
+    if options.threads:
+        torch.set_num_threads(options.threads)
     sys.path.insert(0, ROOT)
     models = [m.strip() for m in options.models.split(",") if m.strip()]
     batches = [int(b) for b in options.batches.split(",")]

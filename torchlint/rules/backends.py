@@ -8,7 +8,7 @@ from typing import Iterable, Iterator, Optional, Union
 import libcst as cst
 
 from torchlint.lint import hotloop
-from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, positional, with_keyword
+from torchlint.lint.calls import argument, has_star_args, positional, with_keyword
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace, Rule
 from torchlint.lint.walk import descendants

@@ -1,6 +1,6 @@
 """Speed of torchlint.optimize against its peers, on every fixture model, in one interleaved run.
 
-    python benchmarks/optimize.py                 # all models, batch 1 and 16, writes benchmarks/results/optimize-cpu.md
+    python benchmarks/optimize.py     # all models, batch 1 and 16; writes benchmarks/results/optimize-cpu.md
     python benchmarks/optimize.py --skip-compile --models resnet18,mlp --batches 16 --runs 5   # a quick look
     python benchmarks/optimize.py --device cuda
 
@@ -260,7 +260,8 @@ def render(rows, variants, machine, load_before, load_after, options) -> str:
     for row in rows:
         cells = [f"{row['transform'][v]:.2f}" if v in row["transform"] else "n/a" for v in variants]
         lines.append(f"| {row['model']} | {row['batch']} | " + " | ".join(cells) + " |")
-    notes = [f"- {row['model']} batch {row['batch']}, {kind}: {note}" for row in rows for kind, note in row["note"].items()]
+    notes = [f"- {row['model']} batch {row['batch']}, {kind}: {note}"
+             for row in rows for kind, note in row["note"].items()]
     if notes:
         lines += ["", "## Notes", ""] + notes
     return "\n".join(lines) + "\n"

@@ -17,7 +17,8 @@ BN = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}
 def _check_folded(model, x, folded_count):
     model = randomize_batchnorm(model).eval()
     gm, report = run_pass(fold_batchnorm, model, x)
-    assert count_modules(gm, nn.modules.batchnorm._BatchNorm) == count_modules(model, nn.modules.batchnorm._BatchNorm) - folded_count
+    batchnorm = nn.modules.batchnorm._BatchNorm
+    assert count_modules(gm, batchnorm) == count_modules(model, batchnorm) - folded_count
     assert len(report.rewrites) == folded_count
     with torch.no_grad():
         assert relative_error(model(x), gm(x)) < 1e-5

@@ -4,7 +4,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from optimizer_helpers import assert_same_state, count_modules, randomize_batchnorm, relative_error, state_of  # noqa: E402
+from optimizer_helpers import (  # noqa: E402
+    assert_same_state,
+    count_modules,
+    randomize_batchnorm,
+    relative_error,
+    state_of,
+)
 from torch import nn  # noqa: E402
 
 import torchlint.optimizer as optimizer  # noqa: E402

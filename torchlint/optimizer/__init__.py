@@ -3,7 +3,7 @@
     fast = torchlint.optimize(model, example_inputs=torch.randn(16, 3, 224, 224))
     print(torchlint.explain(fast))
 
-Passes (each in torchlint/optimizer/passes/, run in this order, each verified and rolled back on its own):
+Passes (each in torchlint/optimizer/passes/, run in this order; each can be rolled back on its own):
 
 - remove_dropout       drop Dropout / Identity (eval only)
 - fold_batchnorm       fold eval-mode BatchNorm (module or F.batch_norm, subclasses too) into the preceding
@@ -21,14 +21,20 @@ The model is traced with torch.fx. When the whole model does not trace (data-dep
 largest submodules that do trace are optimized instead and the report says which did not trace and why; a model
 with nothing traceable comes back unchanged (and working).
 
-Verification: with example_inputs, the original and the optimized model run on them after every pass that changed
-something; a pass whose result differs is rolled back. Outputs match when, for each output tensor,
-max|optimized - original| <= atol + rtol * max|original|. Defaults: rtol=1e-4, atol=1e-5 for float32 passes;
-rtol=5e-2, atol=1e-3 for bfloat16 autocast and rtol=1e-2, atol=1e-3 for float16 (rtol/atol given here override both).
-In training mode the backward pass must also still run.
+Verification: with example_inputs, the original model's outputs are recorded first. The float32 passes are
+applied, then the model is run and compared with the original; then the same for the mixed-precision passes.
+When a group's result differs, the group starts again from its starting point, one pass at a time, verifying after
+each, and a pass that breaks equality (or raises) is rolled back and reported. Outputs match when, for each output
+tensor, max|optimized - original| <= atol + rtol * max|original| (relative to the output's scale). Defaults:
+rtol=1e-4, atol=1e-5 for float32 passes; rtol=5e-2, atol=1e-3 for bfloat16 autocast and rtol=1e-2, atol=1e-3 for
+float16 (rtol/atol given to optimize() replace both). Runs are seeded, so dropout draws the same masks, and leave
+buffers (BatchNorm running statistics) and gradients as they were. In training mode the backward pass must
+also still run. Without example_inputs nothing is verified and the report says so.
 
-The returned module is specialised to the mode (train/eval) it was optimized in; in eval mode it is meant for
-inference (packed oneDNN weights have no autograd).
+The returned module is specialised to the mode (train/eval) it was optimized in (fx records the branches taken
+for that mode); in eval mode it is meant for inference (packed oneDNN weights have no autograd). Build an
+optimizer for training after optimize(), or use inplace=True, which keeps the caller's Parameter objects in
+training mode.
 
 Importing this package does not import torch; `optimize` and `explain` do.
 """

@@ -28,7 +28,7 @@ class _Packed(nn.Module):
         self._packed_key = None
 
     def packed_weight(self) -> torch.Tensor:
-        key = (id(self.weight), self.weight._version, self.weight.dtype)
+        key = (id(self.weight), self.weight._version, self.weight.dtype, self.weight.device)
         if self._packed_key != key:
             with torch.no_grad():
                 self._packed = self._pack(self.weight)

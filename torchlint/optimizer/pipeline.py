@@ -1,4 +1,4 @@
-"""optimize(): copy, trace (whole or in parts), run each pass, verify after each, roll back what breaks equality."""
+"""optimize(): copy, trace (whole or in parts), run the passes, verify, roll back the passes that break equality."""
 
 from __future__ import annotations
 
@@ -28,9 +28,8 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
     report = Report(mode="train" if training else "eval", device=device_type)
     dtype = _autocast_dtype(autocast, device_type, report)
     selected = _select(passes, dtype is not None)
-    fp32 = verify.Tolerance(rtol if rtol is not None else verify.FP32.rtol, atol if atol is not None else verify.FP32.atol)
-    low = verify.LOW_PRECISION.get(dtype, verify.FP32)
-    low = verify.Tolerance(rtol if rtol is not None else low.rtol, atol if atol is not None else low.atol)
+    fp32 = _tolerance(verify.FP32, rtol, atol)
+    low = _tolerance(verify.LOW_PRECISION.get(dtype, verify.FP32), rtol, atol)
     report.rtol, report.atol = (low.rtol, low.atol) if dtype is not None else (fp32.rtol, fp32.atol)
 
     args, kwargs = verify.as_call_arguments(example_inputs) if example_inputs is not None else ((), {})
@@ -138,6 +137,10 @@ def _check(root, reference, inputs, training, tolerance):
     if not result.ok:
         return f"output differs from the original: {result.detail}"
     return result
+
+
+def _tolerance(default: verify.Tolerance, rtol, atol) -> verify.Tolerance:
+    return verify.Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
 
 
 def explain(model: nn.Module) -> Report:

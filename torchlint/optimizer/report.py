@@ -9,7 +9,7 @@ from typing import Iterator
 REWROTE = "rewrote"  # a pass changed the model here
 SKIPPED = "skipped"  # a pass looked here and chose not to change anything, for the reason given
 REFUSED = "refused"  # a whole pass did not run (eval-only pass on a model in training mode, unsupported device...)
-ROLLED_BACK = "rolled back"  # a pass ran but the result differed from the original model (or it failed), so it was undone
+ROLLED_BACK = "rolled back"  # a pass failed or changed the results, so it was undone
 VERIFIED = "verified"  # the model after a pass matched the original within tolerance
 NOT_TRACED = "not traced"  # torch.fx could not trace this module; its traceable children were optimized instead
 TRACED = "traced"  # this module was traced and optimized as one graph

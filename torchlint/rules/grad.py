@@ -11,7 +11,7 @@ import libcst as cst
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted
-from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
+from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace, Rule
 from torchlint.lint.walk import semantic_children
 
 FAMILY = "Autograd and inference"
@@ -768,8 +768,6 @@ class InferenceWithoutNoGrad(FactsCollector):
             newline = self.context.source.newline
             change = Replace(last, f"{self.context.code(last)}{newline}{indent}{decorator}")
         else:
-            from torchlint.lint.rule import InsertBefore
-
             change = InsertBefore(func, decorator)  # type: ignore[assignment]
         return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))
 
@@ -794,7 +792,6 @@ class InferenceWithoutNoGrad(FactsCollector):
                 continue
             statements = []
             for loop in loops:
-                stmt = loop if isinstance(loop, (cst.For, cst.While)) else self.context.enclosing_statement(loop)
                 stmt = self._statement_of(facts, loop)
                 if stmt is not None and stmt not in statements:
                     statements.append(stmt)
@@ -1024,7 +1021,7 @@ class InferenceWithoutEval(FactsCollector):
             if not call.callee or not (call.covered or covered_scope):
                 continue
             base = self._base(call.callee)
-            if base == "self" or base.startswith("self.") and base.count(".") > 1 and False:
+            if base == "self":
                 continue
             if not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
                 continue

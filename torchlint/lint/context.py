@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, TypeVar
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # what Module.code_for_node uses
@@ -27,6 +27,7 @@ class _Unknown:
 
 
 UNKNOWN: Any = _Unknown()
+T = TypeVar("T")
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -53,6 +54,7 @@ class Context:
         self._filled: set[cst.CSTNode] = set()
         self.raw_findings: list[RawFinding] = []
         self._scopes: dict[cst.CSTNode, ScopeBindings] = {}
+        self._shared: dict[Callable[["Context"], Any], Any] = {}
 
     # -- names ---------------------------------------------------------------------------------
     def qualname(self, node: cst.CSTNode) -> Optional[str]:
@@ -128,6 +130,14 @@ class Context:
         if isinstance(node, _STATEMENTS):
             return node
         return self.enclosing(node, *_STATEMENTS)
+
+    def shared(self, factory: Callable[["Context"], T]) -> T:
+        """A per-file analysis shared by every rule that asks for it, built by `factory(context)` on first use."""
+        try:
+            return self._shared[factory]
+        except KeyError:
+            found = self._shared[factory] = factory(self)
+            return found
 
     # -- scopes and constant flow --------------------------------------------------------------
     def bindings(self, scope: ScopeNode) -> ScopeBindings:

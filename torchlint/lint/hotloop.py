@@ -47,7 +47,6 @@ Public API (all results are cached per file and loop):
 from __future__ import annotations
 
 import re
-import weakref
 from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import libcst as cst
@@ -96,21 +95,15 @@ _NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.ParameterList", "torch
 
 
 class _Cache:
-    def __init__(self) -> None:
+    def __init__(self, context: "Context") -> None:
         self.hot: dict[cst.CSTNode, bool] = {}
         self.calls: dict[cst.CSTNode, list[cst.Call]] = {}
         self.training: dict[cst.CSTNode, bool] = {}
         self.loader: dict[cst.CSTNode, bool] = {}
 
 
-_CACHES: "weakref.WeakKeyDictionary[Context, _Cache]" = weakref.WeakKeyDictionary()
-
-
 def _cache(context: "Context") -> _Cache:
-    found = _CACHES.get(context)
-    if found is None:
-        found = _CACHES[context] = _Cache()
-    return found
+    return context.shared(_Cache)
 
 
 # -- walking -----------------------------------------------------------------------------------------

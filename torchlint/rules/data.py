@@ -10,7 +10,6 @@ loops hold the batches, and which of them are copied to the accelerator.
 from __future__ import annotations
 
 import re
-import weakref
 from typing import Iterable, Iterator, Optional
 
 import libcst as cst
@@ -600,15 +599,9 @@ def _match_iteration(
     return [(iterable, target)]
 
 
-_FLOWS: "weakref.WeakKeyDictionary[Context, _Flow]" = weakref.WeakKeyDictionary()
-
-
 def flow(context: Context) -> _Flow:
     """The shared loader analysis of this file (call it from `leave_Module`, when every parent is known)."""
-    found = _FLOWS.get(context)
-    if found is None:
-        found = _FLOWS[context] = _Flow(context)
-    return found
+    return context.shared(_Flow)
 
 
 def _set_argument(call: cst.Call, name: str, value: str, position: Optional[int] = None) -> cst.Call:

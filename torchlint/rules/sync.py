@@ -10,7 +10,6 @@ on the CPU is never reported.
 from __future__ import annotations
 
 import re
-import weakref
 from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import libcst as cst
@@ -374,15 +373,9 @@ class ValueKinds:
         return UNK
 
 
-_KINDS: "weakref.WeakKeyDictionary[Context, ValueKinds]" = weakref.WeakKeyDictionary()
-
-
 def value_kinds(context: "Context") -> ValueKinds:
-    """The file's shared `ValueKinds` (one per file, cached)."""
-    found = _KINDS.get(context)
-    if found is None:
-        found = _KINDS[context] = ValueKinds(context)
-    return found
+    """The file's shared `ValueKinds` (one per file)."""
+    return context.shared(ValueKinds)
 
 
 def per_step(context: "Context", node: cst.CSTNode) -> Optional[hotloop.Loop]:
@@ -405,7 +398,6 @@ _ADVICE = "keep the running value on the device (`running += loss.detach()`) and
 
 
 class _SyncRule(Rule):
-    abstract = True
     family = FAMILY
     fix_safety = FixSafety.NONE
 

@@ -435,7 +435,6 @@ _PRECISION_SET = re.compile(
 class _TrainingScript(Rule):
     """Facts about a whole file: does it train a model on CUDA, as a script?"""
 
-
     def __init__(self, context) -> None:
         super().__init__(context)
         self.uses_cuda = False

@@ -484,7 +484,6 @@ def file_facts(context: Context) -> Optional[FileFacts]:
 class FactsCollector(Rule):
     """Base of the rules that share `FileFacts`: the first such rule whose text gate passes collects them."""
 
-
     def gate(self, text: str) -> bool:
         return True
 

@@ -61,8 +61,10 @@ def test_tl101_ignores_other_dataloaders() -> None:
 def test_tl101_silent_in_tests() -> None:
     code = "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
     assert findings(code, ["TL101"], path="tests/data/check_loader.py") == []
-    assert findings(code, ["TL101"], path="pkg/test_loader.py") == []
-    assert findings(code, ["TL101"], path="pkg/loader_test.py") == []
+    test_code = "import pytest\n" + code
+    assert findings(test_code, ["TL101"], path="pkg/test_loader.py") == []
+    assert findings(test_code, ["TL101"], path="pkg/loader_test.py") == []
+    assert findings(code, ["TL101"], path="pkg/loader_test.py") == [(2, "TL101")]  # a script named *_test.py
     assert findings(code, ["TL101"], path="pkg/latest.py") == [(2, "TL101")]
 
 

@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from torchlint.lint.api import lint_source
-from torchlint.rules.grad import eval_name_strength, is_model_like, is_test_path
+from torchlint.rules.grad import eval_name_strength, is_model_like
 
 
 def lines(code: str, rule: str, path: str = "train.py") -> list[int]:
@@ -41,13 +41,6 @@ def test_eval_names() -> None:
     assert eval_name_strength("generate") == 1
     assert eval_name_strength("sample_images") == 1
     assert eval_name_strength("train_one_epoch") == 0
-
-
-def test_test_paths() -> None:
-    assert is_test_path("tests/models/test_resnet.py")
-    assert is_test_path("pkg/foo_test.py")
-    assert not is_test_path("scripts/test.py")  # an evaluation script, not a test suite
-    assert not is_test_path("train.py")
 
 
 # -- TL301 --------------------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keywo
 from torchlint.lint.names import dotted
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.grad import FAMILY, FactsCollector, FileFacts, is_model_like, is_test_path
+from torchlint.lint.files import is_test_file
+from torchlint.rules.grad import FAMILY, FactsCollector, FileFacts, is_model_like
 
 _ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 _ANOMALY_CTX = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
@@ -84,7 +85,7 @@ class DebugAutogradLeftOn(Rule):
     requires = ("anomaly", "profile", "emit_nvtx", "gradcheck")
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._test_file = is_test_path(self.context.source.path)
+        self._test_file = is_test_file(self.context.source.path, self.context.source.text)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._test_file:

@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keyword, positional, with_keyword
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.hotloop import gated, hot_loop, is_hot
+from torchlint.lint.files import is_test_file
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 
@@ -54,12 +55,6 @@ def is_dataloader(context: Context, node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and context.qualname(node) in _LOADERS
 
 
-_TEST_FILE = re.compile(r"(^|[\\/])(tests?)[\\/]|(^|[\\/])(test_[^\\/]*|[^\\/]*_test|conftest)\.(py|ipynb)$")
-
-
-def is_test_file(path: str) -> bool:
-    """Tests build small loaders on purpose (fast, deterministic, single-process): not worth a finding."""
-    return bool(_TEST_FILE.search(path))
 
 
 def _is_builtin(context: Context, func: cst.BaseExpression, name: str) -> bool:
@@ -815,7 +810,7 @@ class DataLoaderNumWorkersZero(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not is_dataloader(self.context, node):
             return
-        if has_star_kwargs(node) or is_test_file(self.context.source.path):
+        if has_star_kwargs(node) or is_test_file(self.context.source.path, self.context.source.text):
             return
         arg = argument(node, "num_workers", position=_NUM_WORKERS_AT)
         if arg is None and len(positional(node)) > _NUM_WORKERS_AT:
@@ -952,7 +947,7 @@ class DataLoaderWithoutPinMemory(Rule):
     requires = ("DataLoader",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.source.path):
+        if is_test_file(self.context.source.path, self.context.source.text):
             return
         data = flow(self.context)
         for loader in data.loaders:
@@ -1056,7 +1051,7 @@ class CopyWithoutNonBlocking(Rule):
     requires = ("pin_memory",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.source.path):
+        if is_test_file(self.context.source.path, self.context.source.text):
             return
         data = flow(self.context)
         seen: set[int] = set()
@@ -1147,7 +1142,7 @@ class DataLoaderWithoutPersistentWorkers(Rule):
     requires = ("DataLoader",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.source.path):
+        if is_test_file(self.context.source.path, self.context.source.text):
             return
         data = flow(self.context)
         for loader in data.loaders:
@@ -1296,7 +1291,7 @@ class IterInLoop(Rule):
         return not gated(context, call, innermost)  # type: ignore[arg-type]
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.candidates or is_test_file(self.context.source.path):
+        if not self.candidates or is_test_file(self.context.source.path, self.context.source.text):
             return
         context = self.context
         data = None
@@ -1374,7 +1369,7 @@ class LenOfListLoader(Rule):
         self.candidates.append((node, inner.args[0].value))
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.candidates or is_test_file(self.context.source.path):
+        if not self.candidates or is_test_file(self.context.source.path, self.context.source.text):
             return
         context = self.context
         data = flow(context)

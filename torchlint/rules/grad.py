@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted
+from torchlint.lint.files import is_test_file
 from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace, Rule
 from torchlint.lint.walk import semantic_children
 
@@ -83,14 +84,6 @@ def is_model_like(text: str) -> bool:
     return (head in _MODEL_WORDS or head.endswith("net")) and all(len(p) <= 3 for p in candidates[1:])
 
 
-def is_test_path(path: str) -> bool:
-    parts = re.split(r"[\\/]", path)
-    base = parts[-1] if parts else path
-    if base.startswith("test_") or base.endswith("_test.py") or base in ("conftest.py", "tests.py"):
-        return True
-    return any(p in ("tests", "testing", "unittests") for p in parts[:-1])
-
-
 def eval_name_strength(name: str) -> int:
     """2: an evaluation entry point by name; 1: a sampler/generator; 0: neither."""
     ws = words(name)
@@ -155,7 +148,7 @@ class FileFacts:
         self.classes: dict[str, cst.ClassDef] = {}
         self.parents = context.parents  # complete once the walk is over
         self.orders: dict[cst.CSTNode, int] = {}
-        self.is_test_file = is_test_path(context.source.path)
+        self.is_test_file = is_test_file(context.source.path, context.source.text)
         text = context.source.text
         self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
         self.imports_torch = bool(_IMPORTS_TORCH.search(text))

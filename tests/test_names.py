@@ -51,8 +51,18 @@ def test_no_grad_spellings() -> None:
 
 def test_unknown_and_relative_names_do_not_resolve() -> None:
     assert resolve("from .data import DataLoader", "DataLoader") is None
-    assert resolve("import torch", "DataLoader") is None
-    assert resolve("from torch.utils.data import *", "DataLoader") is None
+    assert resolve("import torch", "Dataset") is None
+    assert resolve("from .data import loader as torch", "torch.zeros") is None
+
+
+def test_usual_names_brought_by_a_star_import_resolve() -> None:
+    assert resolve("from utils import *", "torch.no_grad") == "torch.no_grad"
+    assert resolve("from utils import *", "nn.Conv2d") == "torch.nn.Conv2d"
+    assert resolve("from utils import *", "F.relu") == "torch.nn.functional.relu"
+    assert resolve("", "DataLoader") == "torch.utils.data.DataLoader"
+    assert resolve("from mylib import DataLoader", "DataLoader") == "mylib.DataLoader"
+    assert resolve("def DataLoader(x):\n    pass\n", "DataLoader") is None
+    assert resolve("F = 3\n", "F.relu") is None
 
 
 def test_rebound_name_does_not_resolve() -> None:

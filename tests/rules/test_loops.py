@@ -172,8 +172,10 @@ def test_tl402_alias_imports_and_reads() -> None:
     assert lines("TL402", source) == [7, 8]
 
 
-def test_tl402_not_resolved_without_import() -> None:
-    assert lines("TL402", "for c in cs:\n    acc = torch.cat([acc, c])\n") == []
+def test_tl402_torch_without_import_is_torch() -> None:
+    # a snippet, or torch brought by a star import
+    assert lines("TL402", "for c in cs:\n    acc = torch.cat([acc, c])\n") == [2]
+    assert lines("TL402", "torch = load()\nfor c in cs:\n    acc = torch.cat([acc, c])\n") == []
 
 
 # -- TL403 tensor-from-tensors ------------------------------------------------------------------------

@@ -35,6 +35,18 @@ _PUBLIC_ALIASES = {
 }
 
 
+# What these names almost always are in PyTorch code that uses them without importing them (they came
+# through a star import such as `from utils import *`, or the file is a snippet). Used only for names
+# the file does not bind itself.
+_IMPLICIT = {
+    "torch": "torch",
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "optim": "torch.optim",
+    "DataLoader": "torch.utils.data.DataLoader",
+}
+
+
 def canonical(name: str) -> str:
     """The public spelling of a dotted name (`torch.utils.data.dataloader.DataLoader` -> `torch.utils.data.DataLoader`)."""
     for pattern, replacement in _CANONICAL_PREFIXES:
@@ -79,7 +91,13 @@ class ImportTable:
                     self._bind(top, top)
             return
         if node.relative or node.module is None:
-            return  # relative imports name project code: unknown here
+            # Relative imports name project code: what they bind is unknown here.
+            if not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    local = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(local, cst.Name):
+                        self.shadow([local.value])
+            return
         module = _module_name(node.module)
         if isinstance(node.names, cst.ImportStar):
             return
@@ -109,11 +127,15 @@ class ImportTable:
         head, _, rest = name.partition(".")
         base = self._aliases.get(head)
         if base is None:
-            return None
+            if head in self._shadowed:
+                return None
+            base = _IMPLICIT.get(head)
+            if base is None:
+                return None
         return canonical(f"{base}.{rest}" if rest else base)
 
     def local_name_for(self, module: str) -> Optional[str]:
-        """The local name bound to `module` by a plain import (`import torch as th` -> "th")."""
+        """The local name bound to `module` by an import (`import torch as th` -> "th"), else None."""
         for local, qualified in self._aliases.items():
             if qualified == module:
                 return local

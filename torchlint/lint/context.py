@@ -196,6 +196,15 @@ class Context:
             return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else UNKNOWN
         return UNKNOWN
 
+    def release(self) -> None:
+        """Drop everything this file's analysis holds (the engine calls it when the file is done)."""
+        self.parents.clear()
+        self._filled.clear()
+        self._scopes.clear()
+        self._shared.clear()
+        self.raw_findings.clear()
+        self.current = None
+
     # -- findings ------------------------------------------------------------------------------
     def add_finding(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional["Fix"]) -> None:
         self.raw_findings.append(RawFinding(rule.code, node, self.enclosing_statement(node), message, fix))

@@ -14,7 +14,7 @@ from torchlint.lint.names import ImportTable, module_level_bindings
 from torchlint.lint.rule import Fix, InsertBefore, Replace, Rule
 from torchlint.lint.source import SourceError, SourceFile, line_starts
 from torchlint.lint.suppress import Suppressions, find_suppressions
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import forget_children, semantic_children
 
 UNUSED_NOQA = "TL001"
 
@@ -241,13 +241,28 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
         imports.add(node)
     imports.shadow(rebound)
     context = Context(source, module, imports)
-    rules = [cls(context) for cls in active]
-    _run_rules(context, rules, result.notes)
+    try:
+        rules = [cls(context) for cls in active]
+        _run_rules(context, rules, result.notes)
+        if context.raw_findings or (check_noqa and suppressions.by_line):
+            _collect(context, rule_classes, suppressions, check_noqa, result)
+    finally:
+        # Trees are large and rules, analyses and the context refer to each other: free them now rather
+        # than at the next full garbage collection, so a worker's memory stays flat across files.
+        context.release()
+        forget_children()
+    return result
 
-    selected = {r.code for r in rule_classes}
-    if not context.raw_findings and not (check_noqa and suppressions.by_line):
-        return result
-    positions = _Positions(module, text)
+
+def _collect(
+    context: Context,
+    rule_classes: Sequence[type[Rule]],
+    suppressions: Suppressions,
+    check_noqa: bool,
+    result: FileResult,
+) -> None:
+    """Turn the rules' reports into findings with positions and fixes, minus the suppressed ones."""
+    positions = _Positions(context.module, context.source.text)
     fixes = _FixBuilder(context, positions)
     used: dict[int, set[str]] = {}
     for raw in context.raw_findings:
@@ -260,9 +275,9 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
             continue
         result.findings.append(finding)
     if check_noqa:
-        result.findings.extend(_unused_noqa(suppressions, used, selected, positions, source))
+        selected = {r.code for r in rule_classes}
+        result.findings.extend(_unused_noqa(suppressions, used, selected, positions, context.source))
     result.findings.sort(key=lambda f: f.sort_key)
-    return result
 
 
 def _to_finding(raw: RawFinding, positions: _Positions, fixes: _FixBuilder, notes: list[str]) -> Optional[Finding]:

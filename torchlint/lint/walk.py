@@ -77,26 +77,59 @@ def _fields(node_type: type) -> tuple[str, ...]:
     return tuple([*first, *(n for n in names if n not in first)])
 
 
-def semantic_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+# What a field value is, by its exact type (isinstance against libcst's abstract node classes is slow,
+# and the walk asks millions of times): 1 a meaningful node, 2 a sequence, 0 anything else.
+_KIND: dict[type, int] = {tuple: 2, list: 2}
+
+
+def _kind(value_type: type) -> int:
+    kind = _KIND.get(value_type)
+    if kind is None:
+        meaningful = issubclass(value_type, cst.CSTNode) and not issubclass(value_type, _SKIPPED)
+        kind = _KIND[value_type] = 1 if meaningful else 0
+    return kind
+
+
+# Children of the nodes of the file being linted: rules and analyses walk the same tree several times.
+# Keyed by id (libcst's __hash__ is slow); the node is kept in the value so its id cannot be reused.
+_CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+
+
+def forget_children() -> None:
+    """Drop the children cache (the engine calls this when it is done with a file)."""
+    _CHILDREN.clear()
+
+
+def semantic_children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The meaningful direct children of `node`, in source order."""
+    cached = _CHILDREN.get(id(node))
+    if cached is not None:
+        return cached[1]
+    children: list[cst.CSTNode] = []
+    kinds = _KIND
     for name in _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if not isinstance(value, _SKIPPED):
-                yield value
-        elif isinstance(value, (tuple, list)):
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = _kind(type(value))
+        if kind == 1:
+            children.append(value)
+        elif kind == 2:
             for item in value:
-                if isinstance(item, cst.CSTNode) and not isinstance(item, _SKIPPED):
-                    yield item
+                item_kind = kinds.get(type(item))
+                if item_kind is None:
+                    item_kind = _kind(type(item))
+                if item_kind == 1:
+                    children.append(item)
+    result = tuple(children)
+    _CHILDREN[id(node)] = (node, result)
+    return result
 
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every meaningful node below `node` (not `node` itself), depth first, in source order."""
-    stack = list(semantic_children(node))
-    stack.reverse()
+    stack = list(reversed(semantic_children(node)))
     while stack:
         current = stack.pop()
         yield current
-        children = list(semantic_children(current))
-        children.reverse()
-        stack.extend(children)
+        stack.extend(reversed(semantic_children(current)))

@@ -131,7 +131,7 @@ def test_tl101_unguarded_script_gets_advice() -> None:
     from torch.utils.data import DataLoader
     loader = DataLoader(ds, batch_size=8)
     for x in loader:
-        pass
+        x = x.cuda()
     """
     result = lint_source(textwrap.dedent(code), "train.py", select=["TL101"])
     [finding] = result.findings
@@ -140,6 +140,48 @@ def test_tl101_unguarded_script_gets_advice() -> None:
     guarded = textwrap.dedent(code) + 'if __name__ == "__main__":\n    pass\n'
     [finding] = lint_source(guarded, "train.py", select=["TL101"]).findings
     assert "__main__" not in finding.message
+
+
+def test_tl101_cpu_only_program_is_silent() -> None:
+    # An MNIST tutorial that never leaves the CPU: workers would compete with the training threads.
+    code = """
+    import torch
+    from torch.autograd import Variable
+
+    train_loader = torch.utils.data.DataLoader(dataset=train_dataset, batch_size=64, shuffle=True)
+    model = Net()
+
+    def train(epoch):
+        for batch_idx, (data, target) in enumerate(train_loader):
+            data, target = Variable(data), Variable(target)
+            loss = model(data).sum()
+            loss.backward()
+    """
+    assert findings(code, ["TL101"]) == []
+    # The same program on a GPU is reported, and so is a data module whose loaders are used elsewhere.
+    on_gpu = code.replace("model(data)", "model(data.cuda())")
+    assert findings(on_gpu, ["TL101"]) == [(5, "TL101")]
+    data_module = """
+    from torch.utils.data import DataLoader
+
+    def make_loader(dataset):
+        return DataLoader(dataset, batch_size=64, shuffle=True)
+    """
+    assert findings(data_module, ["TL101"]) == [(5, "TL101")]
+    # A sign of the GPU only in a comment does not count.
+    commented = code.replace("model = Net()", "model = Net()  # .to(device)")
+    assert findings(commented, ["TL101"]) == []
+
+
+def test_tl101_message_is_one_short_line() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+    loader = DataLoader(ds, batch_size=8)
+    for x in loader:
+        x = x.cuda()
+    """
+    [finding] = lint_source(textwrap.dedent(code), "train.py", select=["TL101"]).findings
+    assert "accelerator waits" not in finding.message and len(finding.message) < 260
 
 
 # -- TL102 ---------------------------------------------------------------------------------------
@@ -370,7 +412,7 @@ def test_tl101_loader_read_once_for_a_look_is_silent() -> None:
         loader = DataLoader(ds, batch_size=16, shuffle=True)
         show(next(iter(loader)))
         for x, y in loader:
-            model(x)
+            model(x.cuda())
     """
     assert findings(code, ["TL101"]) == [(7, "TL101")]
 
@@ -415,3 +457,137 @@ def test_positional_settings_are_fixed_in_place() -> None:
     text = fixed(code, ["TL101", "TL102"])
     assert "DataLoader(ds, 32, True, None, None, 4, None, True)" in text
     assert "DataLoader(ds, 32, True, None, None, min(8, os.cpu_count() or 1))" in text
+
+
+# -- DataLoader settings through **kwargs, loaders in dicts, casts and copies (TL102/TL103) ---------
+
+
+def _lines(code: str, select: list[str]) -> list[int]:
+    return [line for line, _ in findings(TRAIN + textwrap.dedent(code), select)]
+
+
+def test_kwargs_dict_literal_and_updates_decide_pin_memory() -> None:
+    pinned_later = """
+    def main(ds, args):
+        train_kwargs = {"batch_size": args.batch_size}
+        if args.cuda:
+            cuda_kwargs = {"num_workers": 1, "pin_memory": True}
+            train_kwargs.update(cuda_kwargs)
+        loader = DataLoader(ds, **train_kwargs)
+        for x, y in loader:
+            x = x.to(device)
+    """
+    assert _lines(pinned_later, ["TL103"]) == [15]
+    assert _lines(pinned_later, ["TL102"]) == []
+    by_keyword = pinned_later.replace("train_kwargs.update(cuda_kwargs)", "train_kwargs.update(pin_memory=True)")
+    assert _lines(by_keyword, ["TL103"]) == [15]
+    by_item = pinned_later.replace("train_kwargs.update(cuda_kwargs)", 'train_kwargs["pin_memory"] = True')
+    assert _lines(by_item, ["TL103"]) == [15]
+    conditional = """
+    def main(ds, args):
+        kwargs = {"num_workers": 1, "pin_memory": True} if args.cuda else {}
+        for x, y in DataLoader(ds, batch_size=8, **kwargs):
+            x = x.cuda()
+    """
+    assert _lines(conditional, ["TL103"]) == [11]
+
+
+def test_kwargs_undecidable_stay_silent() -> None:
+    escapes = """
+    def main(ds, tune):
+        kwargs = {"num_workers": 4}
+        tune(kwargs)
+        for x, y in DataLoader(ds, **kwargs):
+            x = x.to(device)
+    """
+    assert _lines(escapes, ["TL102", "TL103"]) == []
+    popped = escapes.replace("tune(kwargs)", 'kwargs.pop("pin_memory", None)')
+    assert _lines(popped, ["TL102", "TL103"]) == []
+    parameter = """
+    def main(ds, **kwargs):
+        for x, y in DataLoader(ds, num_workers=4, **kwargs):
+            x = x.to(device)
+    """
+    assert _lines(parameter, ["TL102", "TL103"]) == []
+    computed_key = escapes.replace("tune(kwargs)", "kwargs[name] = True")
+    assert _lines(computed_key, ["TL102", "TL103"]) == []
+    rebound = escapes.replace("tune(kwargs)", "kwargs = load_config()")
+    assert _lines(rebound, ["TL102", "TL103"]) == []
+
+
+def test_kwargs_without_pin_memory_reported_by_tl102_with_a_fix_only_when_absent() -> None:
+    code = """
+    def main(ds):
+        kwargs = dict(num_workers=4, shuffle=True)
+        for x, y in DataLoader(ds, **kwargs):
+            x = x.to(device)
+    """
+    assert _lines(code, ["TL102"]) == [10]
+    assert "DataLoader(ds, **kwargs, pin_memory=True)" in fixed(TRAIN + textwrap.dedent(code), ["TL102"])
+    explicit_false = code.replace("shuffle=True", "pin_memory=False")
+    result = lint_source(TRAIN + textwrap.dedent(explicit_false), "train.py", select=["TL102"])
+    [finding] = result.findings
+    assert finding.fix is None  # a second pin_memory would be a TypeError
+    workers_may_be_zero = code.replace("num_workers=4", "num_workers=0 if debug else 4")
+    assert _lines(workers_may_be_zero, ["TL102"]) == [10]  # not a literal: decided like num_workers=args.workers
+    no_workers = code.replace("num_workers=4, ", "")
+    assert _lines(no_workers, ["TL102"]) == []
+
+
+def test_loaders_in_a_dict_iterated_by_key() -> None:
+    code = """
+    dataloaders = {x: DataLoader(image_datasets[x], batch_size=4, num_workers=4) for x in ["train", "val"]}
+
+    def train_model(model):
+        for phase in ["train", "val"]:
+            for inputs, labels in dataloaders[phase]:
+                inputs = inputs.to(device)
+    """
+    assert _lines(code, ["TL102"]) == [8]
+    literal = """
+    def main(train_set, val_set):
+        loaders = {"train": DataLoader(train_set, num_workers=4), "val": DataLoader(val_set, num_workers=4)}
+        loaders["test"] = DataLoader(val_set, num_workers=2)
+        for x, y in loaders["val"]:
+            x = x.cuda()
+    """
+    assert _lines(literal, ["TL102"]) == [9, 9, 10]
+    filled_elsewhere = literal.replace('loaders["test"] = DataLoader(val_set, num_workers=2)', "loaders.update(extra)")
+    assert _lines(filled_elsewhere, ["TL102"]) == []
+    other_object = """
+    def main(train_set, registry):
+        loader = DataLoader(train_set, num_workers=4)
+        for x, y in registry["train"]:
+            x = x.cuda()
+    """
+    assert _lines(other_object, ["TL102"]) == []
+
+
+def test_cast_to_a_cuda_tensor_type_and_copy_into_a_cuda_buffer_are_transfers() -> None:
+    cast = """
+    Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+
+    def main(ds):
+        for batch in DataLoader(ds, num_workers=4):
+            real = batch["A"].type(Tensor)
+            label = batch["B"].type("torch.cuda.LongTensor")
+    """
+    assert _lines(cast, ["TL102"]) == [11]
+    assert _lines(cast, ["TL103"]) == []  # TL103 rewrites only .to() / .cuda()
+    on_host = cast.replace("torch.cuda.FloatTensor if torch.cuda.is_available() else ", "").replace("torch.cuda.LongTensor", "torch.LongTensor")
+    assert _lines(on_host, ["TL102"]) == []
+    copy = """
+    def main(ds, opt):
+        buffer = torch.FloatTensor(64, 3, 64, 64)
+        label = torch.zeros(64, device="cuda")
+        if opt.cuda:
+            buffer = buffer.cuda()
+        for images, labels in DataLoader(ds, num_workers=2):
+            buffer.data.resize_(images.size()).copy_(images)
+            label.copy_(labels)
+    """
+    assert _lines(copy, ["TL102"]) == [13]
+    host_buffer = copy.replace("            buffer = buffer.cuda()\n", "            buffer = buffer.pin_memory()\n").replace(
+        'device="cuda"', 'device="cpu"'
+    )
+    assert _lines(host_buffer, ["TL102"]) == []

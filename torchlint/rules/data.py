@@ -17,7 +17,7 @@ import libcst as cst
 from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keyword, positional, with_keyword
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.hotloop import gated, hot_loop, is_hot
-from torchlint.lint.files import is_test_file
+from torchlint.lint.files import is_test_file, uses_accelerator
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 
@@ -171,6 +171,8 @@ _SAME_TENSOR = frozenset({"float", "long", "half", "double", "int", "bool", "con
 _DEVICE_WORDS = ("device", "cuda", "gpu", "rank")
 _TQDM = frozenset({"tqdm", "track"})
 _MOVE_HELPERS = ("to_device", "to_cuda", "to_gpu", "move_to")
+# Calls on a tensor that return (a view of) the same storage: `buf.resize_(x.size()).copy_(x)`.
+_BUFFER_VIEWS = frozenset({"resize_", "resize_as_", "view", "view_as", "narrow", "reshape", "squeeze", "unsqueeze"})
 
 
 def _root(expr: cst.BaseExpression, *, conversions: bool) -> Optional[str]:
@@ -218,6 +220,7 @@ class _Flow:
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None
+        self._names: Optional[dict[str, list[cst.Name]]] = None
         for node in descendants(context.module):
             if isinstance(node, cst.Call):
                 name = _last_name(node.func)
@@ -315,7 +318,73 @@ class _Flow:
             if not values:
                 return None
             return self._union(values, depth)
+        if isinstance(expr, cst.Subscript):
+            # `dataloaders[phase]` where `dataloaders = {x: DataLoader(...) for x in ["train", "val"]}`
+            elements = self._elements(expr.value, depth)
+            return None if elements is None else self._union(elements, depth)
         return None
+
+    def _elements(self, container: cst.BaseExpression, depth: int) -> Optional[list[cst.BaseExpression]]:
+        """The expressions a dict, list or tuple of loaders holds, or None when that is not certain."""
+        if depth > 6:
+            return None
+        if isinstance(container, cst.Dict):
+            if any(not isinstance(e, cst.DictElement) for e in container.elements):
+                return None
+            return [e.value for e in container.elements]  # type: ignore[union-attr]
+        if isinstance(container, cst.DictComp):
+            return [container.value]
+        if isinstance(container, cst.ListComp):
+            return [container.elt]
+        if isinstance(container, (cst.List, cst.Tuple)):
+            if any(isinstance(e, cst.StarredElement) for e in container.elements):
+                return None
+            return [e.value for e in container.elements]
+        if isinstance(container, cst.Name):
+            bindings = self.context.lookup(container)
+            if not bindings:
+                return None
+            if len(bindings) == 1 and bindings[0].kind == "param":
+                values = self._param_args(bindings[0].node)
+                return None if values is None else self._all_elements(values, depth)
+            if any(b.kind != "assign" or b.value is None for b in bindings):
+                return None
+            out = self._all_elements([b.value for b in bindings], depth)  # type: ignore[misc]
+            if out is None:
+                return None
+            targets = {id(b.node) for b in bindings}
+            for use in self._uses(container.value):
+                found = self.context.lookup(use)
+                if not found or {id(b.node) for b in found} != targets:
+                    continue
+                parent = self.context.parent(use)
+                if isinstance(parent, cst.Attribute) and parent.value is use:
+                    if parent.attr.value in ("update", "append", "extend", "insert", "setdefault", "__setitem__"):
+                        return None  # filled in a way not followed
+                elif isinstance(parent, cst.Subscript) and parent.value is use:
+                    store = self.context.parent(parent)
+                    if isinstance(store, cst.AssignTarget):
+                        assign = self.context.parent(store)
+                        if not isinstance(assign, cst.Assign):
+                            return None
+                        out.append(assign.value)  # `dataloaders["test"] = DataLoader(...)`
+                    elif isinstance(store, cst.AugAssign) and store.target is parent:
+                        return None
+            return out
+        if isinstance(container, cst.Attribute) and isinstance(container.value, cst.Name) and container.value.value == "self":
+            cls = self.context.enclosing(container, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), container.attr.value)) if cls is not None else None
+            return self._all_elements(values, depth) if values else None
+        return None
+
+    def _all_elements(self, containers: list[cst.BaseExpression], depth: int) -> Optional[list[cst.BaseExpression]]:
+        out: list[cst.BaseExpression] = []
+        for container in containers:
+            elements = self._elements(container, depth + 1)
+            if elements is None:
+                return None
+            out.extend(elements)
+        return out
 
     def _union(self, exprs: Iterable[Optional[cst.BaseExpression]], depth: int = 0) -> Optional[frozenset]:
         parts = [self.loaders_of(e, depth + 1) for e in exprs]
@@ -385,6 +454,11 @@ class _Flow:
         return bool(bindings) and len(bindings) == 1 and bindings[0].node is cls
 
     def _param_loaders(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
+        values = self._param_args(param)
+        return None if values is None else self._union(values, depth)
+
+    def _param_args(self, param: cst.CSTNode) -> Optional[list[cst.BaseExpression]]:
+        """The arguments every call site of this file passes for a parameter, or None."""
         if not isinstance(param, cst.Param):
             return None
         function = self.context.enclosing(param, cst.FunctionDef)
@@ -407,7 +481,162 @@ class _Flow:
             if arg is None:
                 return None
             values.append(arg.value)
-        return self._union(values, depth)
+        return values
+
+    # -- DataLoader settings that arrive through `**kwargs` -----------------------------------------
+    def setting_options(self, call: cst.Call, name: str, position: Optional[int]) -> Optional[frozenset]:
+        """Every value a DataLoader setting may take (`_MISSING` for the default), or None when undecidable.
+
+        Follows `**kw` where `kw` is a dict literal (or `dict(...)`, or a conditional choice of them) in the
+        same file, changed only by `kw.update(<dict>)`, `kw.update(key=...)` and `kw["key"] = ...`.
+        """
+        arg = argument(call, name, position)
+        if arg is not None:
+            return frozenset([self.context.literal(arg.value)])
+        if has_star_args(call) or (position is not None and len(positional(call)) > position):
+            return None
+        present: set = set()
+        always_missing = True
+        for given in call.args:
+            if given.star != "**":
+                continue
+            facts = self.dict_facts(given.value)
+            if facts is None:
+                return None
+            options = facts.get(name, frozenset([_MISSING]))
+            present |= options - {_MISSING}
+            always_missing = always_missing and _MISSING in options
+        return frozenset(present | ({_MISSING} if always_missing else set()))
+
+    def dict_facts(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[dict[str, frozenset]]:
+        """key -> the values it may hold (`_MISSING` where it may be absent); keys not listed are absent."""
+        if depth > 4:
+            return None
+        context = self.context
+        if isinstance(expr, cst.Dict):
+            facts: dict[str, frozenset] = {}
+            for element in expr.elements:
+                if isinstance(element, cst.StarredDictElement):
+                    inner = self.dict_facts(element.value, depth + 1)
+                    if inner is None:
+                        return None
+                    facts = _merge_update(facts, inner)
+                    continue
+                key = context.literal(element.key)
+                if not isinstance(key, str):
+                    return None
+                facts[key] = frozenset([context.literal(element.value)])
+            return facts
+        if isinstance(expr, cst.Call) and _is_builtin(context, expr.func, "dict"):
+            facts = {}
+            for given in expr.args:
+                if given.keyword is not None and not given.star:
+                    facts[given.keyword.value] = frozenset([context.literal(given.value)])
+                elif given.keyword is None and not given.star and given is expr.args[0]:
+                    inner = self.dict_facts(given.value, depth + 1)
+                    if inner is None:
+                        return None
+                    facts.update(inner)
+                else:
+                    return None
+            return facts
+        if isinstance(expr, cst.IfExp):
+            body, orelse = self.dict_facts(expr.body, depth + 1), self.dict_facts(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else _either(body, orelse)
+        if isinstance(expr, cst.Name):
+            return self._name_facts(expr, depth)
+        return None
+
+    def _name_facts(self, name: cst.Name, depth: int) -> Optional[dict[str, frozenset]]:
+        context = self.context
+        bindings = context.lookup(name)
+        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+            return None
+        facts: Optional[dict[str, frozenset]] = None
+        for binding in bindings:
+            one = self.dict_facts(binding.value, depth + 1)  # type: ignore[arg-type]
+            if one is None:
+                return None
+            facts = one if facts is None else _either(facts, one)
+        assert facts is not None
+        targets = {id(b.node) for b in bindings}
+        for use in self._uses(name.value):
+            found = context.lookup(use)
+            if not found or {id(b.node) for b in found} != targets:
+                continue  # another variable of the same name
+            change = self._dict_change(use, depth)
+            if change is None:
+                return None
+            facts = _merge_maybe(facts, change)
+        return facts
+
+    def _dict_change(self, use: cst.Name, depth: int) -> Optional[dict[str, frozenset]]:
+        """What one use of a dict variable may add to it: {} for a read, None for anything not understood."""
+        context = self.context
+        parent = context.parent(use)
+        if isinstance(parent, cst.AssignTarget) and parent.target is use:
+            return {}  # the binding itself
+        if isinstance(parent, cst.Arg) and parent.value is use:
+            holder = context.parent(parent)
+            if parent.star == "**":
+                return {}
+            if (
+                not parent.star
+                and isinstance(holder, cst.Call)
+                and isinstance(holder.func, cst.Attribute)
+                and holder.func.attr.value == "update"
+            ):
+                return {}  # `other.update(kw)` reads it
+            return None
+        if isinstance(parent, cst.StarredDictElement):
+            return {}
+        if isinstance(parent, cst.Attribute) and parent.value is use:
+            call = context.parent(parent)
+            method = parent.attr.value
+            if not isinstance(call, cst.Call) or call.func is not parent:
+                return None
+            if method in ("get", "keys", "items", "values", "copy"):
+                return {}
+            if method != "update" or has_star_args(call):
+                return None
+            change: dict[str, frozenset] = {}
+            for given in call.args:
+                if given.keyword is not None and not given.star:
+                    change[given.keyword.value] = frozenset([context.literal(given.value)])
+                elif given.keyword is None and not given.star and len(positional(call)) == 1:
+                    inner = self.dict_facts(given.value, depth + 1)
+                    if inner is None:
+                        return None
+                    change = _merge_update(change, inner)
+                else:
+                    return None
+            return change
+        if isinstance(parent, cst.Subscript) and parent.value is use:
+            outer = context.parent(parent)
+            stores = isinstance(outer, cst.AssignTarget) or (isinstance(outer, cst.AugAssign) and outer.target is parent)
+            if not stores and not isinstance(outer, cst.Del):
+                return {}  # `kw["batch_size"]` read
+            elements = parent.slice
+            if len(elements) != 1 or not isinstance(elements[0].slice, cst.Index):
+                return None
+            key = context.literal(elements[0].slice.value)
+            if not isinstance(key, str) or not isinstance(outer, cst.AssignTarget):
+                return None
+            assign = context.parent(outer)
+            if not isinstance(assign, cst.Assign):
+                return None
+            return {key: frozenset([context.literal(assign.value)])}
+        if isinstance(parent, cst.ComparisonTarget) and isinstance(parent.operator, (cst.In, cst.NotIn)):
+            return {}
+        return None
+
+    def _uses(self, name: str) -> list[cst.Name]:
+        if self._names is None:
+            self._names = {}
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Name):
+                    self._names.setdefault(node.value, []).append(node)
+        return self._names.get(name, [])
 
     # -- loops over loaders and what they do with the batches -------------------------------------
     def loops_over(self, loader: cst.Call) -> list[tuple[cst.For, cst.BaseExpression]]:
@@ -456,9 +685,84 @@ class _Flow:
             if _is_transfer(node):
                 if _root(node.func.value, conversions=True) in batch and self.to_accelerator(node):  # type: ignore[attr-defined]
                     found.append(node)
-            elif self._helper_transfer(node, batch):
+            elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
                 found.append(node)
         return found
+
+    def _cast_transfer(self, call: cst.Call, batch: set[str]) -> bool:
+        """`batch["A"].type(Tensor)` where `Tensor` is, or may be, `torch.cuda.FloatTensor`."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "type"):
+            return False
+        if _root(func.value, conversions=True) not in batch:
+            return False
+        given = positional(call)
+        arg = given[0] if given else keyword(call, "dtype")
+        return arg is not None and self._cuda_tensor_type(arg.value, 0)
+
+    def _cuda_tensor_type(self, expr: cst.BaseExpression, depth: int) -> bool:
+        if depth > 4:
+            return False
+        value = self.context.literal(expr)
+        if isinstance(value, str):
+            return value.startswith("torch.cuda.") and value.endswith("Tensor")
+        if isinstance(expr, cst.IfExp):
+            return self._cuda_tensor_type(expr.body, depth + 1) or self._cuda_tensor_type(expr.orelse, depth + 1)
+        name = self.context.qualname(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is not None:
+            return name.startswith("torch.cuda.") and name.endswith("Tensor")
+        if isinstance(expr, cst.Name):
+            bindings = self.context.lookup(expr)
+            if bindings and all(b.kind == "assign" and b.value is not None for b in bindings):
+                return any(self._cuda_tensor_type(b.value, depth + 1) for b in bindings)  # type: ignore[arg-type]
+        return False
+
+    def _copy_transfer(self, call: cst.Call, batch: set[str]) -> bool:
+        """`buffer.copy_(batch)` (or `buffer.data.resize_(...).copy_(batch)`) where `buffer` was moved to the GPU."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "copy_"):
+            return False
+        given = positional(call)
+        if not given or _root(given[0].value, conversions=True) not in batch:
+            return False
+        receiver = func.value
+        while True:
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                receiver = receiver.value
+            elif (
+                isinstance(receiver, cst.Call)
+                and isinstance(receiver.func, cst.Attribute)
+                and receiver.func.attr.value in _BUFFER_VIEWS
+            ):
+                receiver = receiver.func.value
+            else:
+                break
+        return isinstance(receiver, cst.Name) and receiver.value not in batch and self._cuda_buffer(receiver, 0)
+
+    def _cuda_buffer(self, name: cst.Name, depth: int) -> bool:
+        """Some binding of `name` is a tensor moved to (or made on) a device that may be CUDA."""
+        if depth > 3:
+            return False
+        for binding in self.context.lookup(name) or ():
+            value = binding.value
+            if value is None and isinstance(binding.node, cst.Assign) and len(binding.node.targets) == 1:
+                # `input, label = input.cuda(), label.cuda()`
+                target, values = binding.node.targets[0].target, binding.node.value
+                if isinstance(target, cst.Tuple) and isinstance(values, cst.Tuple):
+                    for left, right in zip(target.elements, values.elements):
+                        if isinstance(left.value, cst.Name) and left.value.value == name.value:
+                            value = right.value
+            if not isinstance(value, cst.Call):
+                continue
+            if _is_transfer(value) and self.to_accelerator(value):
+                return True
+            device = keyword(value, "device")
+            if device is not None and (self.context.qualname(value) or "").startswith("torch.") and self._may_be_cuda(device.value, 0):
+                return True
+            if _last_name(value.func) == "Variable" and value.args and isinstance(value.args[0].value, cst.Name):
+                if self._cuda_buffer(value.args[0].value, depth + 1):
+                    return True
+        return False
 
     def _helper_transfer(self, call: cst.Call, batch: set[str]) -> bool:
         """`batch_to_device(batch, device)`, `move_to_device(batch, self.device)`: a helper that moves the batch."""
@@ -523,6 +827,29 @@ class _Flow:
             # torch.accelerator.current_accelerator().type
             return expr.attr.value == "type" and "accelerator" in context.code(expr.value)
         return False
+
+
+def _either(a: dict[str, frozenset], b: dict[str, frozenset]) -> dict[str, frozenset]:
+    """The facts of a dict that is one of two dicts."""
+    missing = frozenset([_MISSING])
+    return {key: a.get(key, missing) | b.get(key, missing) for key in {**a, **b}}
+
+
+def _merge_update(base: dict[str, frozenset], change: dict[str, frozenset]) -> dict[str, frozenset]:
+    """The facts after `base.update(change)` surely runs."""
+    out = dict(base)
+    for key, values in change.items():
+        kept = out.get(key, frozenset([_MISSING])) if _MISSING in values else frozenset()
+        out[key] = (values - {_MISSING}) | kept
+    return out
+
+
+def _merge_maybe(base: dict[str, frozenset], change: dict[str, frozenset]) -> dict[str, frozenset]:
+    """The facts after `base.update(change)` may or may not have run (a branch, or an order not followed)."""
+    out = dict(base)
+    for key, values in change.items():
+        out[key] = out.get(key, frozenset([_MISSING])) | values
+    return out
 
 
 def _strict_union(parts: list[Optional[frozenset]]) -> Optional[frozenset]:
@@ -759,8 +1086,8 @@ class DataLoaderNumWorkersZero(Rule):
     family = "Data loading"
     summary = "`DataLoader` that loads and collates every batch in the training process (`num_workers` missing or 0)."
     message = (
-        "DataLoader loads batches in the main process (num_workers=0): the accelerator waits while each batch "
-        "is read and collated; set num_workers to the CPU cores you can spare, e.g. num_workers=min(8, os.cpu_count() or 1)"
+        "DataLoader loads every batch in the training process (num_workers=0): set num_workers to the CPU "
+        "cores you can spare, e.g. num_workers=min(8, os.cpu_count() or 1)"
     )
     explanation = (
         "With `num_workers=0` every batch is read, decoded, augmented and collated in the training process, "
@@ -790,7 +1117,10 @@ class DataLoaderNumWorkersZero(Rule):
         "indexes tensors it holds) and the default `collate_fn`, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
         "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
-        "files under `tests/` and `test_*.py`; an explicit `num_workers=0` with a comment on "
+        "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
+        "`.cuda()`, `.to(`, `device`, ...): a CPU-only program, where workers would compete with the "
+        "training threads for the same cores; "
+        "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
         "environment that cannot start processes). Silence other deliberate choices with `# noqa: TL101`."
     )
@@ -820,18 +1150,27 @@ class DataLoaderNumWorkersZero(Rule):
         self.candidates.append(node)
 
     def leave_Module(self, module: cst.Module) -> None:
+        if not self.candidates:
+            return
+        cpu_only = not uses_accelerator(self.context.source.text)
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if not in_memory_loader(self.context, node) and not self._one_batch_only(node):
-                self._report(node)
+            if in_memory_loader(self.context, node) or self._one_batch_only(node):
+                continue
+            if cpu_only and self._consumed_here(node):
+                continue  # a CPU-only program: workers would compete with the training threads for the cores
+            self._report(node)
+
+    def _consumed_here(self, node: cst.Call) -> bool:
+        """This file iterates the loader or trains: the whole program is here, not only its data module."""
+        if flow(self.context).loops_over(node):
+            return True
+        return ".backward(" in self.context.source.text
 
     def _report(self, node: cst.Call) -> None:
         message = None
         if self._unguarded_script(node):
-            message = self.message + (
-                " (workers re-import the script on Windows and macOS: put the training code under "
-                "`if __name__ == \"__main__\":` too)"
-            )
+            message = self.message + "; on Windows and macOS workers also need the script's code under `if __name__ == \"__main__\":`"
         self.report(node, message=message, fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> Optional[Fix]:
@@ -912,9 +1251,12 @@ class DataLoaderWithoutPinMemory(Rule):
         "much faster when they originate from pinned memory; its performance tuning guide recommends "
         "`pin_memory=True` for loaders that feed a GPU.\n\n"
         "The rule follows the loader to the loops that iterate it (by name, through `self.` attributes, "
-        "helper functions that return it, and functions of the same file it is passed to) and reports it only "
-        "when a batch from such a loop is moved with `.cuda()` or `.to(device)` where `device` is, or may be, "
-        "a CUDA device. It looks only at loaders with worker processes: without workers the DataLoader pins "
+        "helper functions that return it, functions of the same file it is passed to, and dicts or lists of "
+        "loaders read as `dataloaders[phase]`) and reports it only when a batch from such a loop is moved with "
+        "`.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device, cast with "
+        "`.type(torch.cuda.FloatTensor)` (or a name bound to it), or copied with `buffer.copy_(batch)` into a "
+        "tensor moved to the GPU. Settings passed as `**kwargs` are read when `kwargs` is a dict literal of the "
+        "same file changed only by `kwargs.update(...)` or `kwargs[\"key\"] = ...`. It looks only at loaders with worker processes: without workers the DataLoader pins "
         "each batch on the main thread, one more copy in series with loading, and PyTorch's guide to "
         "`pin_memory` and `non_blocking` measures an explicit `pin_memory()` followed by a non-blocking copy "
         "at up to twice the time of a plain `.to(device)`; there, load in workers first (TL101)."
@@ -935,14 +1277,15 @@ class DataLoaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors. Not reported: loaders without workers, loaders "
-        "whose settings come through `**kwargs`, batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to "
+        "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
+        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to "
         "functions in other files that move them."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (
         "Sets `pin_memory=True`. Batches hold the same values; on a machine without CUDA the DataLoader "
         "only warns that pinning is unavailable and loads as before, so the fix is safe where the same "
-        "script also runs on CPU."
+        "script also runs on CPU. With `**kwargs` it is offered only when the dict cannot hold `pin_memory`."
     )
     requires = ("DataLoader",)
 
@@ -951,9 +1294,11 @@ class DataLoaderWithoutPinMemory(Rule):
             return
         data = flow(self.context)
         for loader in data.loaders:
-            if _setting(self.context, loader, "pin_memory", _PIN_MEMORY_AT) not in (_MISSING, False):
+            pin = data.setting_options(loader, "pin_memory", _PIN_MEMORY_AT)
+            if pin is None or not pin <= {_MISSING, False}:
                 continue
-            if _setting(self.context, loader, "num_workers", _NUM_WORKERS_AT) in (_MISSING, 0):
+            workers = data.setting_options(loader, "num_workers", _NUM_WORKERS_AT)
+            if workers is not None and (_MISSING in workers or 0 in workers):
                 # Without workers the loader pins each batch on the main thread, one more copy in front of the
                 # transfer: loading in workers (TL101) comes first, and then pinning runs in the background.
                 continue
@@ -967,9 +1312,11 @@ class DataLoaderWithoutPinMemory(Rule):
                 "pageable memory: set pin_memory=True so the copy runs by DMA from page-locked memory "
                 "(and can overlap compute with non_blocking=True)"
             )
-            fix = _with_keyword_fix(
-                self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=_PIN_MEMORY_AT
-            )
+            fix = None
+            if pin == {_MISSING} or not has_star_kwargs(loader):  # never a second pin_memory from **kwargs
+                fix = _with_keyword_fix(
+                    self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=_PIN_MEMORY_AT
+                )
             self.report(loader, message=message, fix=fix)
 
 
@@ -1044,7 +1391,8 @@ class CopyWithoutNonBlocking(Rule):
         "use it, so the batch's values are the same. It would matter only if the code wrote to the pinned "
         "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "
         "another matter (the host may read before the data arrives); the rule only looks at batches going "
-        "to the GPU."
+        "to the GPU. A loader pinned on one path only (`kwargs = {\"pin_memory\": True} if args.cuda else {}`) is "
+        "reported: on the other path `non_blocking=True` is a plain copy."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = "Adds `non_blocking=True` to the `.to(...)` / `.cuda(...)` call."
@@ -1056,8 +1404,9 @@ class CopyWithoutNonBlocking(Rule):
         data = flow(self.context)
         seen: set[int] = set()
         for loader in data.loaders:
-            if _setting(self.context, loader, "pin_memory", _PIN_MEMORY_AT) is not True:
-                continue
+            pin = data.setting_options(loader, "pin_memory", _PIN_MEMORY_AT)
+            if pin is None or True not in pin:
+                continue  # not pinned, or not known to be (`pin_memory=args.pin`); pinned on some path is enough
             for loop, target in data.loops_over(loader):
                 for transfer in data.transfers(loop, target):
                     if id(transfer) in seen or not _is_transfer(transfer) or self._non_blocking_given(transfer):

@@ -484,11 +484,10 @@ def test_tl801_silent_on_new_spellings_and_references():
 def test_tl802_calls_only():
     code = """
         import torch
-        from torch.nn.parallel import DataParallel as DP, DistributedDataParallel
+        from torch.nn.parallel import DataParallel as DP
 
         a = DP(model)
         b = torch.nn.DataParallel(model, device_ids=[0, 1])
-        c = DistributedDataParallel(model)
         d = isinstance(model, torch.nn.DataParallel)
     """
     result = lint(code, "TL802")

@@ -277,3 +277,10 @@ def test_traced_children_that_break_the_parent_are_put_back():
 def test_example_inputs_the_model_rejects():
     with pytest.raises(ValueError, match="fails on example_inputs"):
         optimizer.optimize(nn.Linear(4, 2), torch.randn(3, 5))
+
+
+def test_nothing_rewritten_gives_back_the_original_modules():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh()).train()
+    fast = optimizer.optimize(model, torch.randn(2, 4))
+    assert type(fast) is nn.Sequential
+    assert any("original modules" in e.detail for e in optimizer.explain(fast).filter("note"))

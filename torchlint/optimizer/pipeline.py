@@ -7,11 +7,11 @@ import time
 
 import torch
 from torch import fx, nn
-from torch.fx.passes.shape_prop import ShapeProp
 
 from . import verify
 from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext
 from .report import NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
+from .shapes import ShapeRecorder
 from .trace import copy_graph_module, trace_largest
 
 REPORT_ATTRIBUTE = "torchlint_report"
@@ -33,12 +33,18 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
     report.rtol, report.atol = (low.rtol, low.atol) if dtype is not None else (fp32.rtol, fp32.atol)
 
     args, kwargs = verify.as_call_arguments(example_inputs) if example_inputs is not None else ((), {})
-    reference = None
-    if example_inputs is not None and verify_:
+    reference = recorder = None
+    if example_inputs is not None:
+        # One run of the original model gives both the reference outputs and the tensor shapes passes need.
+        recorder = ShapeRecorder(work)
         try:
             reference = verify.run(work, args, kwargs, training)
         except Exception as error:  # noqa: BLE001 - the caller's inputs are wrong, not the optimizer
             raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}") from error
+        finally:
+            recorder.close()
+        if not verify_:
+            reference = None
 
     traced = trace_largest(work)
     root, pieces = traced.root, traced.pieces
@@ -46,25 +52,31 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
         report.add("trace", NOT_TRACED, item.path, item.reason)
     for piece in pieces:
         report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
-    if pieces and example_inputs is not None:
-        # Run the traced model once: records tensor shapes on the graphs and proves the trace reproduces the model.
-        outcome = _record_shapes(root, pieces, args, kwargs)
-        mismatch = _trace_mismatch(outcome, reference, fp32)
-        if mismatch:
-            root, pieces = traced.undo(), []
-            report.add("trace", NOTE, "", f"the traced graphs do not reproduce the model ({mismatch}); kept as is")
-    if pieces and "" not in pieces and example_inputs is None:
-        report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): code "
-                                      "that reaches into them, like self.block[0], would fail")
+        if recorder is not None:
+            recorder.annotate(_piece(root, piece))
     if not pieces:
         report.add("trace", NOTE, "", "nothing traced: only whole-model passes can run; graph passes skipped")
 
-    stages = [(fp32, [p for p in selected if p.name not in MIXED_PRECISION]),
-              (low, [p for p in selected if p.name in MIXED_PRECISION])]
-    for tolerance, stage in stages:
-        if stage:
-            root = _run_stage(root, stage, pieces, reference, (args, kwargs), tolerance,
-                              PassContext(report, "", training, device_type, autocast_dtype=dtype))
+    context = PassContext(report, "", training, device_type, autocast_dtype=dtype)
+    fp32_stage = [p for p in selected if p.name not in MIXED_PRECISION]
+    mixed_stage = [p for p in selected if p.name in MIXED_PRECISION]
+    if fp32_stage:
+        first_entry = len(report.entries)
+        try:
+            root = _run_stage(root, fp32_stage, pieces, reference, (args, kwargs), fp32, context, check_start=True)
+        except _TraceMismatch as mismatch:
+            del report.entries[first_entry:]
+            report.add("trace", NOTE, "", f"the traced graphs do not reproduce the model ({mismatch}); kept as is")
+            root, pieces = traced.undo(), []
+        if pieces and not any(e.action == REWROTE for e in report.entries[first_entry:]):
+            # Nothing to gain from the traced graphs: give back the original modules.
+            root, pieces = traced.undo(), []
+            report.add("trace", NOTE, "", "no graph rewrite kept: the original modules are returned")
+        elif pieces and "" not in pieces and reference is None:
+            report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): "
+                                          "code that reaches into them, like self.block[0], would fail")
+    if mixed_stage:
+        root = _run_stage(root, mixed_stage, pieces, reference, (args, kwargs), low, context)
 
     if example_inputs is None:
         report.add("verify", NOTE, "", "not verified: pass example_inputs to compare against the original model")
@@ -75,9 +87,17 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
     return root
 
 
-def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ctx: PassContext) -> nn.Module:
+class _TraceMismatch(Exception):
+    """The traced graphs, before any pass, already compute something else than the model."""
+
+
+def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ctx: PassContext,
+               check_start: bool = False) -> nn.Module:
     """Apply a group of passes sharing a tolerance, then verify once. If the result differs, start the group again
-    one pass at a time, verifying after each and rolling back the passes that break equality."""
+    one pass at a time, verifying after each and rolling back the passes that break equality.
+
+    With check_start, a failed verification first checks the starting point (the freshly traced model) and raises
+    _TraceMismatch when it is the trace itself that differs from the original model."""
     start = _Checkpoint(root, pieces, deep=any(p.whole_model and p.edits_modules for p in stage))
     first_entry = len(ctx.report.entries)
     root, changed = _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_each=False)
@@ -91,6 +111,10 @@ def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ct
                                               f"(rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
         return root
     del ctx.report.entries[first_entry:]
+    if check_start and pieces:
+        start_outcome = _check(start.restore(), reference, inputs, ctx.training, tolerance)
+        if isinstance(start_outcome, str):
+            raise _TraceMismatch(start_outcome)
     root, _ = _apply_all(start.restore(), stage, pieces, ctx, reference, inputs, tolerance, verify_each=True)
     return root
 
@@ -286,68 +310,3 @@ def _safe_run(root, args, kwargs, training):
         return verify.run(root, args, kwargs, training)
     except Exception as error:  # noqa: BLE001
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-
-
-def _record_shapes(root: nn.Module, pieces: list[str], args: tuple, kwargs: dict):
-    """Annotate each traced graph's nodes with the shapes seen on the example inputs (node.meta['tensor_meta']).
-
-    Returns the run of the model doing so (a verify.Run), or the error it raised as a string."""
-    graphs = [root.get_submodule(p) if p else root for p in pieces]
-    seen: dict[int, tuple] = {}
-    try:
-        if pieces == [""]:  # the whole model traced: interpret its graph on the example inputs
-            outcome = verify.run(root, args, kwargs, False, call=lambda *a, **k: ShapeProp(root).propagate(
-                *_bind(root, a, k)))
-        else:  # run the model once to see what each traced piece is called with
-            handles = [g.register_forward_pre_hook(_capture_into(seen), with_kwargs=True) for g in graphs]
-            try:
-                outcome = verify.run(root, args, kwargs, training=False)
-            finally:
-                for handle in handles:
-                    handle.remove()
-    except Exception as error:  # noqa: BLE001
-        return f"{type(error).__name__}: {error}"
-    for gm in graphs:
-        positional = _bind(gm, *seen[id(gm)]) if id(gm) in seen else None
-        if positional is None:
-            continue
-        try:
-            with verify._restored_state(gm), torch.no_grad():
-                ShapeProp(gm).propagate(*positional)
-        except Exception:  # noqa: BLE001 - shapes are a hint; passes cope without them
-            for node in gm.graph.nodes:
-                node.meta.pop("tensor_meta", None)
-    return outcome
-
-
-def _trace_mismatch(outcome, reference, tolerance) -> str | None:
-    if isinstance(outcome, str):
-        return f"it fails: {outcome.splitlines()[0]}"
-    if reference is None:
-        return None
-    result = verify.compare(reference.output, outcome.output, tolerance)
-    return None if result.ok else result.detail
-
-
-def _capture_into(seen: dict):
-    def capture(module, module_args, module_kwargs):
-        seen.setdefault(id(module), (module_args, module_kwargs))
-
-    return capture
-
-
-def _bind(gm: fx.GraphModule, args: tuple, kwargs: dict):
-    values = []
-    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
-        name = node.target.lstrip("*")
-        if node.target.startswith("*"):
-            return None
-        if i < len(args):
-            values.append(args[i])
-        elif name in kwargs:
-            values.append(kwargs[name])
-        elif node.args:
-            values.append(node.args[0])
-        else:
-            return None
-    return values

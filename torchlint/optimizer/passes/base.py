@@ -72,9 +72,12 @@ def fresh_name(gm: fx.GraphModule, base: str) -> str:
 
 
 def tensor_shape(node) -> tuple[int, ...] | None:
-    """The shape recorded for `node` when example inputs were propagated through the graph, else None."""
-    meta = getattr(node, "meta", {}).get("tensor_meta") if isinstance(node, fx.Node) else None
-    shape = getattr(meta, "shape", None)
+    """The shape `node` had on the example inputs, if known (recorded by the optimizer or by fx's ShapeProp)."""
+    if not isinstance(node, fx.Node):
+        return None
+    if node.meta.get("torchlint_shape") is not None:
+        return tuple(node.meta["torchlint_shape"])
+    shape = getattr(node.meta.get("tensor_meta"), "shape", None)
     return tuple(shape) if shape is not None else None
 
 

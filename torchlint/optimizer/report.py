@@ -87,10 +87,10 @@ class Report:
         undone = {e.pass_name for e in self.rolled_back}
         kept = [e for e in self.rewrites if e.pass_name not in undone]
         parts = [
-            f"{len(kept)} rewrites kept",
+            _count(len(kept), "rewrite") + " kept",
             f"{len(self.skipped)} skipped",
-            f"{len(undone)} passes rolled back",
-            f"{len(self.untraced)} modules not traced",
+            _count(len(undone), "pass", "passes") + " rolled back",
+            _count(len(self.untraced), "module") + " not traced",
         ]
         if self.max_error:
             worst = max(self.max_error.values())
@@ -123,3 +123,7 @@ class Report:
         return "\n".join(lines)
 
     __repr__ = summary
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .autocast import autocast, cast_weights
+from .autocast import autocast
 from .base import Pass, PassContext
 from .batchnorm import fold_batchnorm
+from .cast_weights import cast_weights
 from .channels_last import channels_last
 from .dropout import remove_dropout
 from .inplace import inplace_activations

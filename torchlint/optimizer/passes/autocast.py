@@ -1,19 +1,15 @@
-"""Mixed precision: run the forward under torch.autocast, and in eval mode store layer weights in low precision once.
+"""Mixed precision: run the forward under torch.autocast (bf16 on CPU, bf16 or fp16 on CUDA).
 
-CPU autocast casts every fp32 weight to bf16 on every call; storing conv/linear weights in bf16 up front makes
-that cast a no-op (measured 2.0x vs 0.8x for an MLP at batch 1). Ops autocast keeps in fp32 (softmax, layer_norm,
-losses...) still get fp32 inputs. Outputs are cast back to float32.
+Ops autocast keeps in fp32 (softmax, layer_norm, losses...) still get fp32 inputs. Outputs are cast back to
+float32. The cast_weights pass, which runs after this one in eval mode, removes autocast's per-call weight casts.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from ..modules import AutocastForward, FusedConv2d, FusedLinear
+from ..modules import AutocastForward
 from .base import PassContext
-
-_LAYERS = (nn.modules.conv._ConvNd, nn.Linear, FusedConv2d, FusedLinear)
-_ATTENTION_PARAMS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight")
 
 
 def autocast(model: nn.Module, ctx: PassContext) -> nn.Module:
@@ -22,24 +18,3 @@ def autocast(model: nn.Module, ctx: PassContext) -> nn.Module:
                     "low-precision outputs are cast back to float32 (the returned "
                     "AutocastForward wraps the model: state_dict keys gain a 'module.' prefix)")
     return wrapped
-
-
-def cast_weights(model: nn.Module, ctx: PassContext) -> nn.Module:
-    dtype = ctx.autocast_dtype
-    count = 0
-    for name, module in model.named_modules():
-        names = ("weight", "bias") if isinstance(module, _LAYERS) else ()
-        if isinstance(module, nn.MultiheadAttention):
-            names = _ATTENTION_PARAMS
-        changed = False
-        for param_name in names:
-            param = getattr(module, param_name, None)
-            if isinstance(param, nn.Parameter) and param.is_floating_point() and param.dtype != dtype:
-                # A new Parameter (not param.data = ...): the pre-pass snapshot keeps the fp32 original.
-                setattr(module, param_name, nn.Parameter(param.detach().to(dtype), requires_grad=False))
-                changed = True
-        count += changed
-    if count:
-        ctx.rewrote("", f"{count} conv/linear/attention layers store their weights in {dtype} "
-                        "(cast once instead of on every call)")
-    return model

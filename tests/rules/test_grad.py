@@ -75,6 +75,104 @@ def test_tl301_needs_torch_import() -> None:
     assert lines(code, "TL301") == []
 
 
+def test_tl301_torch_used_without_import() -> None:
+    # a snippet or a star import (`from utils import *`): `torch.` in the code, or `.cuda()` with no other
+    # framework imported, marks the file as PyTorch code
+    star = """
+    from utils import *
+
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x.to(torch.device("cuda"))) for x in loader]
+    """
+    assert lines(star, "TL301") == [4]
+    out = fixed(star, "TL301")
+    assert "import torch\n" in out and "@torch.no_grad()\ndef evaluate" in out
+    snippet = """
+    from tqdm import tqdm
+
+    def evaluate(model, dataloader):
+        model.eval()
+        for X, y in tqdm(dataloader):
+            pred = model(X.cuda())
+    """
+    assert lines(snippet, "TL301") == [4]
+    paddle = snippet.replace("from tqdm import tqdm", "import paddle")
+    assert lines(paddle, "TL301") == []
+    ported = paddle.replace("model.eval()", 'model.eval()  # as torch.no_grad\n        print("like torch.no_grad")')
+    assert lines(ported, "TL301") == []
+    commented = """
+    from utils import *
+
+    def evaluate(model, loader):  # torch.no_grad is not needed here?
+        model.eval()
+        return [model(x) for x in loader]
+    """
+    assert lines(commented, "TL301") == []
+
+
+def test_tl301_validation_forward_after_the_training_step() -> None:
+    code = """
+    import torch
+
+    def train(epoch):
+        model.train()
+        optimizer.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+        if validate:
+            model.eval()
+        out = model(x_val)
+        print(out.sum().item())
+    """
+    assert lines(code, "TL301") == [11]
+    # the forward pass is not in the eval's block: the fix wraps it where it stands
+    assert "        model.eval()\n    with torch.no_grad():\n        out = model(x_val)\n    print" in fixed(code, "TL301")
+    # no step before the eval: the graph may be for the caller
+    no_step = code.replace("loss.backward()", "pass").replace("optimizer.step()", "pass")
+    assert lines(no_step, "TL301") == []
+    # a backward pass after the forward uses the graph
+    used = code.replace("print(out.sum().item())", "out.sum().backward()")
+    assert lines(used, "TL301") == []
+
+
+def test_tl301_no_wrap_fix_over_a_training_statement() -> None:
+    code = """
+    import torch
+
+    def train(model, optimizer, x, x_val):
+        model(x).sum().backward()
+        optimizer.step()
+        model.eval()
+        if log:
+            out = model(x_val)
+            model.train()
+            print(out.mean().item())
+        for p in model.parameters():
+            print(p.grad)
+    """
+    assert lines(code, "TL301") == [7]
+    # the `if` block holds `model.train()`: only the forward pass goes under no_grad
+    assert "with torch.no_grad():\n            out = model(x_val)\n        model.train()" in fixed(code, "TL301")
+    # wrapping both forward passes would put the training step of the `if` block under no_grad: no fix
+    in_span = """
+    import torch
+
+    def train(model, optimizer, x, x_val):
+        model(x).sum().backward()
+        optimizer.step()
+        model.eval()
+        out = model(x_val)
+        if log:
+            extra = model(x_val * 2)
+            model.train()
+            model(x).sum().backward()
+    """
+    result = lint_source(textwrap.dedent(in_span), "train.py", select=["TL301"])
+    assert [(f.line, f.fix) for f in result.findings] == [(7, None)]
+
+
 def test_tl301_silent_in_test_files_and_pytest_cases() -> None:
     code = """
     import torch
@@ -325,3 +423,11 @@ def test_tl307_off_by_default_and_returns_checked() -> None:
     assert lines(code, "TL307") == [7]
     returns_tensor = code.replace("return total", "return model(x)")
     assert lines(returns_tensor, "TL307") == []
+    # a no_grad block with no forward pass in it (the forward runs after the block) is not inference
+    inputs_only = code.replace(
+        "            for x in loader:\n                total += model(x).sum().item()",
+        "            x = torch.autograd.Variable(loader)\n        total += model(x).sum().item()",
+    )
+    assert lines(inputs_only, "TL307") == []
+    helper = code.replace("total += model(x).sum().item()", "total += float(score(model, x))")
+    assert lines(helper, "TL307") == [7]

@@ -145,6 +145,51 @@ class M(nn.Module):
     assert lines("TL401", source) == [9]
 
 
+def test_tl401_zipped_batches() -> None:
+    # `for c in zip(x, y)` / `enumerate(zip(...))`: a sample of each batch; `c[k]` counts only for batches
+    source = HEADER + """
+def pair_loss(input, target):
+    n = input.size(0)
+    total = 0
+    for i, c in enumerate(zip(input, target)):
+        total += F.mse_loss(c[0], c[1])
+    for c in zip(input, target):
+        total += F.mse_loss(c[0], c[0])
+    for i, c in enumerate(zip(input, target)):
+        total += F.mse_loss(c[1], c[1])  # `target` may be a list: nothing says it is a batch
+    return total / n
+"""
+    assert lines("TL401", source) == [8, 10]
+    both = source.replace("n = input.size(0)", "n = input.size(0) + target.size(0)")
+    assert lines("TL401", both) == [8, 10, 12]
+
+
+def test_tl401_docstring_and_helpers() -> None:
+    source = HEADER + """
+def coeff(a, b):
+    return torch.dot(a.view(-1), b.view(-1))
+
+def nonzero_count(a, b):
+    return torch.nonzero(a * b)
+
+def score(input, target):
+    \"\"\"Score of a batch\"\"\"
+    if input.is_cuda:
+        pass
+    s = 0
+    for i, c in enumerate(zip(input, target)):
+        s = s + coeff(c[0], c[1])
+    for i, c in enumerate(zip(input, target)):
+        s = s + nonzero_count(c[0], c[1])  # varying size
+    for i, c in enumerate(zip(input, target)):
+        s = s + unknown(c[0], c[1])  # not a function of this file
+    return s
+"""
+    assert lines("TL401", source) == [16]
+    no_doc = source.replace('\"\"\"Score of a batch\"\"\"', "pass")
+    assert lines("TL401", no_doc) == []
+
+
 def test_tl401_noqa() -> None:
     source = HEADER + """
 class M(nn.Module):
@@ -176,6 +221,24 @@ def test_tl402_torch_without_import_is_torch() -> None:
     # a snippet, or torch brought by a star import
     assert lines("TL402", "for c in cs:\n    acc = torch.cat([acc, c])\n") == [2]
     assert lines("TL402", "torch = load()\nfor c in cs:\n    acc = torch.cat([acc, c])\n") == []
+
+
+def test_tl402_conditional_expression() -> None:
+    source = """
+    import torch
+    out = None
+    for x in loader:
+        y = model(x)
+        out = y if out is None else torch.cat([out, y])
+    both = None
+    for x in loader:
+        both = torch.cat([both, x]) if both is not None else x
+        both = torch.cat([both, x]) if both is not None else x  # a second grow of the same accumulator
+    reread = None
+    for x in loader:
+        reread = x if reread is None else torch.cat([reread, model(reread)])  # read by the model: needed whole
+    """
+    assert lines("TL402", source) == [6, 9, 10]
 
 
 # -- TL403 tensor-from-tensors ------------------------------------------------------------------------

@@ -151,7 +151,6 @@ class FileFacts:
         self.is_test_file = is_test_file(context.source.path, context.source.text)
         text = context.source.text
         self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
-        self.imports_torch = bool(_IMPORTS_TORCH.search(text))
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
         self._covered: Optional[set[str]] = None
         # walk state
@@ -457,7 +456,23 @@ class FileFacts:
 
 _COMPS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _TL301_GATE = re.compile(r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)")
-_IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
+_IMPORTS_TORCH = re.compile(r"^[ \t]*(import|from)[ \t]+torch(vision|audio|text)?\b", re.MULTILINE)
+_OTHER_FRAMEWORK = re.compile(
+    r"^[ \t]*(import|from)[ \t]+(paddle|tensorflow|keras|jax|flax|mindspore|oneflow|jittor|mxnet|megengine|cupy)\b",
+    re.MULTILINE,
+)
+_COMMENTS = re.compile(r"^[ \t]*#.*$|#[^'\"\n]*$", re.MULTILINE)
+
+
+def uses_torch(text: str) -> bool:
+    """Whether the file is PyTorch code: it imports torch, or (snippets, `from utils import *`) imports no
+    other framework and uses `torch.` in its code or moves values to the GPU with `.cuda()`."""
+    if _IMPORTS_TORCH.search(text):
+        return True
+    if _OTHER_FRAMEWORK.search(text):
+        return False  # a Paddle / TensorFlow / ... script, whatever its comments or strings say about torch
+    code = _COMMENTS.sub("", text)
+    return bool(re.search(r"(?<![\w.])torch\.\w", code)) or ".cuda(" in code
 
 
 def _strip_mode_calls(text: str) -> str:
@@ -637,8 +652,11 @@ class InferenceWithoutNoGrad(FactsCollector):
         "outputs into Python values, when the function has no no-grad context, no `@torch.no_grad()` decorator, "
         "no backward pass or optimizer step, and no caller in the same file that runs it under no-grad. In a "
         "function that also trains, it reports a `model.eval()` followed by an evaluation loop that runs the "
-        "model before the next `model.train()`; at module level (scripts, notebooks), a `model.eval()` followed "
-        "by calls of the model."
+        "model before the next `model.train()`, or a `model.eval()` after the backward pass or optimizer step "
+        "followed by a forward pass that no backward pass follows (a full-batch validation pass every epoch, "
+        "as in graph networks); at module level (scripts, notebooks), a `model.eval()` followed "
+        "by calls of the model. Files are checked when they use PyTorch: they import it, write `torch.` (a "
+        "snippet, or torch brought in by a star import), or call `.cuda()` without importing another framework."
     )
     bad = (
         "def evaluate(model, loader):\n"
@@ -668,15 +686,16 @@ class InferenceWithoutNoGrad(FactsCollector):
     fix_safety = FixSafety.UNSAFE
     fix_notes = (
         "Adds `@torch.no_grad()` right above the `def` (below the other decorators), or for an evaluation loop "
-        "inside a training function or a module-level script wraps the statements that run the model in "
-        "`with torch.no_grad():`, adding `import torch` when needed. Unsafe: tensors returned by the function "
+        "or a validation forward pass inside a training function (where a decorator would turn off the "
+        "training step too) or a module-level script wraps the statements that run the model in "
+        "`with torch.no_grad():` (no fix when those statements also train), adding `import torch` when needed. Unsafe: tensors returned by the function "
         "no longer carry gradients, which breaks a caller that backpropagates through them."
     )
-    requires = ("torch",)
+    requires = ("torch", ".cuda(")
 
     def gate(self, text: str) -> bool:
         # an eval-mode switch or an evaluation-like function name; else nothing to analyse
-        return bool(_TL301_GATE.search(text)) and bool(_IMPORTS_TORCH.search(text))
+        return bool(_TL301_GATE.search(text)) and uses_torch(text)
 
     def check(self, facts: FileFacts) -> None:
         if facts.is_test_file:
@@ -772,14 +791,28 @@ class InferenceWithoutNoGrad(FactsCollector):
             if any(order < o < stop for _, _, o in scope.mode_unknown):
                 continue
             loops = []
+            single = []
             for call in forward_calls(scope, target):
                 if not (order < call.order < stop) or call.covered:
                     continue
                 outer = [loop for loop in call.loops if facts.orders[loop] > order]
                 if not outer:
+                    single.append(call)
                     continue
                 loops.append(outer[0])
             if not loops:
+                if single and self._stepped_before(scope, order) and not facts.is_frozen(target):
+                    # `loss.backward(); optimizer.step(); model.eval(); out = model(val_x)`: a validation
+                    # forward pass after the training step that no backward pass follows
+                    message = (
+                        f"`{target}` is put in eval mode after the training step and then run with autograd on, "
+                        f"recording a graph nobody uses (up to 2.6x slower, 3-6x the memory): run the validation "
+                        f"forward pass under `with {torch_name}.no_grad():`"
+                    )
+                    fix = self._wrap_fix(facts, scope, single, torch_name, single[0].node) or self._wrap_fix(
+                        facts, scope, single, torch_name, call_node
+                    )
+                    self.report(call_node, message, fix=fix)
                 continue
             statements = []
             for loop in loops:
@@ -805,6 +838,19 @@ class InferenceWithoutNoGrad(FactsCollector):
             )
             self.report(call_node, message, fix=fix)
 
+    def _stepped_before(self, scope: ScopeFacts, order: int) -> bool:
+        """A backward pass or an optimizer step runs before `order` in the function."""
+        for call in scope.calls:
+            if call.order >= order:
+                break
+            func = call.node.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            last = func.attr.value
+            if last == "backward" or (last == "step" and _TRAIN_STEP_OWNERS.search(self.context.code(func.value))):
+                return True
+        return False
+
     def _statement_of(self, facts: FileFacts, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         current: Optional[cst.CSTNode] = node
         while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -827,10 +873,13 @@ class InferenceWithoutNoGrad(FactsCollector):
                 f"`{target}` is put in eval mode and then run with autograd on, recording a graph nobody uses "
                 f"(up to 2.6x slower, 3-6x the memory): run it under `with {torch_name}.no_grad():`"
             )
-            self.report(call_node, message, fix=self._wrap_fix(facts, call_node, forwards, torch_name))
+            self.report(call_node, message, fix=self._wrap_fix(facts, scope, forwards, torch_name, call_node))
 
-    def _wrap_fix(self, facts: FileFacts, eval_call: cst.Call, forwards: list[CallFact], torch_name: str) -> Optional[Fix]:
-        block = facts.block_of(eval_call)
+    def _wrap_fix(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], torch_name: str,
+                  anchor: cst.CSTNode) -> Optional[Fix]:
+        """Wrap the statements of `anchor`'s block from the first to the last forward pass in
+        `with torch.no_grad():`, unless they also train or switch grad themselves."""
+        block = facts.block_of(anchor)
         if block is None:
             return None
         body = list(block.body)
@@ -844,6 +893,11 @@ class InferenceWithoutNoGrad(FactsCollector):
         statements = body[first : last + 1]
         if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in statements):
             return None
+        inside = [facts.orders[n] for s in statements for n in (s, *_descendants(s)) if n in facts.orders]
+        if inside:
+            low, high = min(inside), max(inside)
+            if any(low <= o <= high for o in (*scope.training, *scope.grad_off)):
+                return None
         changes = wrap_statements(statements, self.context, torch_name)
         if not changes:
             return None
@@ -1069,7 +1123,8 @@ class PreferInferenceMode(FactsCollector):
         "The rule reports a `with torch.no_grad():` block or `@torch.no_grad()` decorator in an evaluation "
         "function (by name, or one that calls `.eval()`) that does not train, yields nothing, stores nothing on "
         "`self`, and returns nothing or only Python numbers (values built from `.item()`, `.tolist()`, "
-        "`float()`, ...)."
+        "`float()`, ...). The block must run a network (a call of the model, or a helper it is handed to): a "
+        "`no_grad` block that only prepares inputs is left alone."
     )
     bad = (
         "def evaluate(model, loader):\n"
@@ -1135,17 +1190,32 @@ class PreferInferenceMode(FactsCollector):
         decorator = scope.decorated_grad_off
         if decorator is not None:
             expr = decorator.decorator
-            if isinstance(expr, cst.Call) and self.context.qualname(expr) == "torch.no_grad":
-                sites.append(expr)
-            elif not isinstance(expr, cst.Call):
+            if not isinstance(expr, cst.Call):
                 return []  # bare @torch.no_grad: leave it
+            if self.context.qualname(expr) == "torch.no_grad" and any(self._runs_network(c) for c in scope.calls):
+                sites.append(expr)
         for with_node in scope.grad_off_withs:
+            if not any(any(w is with_node for w in call.withs) and self._runs_network(call) for call in scope.calls):
+                continue  # no forward pass inside (`with torch.no_grad(): x = Variable(x)`): nothing to infer
             for item in with_node.items:
                 if isinstance(item.item, cst.Call) and self.context.qualname(item.item) == "torch.no_grad":
                     sites.append(item.item)
         if len(scope.grad_off) != len(scope.grad_off_withs) and decorator is None:
             return []  # a grad-off construct the rule does not understand (set_grad_enabled calls, ...)
         return sites
+
+    def _runs_network(self, call: CallFact) -> bool:
+        """A forward pass: a call of a network (`model(x)`, `self.net.forward(x)`), or a call that is handed
+        one (`accuracy(model, loader)`)."""
+        if call.callee is not None:
+            base = call.callee[: -len(".forward")] if call.callee.endswith(".forward") else call.callee
+            if is_model_like(base) and self.context.qualname(call.node.func) is None:
+                return True
+        for arg in call.node.args:
+            value = arg.value
+            if isinstance(value, (cst.Name, cst.Attribute)) and is_model_like(dotted(value) or ""):
+                return True
+        return False
 
     def _pure(self, scope: ScopeFacts) -> bool:
         func = scope.node

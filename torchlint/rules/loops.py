@@ -28,6 +28,8 @@ _BATCH_PARAM = re.compile(
     r"yhat|batch|data|embeddings|scores|probs|src|tgt|input_ids|tokens|features|feats|z|h|"
     r"\w+_batch|batch_(?!size|idx|index|num|id)\w+)$"
 )
+# A docstring that says the function takes batches ("Dice coeff for batches", "x: a batch of images").
+_BATCH_DOC = re.compile(r"\bbatch(es)?\b", re.IGNORECASE)
 # forward() parameters that are states, not batches.
 _STATE_PARAM = re.compile(r"^(hidden|hx|h0|c0|cx|state|states|memory|mem|cache|past.*|rois|boxes|proposals|anchors|edge_index|.*_list|.*s_list)$")
 _NON_TENSOR_ANNOTATIONS = re.compile(r"\b(List|list|Tuple|tuple|Dict|dict|Sequence|Iterable|int|float|bool|str|Mapping)\b")
@@ -92,6 +94,7 @@ class _Loop:
     samples: set[str]
     bound: Optional[cst.BaseExpression]  # what the range runs over
     evidence: bool  # the range bound or the iterated value is a batch
+    items: dict[str, frozenset[int]] = field(default_factory=dict)  # `c` in `for c in zip(x, y)`: c[k] samples
 
 
 class PerSampleLoop(Rule):
@@ -143,9 +146,14 @@ class PerSampleLoop(Rule):
     false_positives = (
         "The rule needs evidence that the loop runs over a batch: the range is `x.size(0)`, `x.shape[0]` or "
         "`len(x)` (or a batch-size variable) for `x` a `forward()` input, a value drawn from a DataLoader, or "
-        "a model output; and the body runs a module, a loss, a torch function or tensor arithmetic on `x[i]` "
-        "and appends, assigns `out[i] = ...` or accumulates the result. It stays silent for loops over "
-        "layers, heads, parameters, epochs and time steps that carry a state (RNN cells, autoregressive "
+        "a model output, or the loop iterates such a batch directly (`for s in x`, `enumerate(x)`, `zip(x, y)`, "
+        "`enumerate(zip(x, y))`) and `x` is used as a tensor in the function (`x.size()`, `x.device`, "
+        "`x.is_cuda`): a list of tensors (feature levels, per-image targets), or a model output never used as "
+        "a tensor (it may be a tuple of feature levels), is not enough. Parameters count as batches in "
+        "`forward()`, in losses and training or evaluation functions, and in functions whose docstring says "
+        "they take batches. The body runs a module, a loss, a torch function, a function of the same file that "
+        "computes with torch, or tensor arithmetic on `x[i]` and appends, assigns `out[i] = ...` or "
+        "accumulates the result. It stays silent for loops over layers, heads, parameters, epochs and time steps that carry a state (RNN cells, autoregressive "
         "decoding), for loops that stop early (`break`, `return`) or branch on a sample's values, and for "
         "per-sample work of varying size (`nonzero`, boolean masks, NMS, slices by a per-sample length), which "
         "has no direct batched form. Per-sample random augmentation done on purpose, or a loop that bounds "
@@ -159,6 +167,7 @@ class PerSampleLoop(Rule):
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._batch_memo: dict[tuple[int, str], bool] = {}
         self._class_methods: dict[cst.CSTNode, frozenset[str]] = {}
+        self._helpers: Optional[dict[str, bool]] = None  # module-level functions: do they compute with torch?
 
     # ------------------------------------------------------------------------------------------
     # entry points
@@ -191,27 +200,50 @@ class PerSampleLoop(Rule):
                 if len(iterable.args) != 1 or len(args) != 1:
                     return None
                 index, item = target.elements[0].value, target.elements[1].value
-                if not isinstance(index, cst.Name) or not self._is_batch(scope, args[0].value, sequence=True):
+                if not isinstance(index, cst.Name):
+                    return None
+                inner = args[0].value
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "zip":
+                    return self._zip_loop(node, scope, index.value, item, inner)  # enumerate(zip(x, y))
+                if not self._is_batch(scope, inner, sequence=True):
                     return None
                 samples = {item.value} if isinstance(item, cst.Name) else set()
                 if not samples:
                     return None
                 return _Loop(node, index.value, samples, None, True)
-            if func == "zip" and isinstance(target, cst.Tuple):
-                args = positional(iterable)
-                if len(args) != len(iterable.args) or len(args) != len(target.elements) or len(args) < 2:
-                    return None
-                samples = set()
-                for element, arg in zip(target.elements, args):
-                    if isinstance(element.value, cst.Name) and self._is_batch(scope, arg.value, sequence=True):
-                        samples.add(element.value.value)
-                if not samples:
-                    return None
-                return _Loop(node, None, samples, None, True)
+            if func == "zip":
+                return self._zip_loop(node, scope, None, target, iterable)
             return None
         if isinstance(iterable, (cst.Name, cst.Attribute)) and isinstance(target, cst.Name):
             if self._is_batch(scope, iterable, sequence=True):
                 return _Loop(node, None, {target.value}, None, True)
+        return None
+
+    def _zip_loop(
+        self, node: cst.CSTNode, scope: _Scope, index: Optional[str], target: cst.BaseExpression, call: cst.Call
+    ) -> Optional[_Loop]:
+        """`for a, b in zip(x, y)` / `for c in zip(x, y)`: the names (or the positions of `c`) that hold a
+        sample of a batch."""
+        args = positional(call)
+        if len(args) != len(call.args) or len(args) < 2:
+            return None
+        batch = [self._is_batch(scope, arg.value, sequence=True) for arg in args]
+        if not any(batch):
+            return None
+        if isinstance(target, (cst.Tuple, cst.List)):
+            if len(target.elements) != len(args):
+                return None
+            samples = {
+                element.value.value
+                for element, is_batch in zip(target.elements, batch)
+                if is_batch and isinstance(element.value, cst.Name)
+            }
+            return _Loop(node, index, samples, None, True) if samples else None
+        if isinstance(target, cst.Name):
+            if all(batch):
+                return _Loop(node, index, {target.value}, None, True)
+            positions = frozenset(i for i, is_batch in enumerate(batch) if is_batch)
+            return _Loop(node, index, set(), None, True, {target.value: positions})
         return None
 
     def _range_loop(self, node: cst.CSTNode, scope: _Scope, index: str, call: cst.Call) -> Optional[_Loop]:
@@ -407,8 +439,13 @@ class PerSampleLoop(Rule):
                 _MODEL.search(attr) or self._self_module(scope, attr)
             )
         if isinstance(func, cst.Attribute) and func.attr.value == "forward":
-            return isinstance(func.value, (cst.Name, cst.Attribute)) and self._is_module_call(
-                scope, cst.Call(func=func.value)
+            receiver = func.value
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, (cst.Name, cst.Attribute)):
+                # `DiceCoeff().forward(a, b)`: a module or an autograd Function built and run on the spot
+                written = self.context.dotted(receiver.func) or ""
+                return written.rsplit(".", 1)[-1][:1].isupper()
+            return isinstance(receiver, (cst.Name, cst.Attribute)) and self._is_module_call(
+                scope, cst.Call(func=receiver)
             )
         if isinstance(func, cst.Name):
             if _MODEL.search(func.value):
@@ -422,6 +459,35 @@ class PerSampleLoop(Rule):
                 return False
             return bool(_MODEL.search(func.attr.value)) and func.attr.value.lower() not in ("head", "conv")
         return False
+
+    def _tensor_helper(self, call: cst.Call) -> bool:
+        """`dice_coeff(a, b)` for a function of this module that computes with torch (`torch.dot`, `F.*`) and
+        has no per-sample work of varying size."""
+        func = call.func
+        if not isinstance(func, cst.Name):
+            return False
+        helpers = self._helpers
+        if helpers is None:
+            helpers = self._helpers = {}
+            for statement in self.context.module.body:
+                if isinstance(statement, cst.FunctionDef):
+                    helpers[statement.name.value] = self._computes_with_torch(statement)
+        return helpers.get(func.value, False)
+
+    def _computes_with_torch(self, function: cst.FunctionDef) -> bool:
+        computes = False
+        for node in descendants(function.body):
+            if not isinstance(node, cst.Call):
+                continue
+            if _callee_name(node) in _VARIABLE_LENGTH:
+                return False
+            qualname = self.context.qualname(node) or ""
+            if qualname.startswith("torch.nn.functional.") or (
+                qualname.startswith("torch.") and qualname.count(".") == 1
+                and qualname.rsplit(".", 1)[1] not in _TORCH_NOT_WORK
+            ):
+                computes = True
+        return computes
 
     def _nn_module_class(self, call: cst.Call) -> bool:
         qualname = self.context.qualname(call) or ""
@@ -474,7 +540,7 @@ class PerSampleLoop(Rule):
         sample_roots = self._sample_roots(loop, scope, nodes)
         if self._varying_size(loop, nodes):
             return False
-        if loop.index is not None and not sample_roots and not loop.samples:
+        if loop.index is not None and not sample_roots and not loop.samples and not loop.items:
             return False
         if loop.index is not None and not loop.evidence and not sample_roots:
             return False
@@ -610,7 +676,8 @@ class PerSampleLoop(Rule):
             name = node.name.value
             cls = self.context.enclosing(node, cst.ClassDef)
             scope.is_forward = name == "forward" or (name == "__call__" and cls is not None)
-            scope.batch_function = bool(_BATCH_FUNCTION.search(name))
+            docstring = node.get_docstring() or ""
+            scope.batch_function = bool(_BATCH_FUNCTION.search(name) or _BATCH_DOC.search(docstring))
             if cls is not None:
                 scope.methods = self._methods_of(cls)
                 scope.batch_function = scope.batch_function or self._is_module_class(cls)
@@ -626,7 +693,7 @@ class PerSampleLoop(Rule):
             elif isinstance(child, (cst.For, cst.CompFor)):
                 self._bind_loop(scope, child.target, child.iter)
             elif isinstance(child, cst.Attribute) and isinstance(child.value, cst.Name):
-                if child.attr.value in ("size", "shape", "view", "reshape", "dim", "ndim", "unsqueeze", "permute", "transpose", "device", "dtype", "flatten", "to", "cuda", "float"):
+                if child.attr.value in ("size", "shape", "view", "reshape", "dim", "ndim", "unsqueeze", "permute", "transpose", "device", "dtype", "flatten", "to", "cuda", "float", "is_cuda"):
                     scope.tensor_used.add(child.value.value)
         if isinstance(node, cst.FunctionDef):
             for param in [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]:
@@ -701,6 +768,14 @@ class _Body:
         if isinstance(expr, cst.Subscript):
             if isinstance(expr.value, cst.Name) and expr.value.value in self.roots and _indexes_sample(expr, self.loop.index):
                 return True
+            if isinstance(expr.value, cst.Name) and expr.value.value in self.loop.items and len(expr.slice) == 1:
+                # `c[0]` for `c` in `zip(batch, per_image_list)`: only the batch's positions are samples
+                part = expr.slice[0].slice
+                return (
+                    isinstance(part, cst.Index)
+                    and isinstance(part.value, cst.Integer)
+                    and int(part.value.value) in self.loop.items[expr.value.value]
+                )
             return self.is_sample(expr.value)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             if expr.func.attr.value in _CONVERSIONS:
@@ -766,7 +841,7 @@ class _Body:
             if qualname in ("torch.linalg.norm", "torch.autograd.grad", "torch.func.grad"):
                 return True
             return False
-        return self.rule._is_module_call(self.scope, call)
+        return self.rule._is_module_call(self.scope, call) or self.rule._tensor_helper(call)
 
     # -- statements ------------------------------------------------------------------------------
     def scan(self, statements: list[cst.CSTNode]) -> bool:

@@ -173,3 +173,59 @@ def test_loader_names() -> None:
         assert match(name), name
     for name in ("downloader", "uploader", "model", "items", "layers", "data", "batch", "iter"):
         assert not match(name), name
+
+
+def test_loop_that_shows_a_few_predictions_is_not_hot() -> None:
+    source = """
+import matplotlib.pyplot as plt
+def visualize_model(model, num_images=6):
+    images_so_far = 0
+    for i, (inputs, labels) in enumerate(dataloaders["val"]):
+        outputs = model(inputs)
+        probe()
+        for j in range(inputs.size()[0]):
+            probe()
+            images_so_far += 1
+            if images_so_far == num_images:
+                return
+def first_batches(model, val_loader):
+    for i, (x, y) in enumerate(val_loader):
+        probe()
+        if i >= 5:
+            break
+def plots_each(model, val_loader):
+    for x, y in val_loader:
+        probe()
+        plt.imshow(x[0])
+"""
+    assert _probe(source) == ["cold", "cold", "cold", "cold"]
+
+
+def test_bounded_loops_that_stay_hot() -> None:
+    source = """
+def evaluate(model, val_loader, args, num_images=1000):
+    for i, (x, y) in enumerate(val_loader):
+        probe()
+        if i >= args.max_eval_batches:
+            break
+    for x, y in val_loader:
+        probe()
+        for j in range(4):
+            if j == 2:
+                break
+    seen = 0
+    for x, y in val_loader:
+        probe()
+        seen += 1
+        if seen == num_images:
+            return
+def train(model, train_loader, optimizer):
+    for i, (x, y) in enumerate(train_loader):
+        probe()
+        model(x).backward()
+        optimizer.step()
+        if i == 10:
+            break
+        plt.plot(losses)
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "hot training"]

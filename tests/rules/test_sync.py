@@ -139,7 +139,7 @@ def test_helper_one_call_deep() -> None:
         return t * t
     def train(model, loader, optimizer):
         for x, y in loader:
-            loss = model(x).mean()
+            loss = model(x.cuda()).mean()
             loss.backward()
             optimizer.step()
             log_value(loss)
@@ -152,7 +152,7 @@ def test_helper_defined_after_the_loop_and_shadowed_helper() -> None:
     source = """
     def train(model, loader, optimizer):
         for x, y in loader:
-            loss = model(x).mean()
+            loss = model(x.cuda()).mean()
             loss.backward()
             optimizer.step()
             log_value(loss)
@@ -189,3 +189,67 @@ def test_move_of_a_constant_built_before_the_loop() -> None:
             optimizer.step()
     """
     assert _lines(source, ["TL602"]) == [(9, "TL602"), (11, "TL602")]
+
+
+def test_cpu_only_script_is_silent() -> None:
+    """Every `.to(device)` commented out: the model trains on the CPU, where reading a value costs nothing."""
+    source = """
+    import torch
+    def train(model, train_loader, optimizer, criterion):
+        # device = torch.device("cuda")
+        for x, y in train_loader:
+            x = x  # .to(device)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            print(f"{loss:.3f}")
+            if torch.isnan(loss):
+                break
+    """
+    assert _lines(source) == []
+    assert _lines(source.replace("x = x  # .to(device)", "x = x.to(device)")) == [(10, "TL201"), (11, "TL203"), (12, "TL204")]
+
+
+def test_one_finding_per_statement_at_the_first_sync() -> None:
+    source = LOOP.replace("{line}", 'print("%.3f %.3f" % (loss.item(), out.max().item()), out.sum().item())')
+    findings = lint_source(textwrap.dedent(source), select=["TL201"]).findings
+    assert [(f.line, f.column) for f in findings] == [(13, 30)]
+    assert findings[0].message.startswith("`.item()` waits for the GPU")
+    assert _in_loop("a = loss.item(); b = out.max().item()") == ["TL201"]  # one line, one statement
+    two_lines = LOOP.replace("{line}", "a = loss.item()\n        b = out.max().item()")
+    assert _lines(two_lines, ["TL201"]) == [(13, "TL201"), (14, "TL201")]
+
+
+def test_nan_guard_is_not_reported() -> None:
+    guard = "v = loss.item()\n        if not math.isfinite(v):\n            print(v)\n            sys.exit(1)"
+    source = "import math, sys\n" + LOOP.replace("{line}", guard)
+    assert _lines(source, ["TL201"]) == []
+    source = "import math\n" + LOOP.replace("{line}", "assert math.isfinite(loss.item())")
+    assert _lines(source, ["TL201"]) == []
+    for body in ("raise ValueError(v)", "continue", "break", "return"):
+        guarded = "import math\n" + LOOP.replace("{line}", f"v = loss.item()\n        if math.isnan(v) or math.isinf(v):\n            {body}")
+        assert _lines(guarded, ["TL201"]) == [], body
+    # a check that only logs does not make the sync deliberate
+    logs = "import math\n" + LOOP.replace("{line}", "v = loss.item()\n        if not math.isfinite(v):\n            print(v)")
+    assert _lines(logs, ["TL201"]) == [(14, "TL201")]
+    # a check on another value does not cover this one
+    other = "import math\n" + LOOP.replace("{line}", "v = loss.item()\n        if not math.isfinite(lr):\n            raise ValueError(lr)")
+    assert _lines(other, ["TL201"]) == [(14, "TL201")]
+
+
+def test_cpu_copy_of_a_loss_through_data() -> None:
+    source = """
+    def train(model, train_loader, optimizer, criterion1, device):
+        total = 0
+        for x, y in train_loader:
+            out = model(x.to(device))
+            loss = criterion1(out, y.to(device)) / 4
+            total += loss.data.cpu().numpy()
+            v = loss.cpu()
+            p = self.data.cpu()
+            loss_fn.cpu()
+            loss.backward()
+            optimizer.step()
+    """
+    assert _lines(source, ["TL201"]) == [(7, "TL201"), (8, "TL201")]

@@ -19,6 +19,12 @@ A loop is **hot** when any of these holds:
    over decoding positions or benchmark repetitions (`for _ in range(num_steps): y = net(x)`) is
    not hot by this criterion: it draws no batch.
 
+A loop that would be hot by these criteria is still **not** hot when it shows a few predictions rather
+than running steps: it does no backward pass or optimizer step, and either plots (a `matplotlib` call,
+`plt.*`, `imshow(...)`) or stops after a handful of trips (`if images_so_far == num_images: return`,
+`if i >= 5: break`, where the bound is an integer of at most 64, a parameter defaulting to one, or a name
+such as `num_images`). Its syncs, copies and allocations are paid a few times, not once per step.
+
 An epoch loop that wraps a hot batch loop is therefore *not* hot: the code in its body outside the
 inner loop runs once per epoch. A loop nested inside a hot loop (over the parameters, the keys of a
 metrics dict, micro-batches) is not hot itself, but the hot loop around it still encloses it, so
@@ -51,6 +57,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import libcst as cst
 
+from torchlint.lint.context import UNKNOWN
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import semantic_children
 
@@ -268,7 +275,7 @@ def is_hot(context: "Context", loop: Loop) -> bool:
 
 def _decide(context: "Context", loop: Loop) -> bool:
     if isinstance(loop, cst.For) and is_loader_expr(context, loop.iter):
-        return True
+        return not _shows_a_few(context, loop)
     calls = hot_calls_in(context, loop)
     if any(_is_backward_or_step(context, c) for c in calls):
         return True
@@ -279,8 +286,94 @@ def _decide(context: "Context", loop: Loop) -> bool:
         and any(is_forward_call(context, c) for c in calls)
     ):
         nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
-        return not any(_contains_hot(context, n) for n in nested)
+        return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
     return False
+
+
+# -- loops that show a few predictions ------------------------------------------------------------
+
+_SMALL_BOUND = 64
+# Names of bounds that count pictures to show (`num_images=6`).
+_DISPLAY_BOUND = re.compile(
+    r"^(?:num|n|nb|max|n_max)_?(?:images|imgs|pics|figures|figs|plots|rows|cols|show|shown|to_show|vis|display)$",
+    re.IGNORECASE,
+)
+
+
+def _shows_a_few(context: "Context", loop: Loop) -> bool:
+    """A loader loop that displays a few predictions (`visualize_model`): no backward pass or optimizer
+    step, and it plots or stops after a small number of trips."""
+    calls = [n for n in _own_nodes(loop.body, into_loops=True) if isinstance(n, cst.Call)]
+    if any(_is_backward_or_step(context, c) for c in calls):
+        return False
+    if any(_plots(context, c) for c in calls):
+        return True
+    # (node, inside a nested loop, under an `if` that tests a small count); parents of nodes not yet
+    # visited are unknown to the context, so the walk keeps its own.
+    function = context.enclosing_function(loop)
+    stack: list[tuple[cst.CSTNode, bool, bool]] = [(loop.body, False, False)]
+    while stack:
+        node, nested, counted = stack.pop()
+        if isinstance(node, cst.Return) or (isinstance(node, cst.Break) and not nested):
+            if counted:
+                return True
+            continue
+        if isinstance(node, _BOUNDARIES):
+            continue
+        if isinstance(node, cst.If):
+            stack.append((node.body, nested, counted or _reaches_small_count(context, node.test, function)))
+            if node.orelse is not None:
+                stack.append((node.orelse, nested, counted))
+            continue
+        inner = nested or isinstance(node, _LOOPS)
+        for child in semantic_children(node):
+            stack.append((child, inner, counted))
+    return False
+
+
+def _plots(context: "Context", call: cst.Call) -> bool:
+    """`plt.subplot(...)`, `matplotlib.pyplot.imshow(...)`, `imshow(img)`, `ax.imshow(img)`."""
+    func = call.func
+    name = _last_segment(func)
+    if name == "imshow":
+        return True
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "plt":
+        return True
+    qual = context.qualname(func)
+    return qual is not None and qual.startswith("matplotlib.")
+
+
+def _reaches_small_count(context: "Context", test: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
+    """`images_so_far == num_images`, `i >= 5`, `10 <= count`: a counter reaching a small bound."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    operator = target.operator
+    if isinstance(operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+        counter, bound = test.left, target.comparator
+    elif isinstance(operator, (cst.LessThanEqual, cst.LessThan)):
+        counter, bound = target.comparator, test.left
+    else:
+        return False
+    if not isinstance(counter, cst.Name):
+        return False
+    return _is_small_bound(context, bound, function)
+
+
+def _is_small_bound(context: "Context", bound: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
+    value = context.literal(bound)
+    if value is not UNKNOWN:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _SMALL_BOUND
+    name = _last_segment(bound)
+    if name is None:
+        return False
+    if isinstance(bound, cst.Name) and function is not None:
+        for param in (*function.params.params, *function.params.kwonly_params):
+            if param.name.value == name and param.default is not None:
+                default = context.literal(param.default)
+                if isinstance(default, int) and not isinstance(default, bool):
+                    return 0 < default <= _SMALL_BOUND
+    return bool(_DISPLAY_BOUND.match(name))
 
 
 def _contains_hot(context: "Context", loop: Loop) -> bool:

@@ -16,8 +16,9 @@ import libcst as cst
 
 from torchlint.lint import hotloop
 from torchlint.lint.calls import keyword, positional
+from torchlint.lint.files import uses_accelerator
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import descendants, semantic_children
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -397,6 +398,17 @@ _ADVICE = "keep the running value on the device (`running += loss.detach()`) and
 # -- rules ---------------------------------------------------------------------------------------------
 
 
+def on_accelerator(context: "Context") -> bool:
+    """Whether the file shows any sign of an accelerator (shared per file): on a CPU-only run nothing is
+    asynchronous, so reading a value on the host costs nothing."""
+    return context.shared(_OnAccelerator).value
+
+
+class _OnAccelerator:
+    def __init__(self, context: "Context") -> None:
+        self.value = uses_accelerator(context.source.text)
+
+
 class _SyncRule(Rule):
     family = FAMILY
     fix_safety = FixSafety.NONE
@@ -404,6 +416,10 @@ class _SyncRule(Rule):
     @property
     def values(self) -> ValueKinds:
         return value_kinds(self.context)
+
+    def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
+        if on_accelerator(self.context):  # a CPU-only script pays nothing for a host read
+            super().report(node, message, **kwargs)  # type: ignore[arg-type]
 
 
 _EXPLANATION_COMMON = (
@@ -415,8 +431,35 @@ _EXPLANATION_COMMON = (
     "steps, where the queue is what keeps the GPU busy. PyTorch's Performance Tuning Guide (\"Avoid unnecessary "
     "CPU-GPU synchronization\") lists exactly these operations: `print(cuda_tensor)`, `cuda_tensor.item()`, "
     "`cuda_tensor.cpu()`, `cuda_tensor.nonzero()`, and Python control flow on CUDA results such as "
-    "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything."
+    "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything, "
+    "so the rule stays silent in a file that shows no sign of an accelerator (no `.cuda()`, `.to(device)`, "
+    "`device`, outside comments)."
 )
+
+
+# Python-number checks a NaN guard uses.
+_FINITE_CHECKS = frozenset(
+    {"math.isfinite", "math.isnan", "math.isinf", "numpy.isfinite", "numpy.isnan", "numpy.isinf"}
+)
+# Variables that hold a loss (`loss`, `loss2`, `g_loss`, `loss_D`, `total_loss`, `losses`); not `loss_fn`.
+_LOSS_VARIABLE = re.compile(r"^(?:\w+_)?loss(?:es)?(?:\d+|_?[a-z])?$", re.IGNORECASE)
+
+
+def _in_test(context: "Context", node: cst.CSTNode, test: cst.BaseExpression) -> bool:
+    return node is test or any(ancestor is test for ancestor in context.ancestors(node))
+
+
+def _exits(context: "Context", block: cst.CSTNode) -> bool:
+    """The block stops the run or skips the step: `raise`, `sys.exit(...)`, `return`, `break`, `continue`."""
+    for node in _own_nodes(block):
+        if isinstance(node, (cst.Raise, cst.Return, cst.Break, cst.Continue)):
+            return True
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in ("exit", "quit"):
+                return True
+            if context.qualname(node) in ("sys.exit", "os._exit", "os.abort"):
+                return True
+    return False
 
 
 class ItemInHotLoop(_SyncRule):
@@ -448,12 +491,18 @@ class ItemInHotLoop(_SyncRule):
     )
     false_positives = (
         "A value that lives on the CPU (a model trained on the CPU, a tensor already copied with `.cpu()` earlier) "
-        "does not synchronise; the rule cannot always tell where a tensor lives. A sync that decides control flow "
-        "(early stopping on a NaN loss) may be intended. `.cpu()` of predictions gathered in an evaluation loop is "
-        "reported only in training loops: there, copy once after the loop instead. Silence a deliberate one with "
-        "`# noqa: TL201`."
+        "does not synchronise; the rule cannot always tell where a tensor lives. A NaN guard that stops the run "
+        "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
+        "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
+        "intended too. `.cpu()` of predictions gathered in an evaluation loop is reported only in training "
+        "loops: there, copy once after the loop instead. A statement that reads several values "
+        "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
+        "Silence a deliberate one with `# noqa: TL201`."
     )
     requires = (".item(", ".tolist(", ".cpu(")
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[cst.CSTNode] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -462,21 +511,84 @@ class ItemInHotLoop(_SyncRule):
         method = func.attr.value
         if method not in ("item", "tolist", "cpu") or node.args:
             return
+        statement = self.context.enclosing_statement(node)
+        if statement in self._reported:
+            return  # the first sync of a statement empties the queue: later ones wait for nothing
         loop = per_step(self.context, node)
         if loop is None:
             return
         kind = self.values.kind(func.value)
         if method == "item":
-            if kind in (PY, CPU) or self._feeds_environment(node):
+            if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
                 return
-        elif kind != T:
+        elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(func.value)):
             return
         if method == "cpu" and not hotloop.is_training_loop(self.context, loop):
             return
+        self._reported.add(statement)  # type: ignore[arg-type]
         if method == "cpu" and self._is_numpy_of(node):
             self.report(node, "`.cpu().numpy()` waits for the GPU and copies to the host on every step: " + _ADVICE)
             return
         self.report(node, f"`.{method}()` waits for the GPU and copies to the host on every step: " + _ADVICE)
+
+    def _copies_a_tensor(self, receiver: cst.BaseExpression) -> bool:
+        """`.cpu()` of a value of unknown kind that is still a tensor: `out.data.cpu()` (`.data`, like
+        `.detach()`, is a tensor's), `loss.cpu()` (only tensors and modules have `.cpu()`, and a name that
+        reads like a loss is not a module)."""
+        expr = receiver
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            base = expr.value
+            return not (isinstance(base, cst.Name) and base.value == "self") and self.values.kind(base) == UNK
+        return isinstance(expr, cst.Name) and bool(_LOSS_VARIABLE.match(expr.value)) and self.context.qualname(expr) is None
+
+    def _guards_non_finite(self, node: cst.Call) -> bool:
+        """`loss_value = loss.item()` followed by `if not math.isfinite(loss_value): sys.exit(1)`, or
+        `assert math.isfinite(loss.item())`: a deliberate guard that stops training on a NaN/inf loss."""
+        context = self.context
+        parent = context.parent(node)
+        if isinstance(parent, cst.Arg):
+            check = context.parent(parent)
+            if not isinstance(check, cst.Call) or not self._is_finite_check(check):
+                return False
+            statement = context.enclosing_statement(node)
+            if isinstance(statement, cst.If):
+                return _in_test(context, check, statement.test) and _exits(context, statement.body)
+            assertion = context.enclosing(node, cst.Assert)
+            return assertion is not None and _in_test(context, check, assertion.test)
+        if not (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return False
+        name = parent.targets[0].target.value
+        line = context.parent(parent)
+        block = context.parent(line) if line is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return False
+        siblings = list(block.body)
+        following = siblings[siblings.index(line) + 1 :]
+        for statement in following:
+            tests: list[tuple[cst.BaseExpression, Optional[cst.CSTNode]]] = []
+            if isinstance(statement, cst.If):
+                tests.append((statement.test, statement.body))
+            elif isinstance(statement, cst.SimpleStatementLine):
+                tests.extend((small.test, None) for small in statement.body if isinstance(small, cst.Assert))
+            for test, body in tests:
+                for check in [test, *descendants(test)]:
+                    if (
+                        isinstance(check, cst.Call)
+                        and self._is_finite_check(check)
+                        and any(isinstance(a.value, cst.Name) and a.value.value == name for a in check.args)
+                        and (body is None or _exits(context, body))
+                    ):
+                        return True
+        return False
+
+    def _is_finite_check(self, call: cst.Call) -> bool:
+        if _last(call.func) not in ("isfinite", "isnan", "isinf"):
+            return False
+        return self.context.qualname(call) in _FINITE_CHECKS
 
     def _feeds_environment(self, node: cst.Call) -> bool:
         """`env.step(action.item())`: a simulator on the host needs the value; the sync is the algorithm's."""

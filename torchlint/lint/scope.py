@@ -8,9 +8,11 @@ lambdas and comprehensions are separate scopes and are not looked into.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional, Union
+from typing import Optional, Union
 
 import libcst as cst
+
+from torchlint.lint.walk import semantic_children
 
 ScopeNode = Union[cst.Module, cst.FunctionDef, cst.Lambda]
 
@@ -24,7 +26,7 @@ class Binding:
     kind: str  # "assign", "param", "import", "loop", "other"
 
 
-_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_NESTED_SCOPES = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
 
 class ScopeBindings:
@@ -38,7 +40,7 @@ class ScopeBindings:
             body: cst.CSTNode = scope.body
         else:
             body = scope
-        for child in _children(body):
+        for child in semantic_children(body):
             self._walk(child)
 
     def get(self, name: str) -> list[Binding]:
@@ -64,50 +66,72 @@ class ScopeBindings:
         elif isinstance(target, cst.StarredElement):
             self._targets(target.value, node, None, "other")
 
-    def _walk(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Assign):
+    def _walk(self, root: cst.CSTNode) -> None:
+        # Iterative, and dispatching on exact node types: this runs over every function of every file.
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind in _BINDERS:
+                self._bind(node, kind)
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                self._add(node.name.value, Binding(node, None, "other"))
+                stack.extend(reversed(node.decorators))
+                continue  # its body is its own scope
+            if kind in _NESTED_SCOPES:
+                continue
+            stack.extend(reversed(semantic_children(node)))
+
+    def _bind(self, node: cst.CSTNode, kind: type) -> None:
+        if kind is cst.Assign:
             value = node.value if len(node.targets) == 1 else None
             for target in node.targets:
                 self._targets(target.target, node, value, "assign")
-        elif isinstance(node, cst.AnnAssign):
+        elif kind is cst.AnnAssign:
             if node.value is not None:
                 self._targets(node.target, node, node.value, "assign")
-        elif isinstance(node, cst.AugAssign):
+        elif kind is cst.AugAssign or kind is cst.Del:
             self._targets(node.target, node, None, "other")
-        elif isinstance(node, (cst.For, cst.CompFor)):
+        elif kind is cst.For or kind is cst.CompFor:
             self._targets(node.target, node, None, "loop")
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            self._targets(node.asname.name, node, None, "other")
-        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-            self._targets(node.name.name, node, None, "other")
-        elif isinstance(node, cst.NamedExpr):
+        elif kind is cst.WithItem:
+            if node.asname is not None:
+                self._targets(node.asname.name, node, None, "other")
+        elif kind is cst.ExceptHandler or kind is cst.ExceptStarHandler:
+            if node.name is not None:
+                self._targets(node.name.name, node, None, "other")
+        elif kind is cst.NamedExpr:
             self._targets(node.target, node, node.value, "other")
-        elif isinstance(node, (cst.Import, cst.ImportFrom)):
-            names = node.names
-            if not isinstance(names, cst.ImportStar):
-                for alias in names:
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            if not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
                     local = alias.asname.name if alias.asname else alias.name
                     while isinstance(local, cst.Attribute):
                         local = local.value
                     if isinstance(local, cst.Name):
                         self._add(local.value, Binding(node, None, "import"))
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        elif kind is cst.Global or kind is cst.Nonlocal:
             for item in node.names:
                 self.globals.add(item.name.value)
-        elif isinstance(node, cst.Del):
-            self._targets(node.target, node, None, "other")
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            self._add(node.name.value, Binding(node, None, "other"))
-            for decorator in node.decorators:
-                self._walk(decorator)
-            return  # its body is its own scope
-        if isinstance(node, _NESTED_SCOPES):
-            return
-        for child in _children(node):
-            self._walk(child)
 
 
-def _children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    from torchlint.lint.walk import semantic_children
+_BINDERS = frozenset(
+    {
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.Del,
+        cst.For,
+        cst.CompFor,
+        cst.WithItem,
+        cst.ExceptHandler,
+        cst.ExceptStarHandler,
+        cst.NamedExpr,
+        cst.Import,
+        cst.ImportFrom,
+        cst.Global,
+        cst.Nonlocal,
+    }
+)
 
-    return semantic_children(node)
+

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, TypeVar
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # what Module.code_for_node uses
 
-from torchlint.lint.names import ImportTable, dotted
+from torchlint.lint.names import ImportTable, dotted, flatten_targets
 from torchlint.lint.scope import Binding, ScopeBindings, ScopeNode
 from torchlint.lint.source import SourceFile
 
@@ -226,17 +226,8 @@ def _comprehension_binds(comp: cst.CSTNode, name: str) -> bool:
     clause = getattr(comp, "for_in", None)
     while clause is not None:
         target = clause.target
-        names = [dotted(t) for t in _flatten(target)]
+        names = [dotted(t) for t in flatten_targets(target)]
         if name in names:
             return True
         clause = clause.inner_for_in
     return False
-
-
-def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: list[cst.BaseExpression] = []
-        for element in target.elements:
-            out.extend(_flatten(element.value))
-        return out
-    return [target]

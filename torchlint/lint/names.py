@@ -188,14 +188,17 @@ def _blocks_of(stmt: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def _target_names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
+def flatten_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The single targets of an assignment target: `a, (b, *c)` -> [a, b, c]."""
     if isinstance(target, (cst.Tuple, cst.List)):
-        names: list[str] = []
+        out: list[cst.BaseExpression] = []
         for element in target.elements:
-            names.extend(_target_names(element.value))
-        return names
+            out.extend(flatten_targets(element.value))
+        return out
     if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
+        return flatten_targets(target.value)
+    return [target]
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    return [t.value for t in flatten_targets(target) if isinstance(t, cst.Name)]

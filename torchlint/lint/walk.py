@@ -133,3 +133,17 @@ def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         stack.extend(reversed(semantic_children(current)))
+
+
+_SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def scope_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every meaningful node below `node` that runs in its frame: nested functions, classes and lambdas
+    are yielded but not entered. Depth first, in source order."""
+    stack = list(reversed(semantic_children(node)))
+    while stack:
+        current = stack.pop()
+        yield current
+        if type(current) not in _SCOPE_TYPES:
+            stack.extend(reversed(semantic_children(current)))

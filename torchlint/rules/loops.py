@@ -10,7 +10,8 @@ import libcst as cst
 
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.lint.walk import descendants, semantic_children
+from torchlint.lint.names import flatten_targets
+from torchlint.lint.walk import descendants, scope_nodes, semantic_children
 
 # What an iterable or a callee is called, when the spelling is the only evidence.
 _LOADER = re.compile(r"(^|_)(data)?loaders?($|_)|(^|_)dl$|^(train|val|valid|test|eval)_?(dl|iter)$", re.IGNORECASE)
@@ -684,7 +685,7 @@ class PerSampleLoop(Rule):
             body: cst.CSTNode = node.body
         else:
             body = node
-        for child in _scope_nodes(body):
+        for child in scope_nodes(body):
             if isinstance(child, cst.Assign):
                 for target in child.targets:
                     self._bind_target(scope, target.target, child.value)
@@ -717,7 +718,7 @@ class PerSampleLoop(Rule):
         if isinstance(target, cst.Name):
             scope.loops.setdefault(target.value, []).append((iterable, True))
             return
-        for element in _flatten(target):
+        for element in flatten_targets(target):
             if isinstance(element, cst.Name):
                 scope.loops.setdefault(element.value, []).append((iterable, False))
 
@@ -1023,33 +1024,8 @@ def _statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield statement
 
 
-def _scope_nodes(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of a scope, not descending into nested functions, classes or lambdas."""
-    stack = list(semantic_children(body))
-    stack.reverse()
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        children = list(semantic_children(node))
-        children.reverse()
-        stack.extend(children)
-
-
-def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: list[cst.BaseExpression] = []
-        for element in target.elements:
-            out.extend(_flatten(element.value))
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _flatten(target.value)
-    return [target]
-
-
 def _flatten_names(target: cst.BaseExpression) -> list[str]:
-    return [n.value for n in _flatten(target) if isinstance(n, cst.Name)]
+    return [n.value for n in flatten_targets(target) if isinstance(n, cst.Name)]
 
 
 def _names_in(expr: cst.CSTNode) -> set[str]:

@@ -18,7 +18,7 @@ from torchlint.lint import hotloop
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.files import uses_accelerator
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.lint.walk import descendants, semantic_children
+from torchlint.lint.walk import descendants, scope_nodes, semantic_children
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -451,7 +451,7 @@ def _in_test(context: "Context", node: cst.CSTNode, test: cst.BaseExpression) ->
 
 def _exits(context: "Context", block: cst.CSTNode) -> bool:
     """The block stops the run or skips the step: `raise`, `sys.exit(...)`, `return`, `break`, `continue`."""
-    for node in _own_nodes(block):
+    for node in scope_nodes(block):
         if isinstance(node, (cst.Raise, cst.Return, cst.Break, cst.Continue)):
             return True
         if isinstance(node, cst.Call):
@@ -963,7 +963,7 @@ class _Helpers:
         self._syncs[key] = None
         values = value_kinds(self.context)
         found = None
-        calls = [n for n in _own_nodes(function.body) if isinstance(n, cst.Call)]
+        calls = [n for n in scope_nodes(function.body) if isinstance(n, cst.Call)]
         timed = any(_last(c.func) in _CLOCK_CALLS for c in calls)
         for node in calls:
             func = node.func
@@ -984,19 +984,6 @@ class _Helpers:
                 break
         self._syncs[key] = found
         return found
-
-
-def _own_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = list(semantic_children(root))
-    stack.reverse()
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _SCOPES):
-            continue
-        children = list(semantic_children(node))
-        children.reverse()
-        stack.extend(children)
 
 
 class SyncInHelperInHotLoop(_SyncRule):

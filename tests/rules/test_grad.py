@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from torchlint.lint.api import lint_source
-from torchlint.rules.grad import eval_name_strength, is_model_like
+from torchlint.rules.grad import eval_name_strength, is_model_like, is_network_callee
 
 
 def lines(code: str, rule: str, path: str = "train.py") -> list[int]:
@@ -32,6 +32,14 @@ def test_model_like_names() -> None:
         assert is_model_like(name), name
     for name in ("Model", "build_model", "get_model", "criterion", "loss_fn", "self.policy", "optimizer", "load_net"):
         assert not is_model_like(name), name
+
+
+def test_network_callees() -> None:
+    for name in ("netG", "generator", "self.generator", "self.model.decoder", "net.encoder", "trainer.model",
+                 "agent.policy_net", "model_ema.ema"):
+        assert is_network_callee(name), name
+    for name in ("writer.generator", "tokenizer.decoder", "self.tokenizer.decoder", "json.encoder", "cfg.ema"):
+        assert not is_network_callee(name), name
 
 
 def test_eval_names() -> None:
@@ -431,3 +439,117 @@ def test_tl307_off_by_default_and_returns_checked() -> None:
     assert lines(inputs_only, "TL307") == []
     helper = code.replace("total += model(x).sum().item()", "total += float(score(model, x))")
     assert lines(helper, "TL307") == [7]
+
+
+def test_tl301_generator_attribute_of_a_non_network_is_not_a_forward_pass() -> None:
+    code = """
+    import torch
+
+    def generate_code(graph, args):
+        writer = InputWriter()
+        for p, a in zip(graph, args):
+            writer.generator(p, a)
+        return writer.lines()
+
+    def sample_outputs(pipeline, zs):
+        return [pipeline.generator(z) for z in zs]
+
+    def sample_gan(gan, zs):
+        return [gan.netG(z) for z in zs]
+
+    def sample_from(model, zs):
+        return [model.decoder(z) for z in zs]
+
+    class Sampler:
+        def sample(self, zs):
+            return [self.generator(z) for z in zs]
+    """
+    assert lines(code, "TL301") == [13, 16, 20]
+
+
+def test_tl301_strength_two_names_keep_unambiguous_attributes() -> None:
+    code = """
+    import torch
+
+    def evaluate(trainer, loader):
+        return [trainer.model(x).argmax(1) for x, _ in loader]
+
+    def evaluate_tokens(tokenizer, batches):
+        return [tokenizer.decoder(b) for b in batches]
+    """
+    assert lines(code, "TL301") == [4]
+
+
+def test_tl301_generate_functions_that_build_source_are_silent() -> None:
+    code = """
+    import torch
+
+    def generate_repro_string(gm, generator):
+        out = []
+        for node in gm.graph.nodes:
+            out.append(generator(node))
+        return "\\n".join(out)
+
+    def generate_images(generator, zs):
+        return [generator(z) for z in zs]
+    """
+    assert lines(code, "TL301") == [10]
+
+
+def test_tl301_eval_inside_another_call_does_not_count() -> None:
+    code = """
+    import torch
+
+    def ts_compile(fx_g, inps):
+        f = torch.jit.script(fx_g)
+        f = torch.jit.freeze(f.eval())
+        f(*inps)
+        return f
+
+    def warm_up(model, x):
+        scripted = torch.jit.script(model.eval())
+        model(x)
+        return scripted
+    """
+    assert lines(code, "TL301") == []
+
+
+def test_tl301_eval_statements_and_chains_assigned_back_count() -> None:
+    code = """
+    import torch
+
+    def run_a(model, x):
+        model.eval()
+        return model(x).sum().item()
+
+    def run_b(model, x, device):
+        model = model.eval().to(device)
+        return model(x).sum().item()
+
+    def run_c(model, x, device):
+        model.cuda().eval()
+        return model(x).sum().item()
+
+    def run_d(self, x):
+        self.model = self.model.train(False)
+        return self.model(x).sum().item()
+    """
+    assert lines(code, "TL301") == [4, 8, 12, 16]
+
+
+def test_tl301_eval_inside_a_call_in_a_training_function_is_not_an_eval_segment() -> None:
+    code = """
+    import torch
+
+    def train(model, opt, x, y, x_val):
+        model(x).sum().backward()
+        opt.step()
+        frozen = torch.jit.freeze(torch.jit.script(model.eval()))
+        out = model(x_val)
+        return out
+
+    model = Net()
+    exported = torch.jit.trace(model.eval(), example)
+    print(model(example))
+    """
+    assert lines(code, "TL301") == []

@@ -45,6 +45,15 @@ _MODEL_WORDS = frozenset(
         "ema", "transformer", "cnn", "rnn", "lstm", "gru", "mlp", "resnet", "vgg", "bert", "gpt", "llm", "lm",
     }
 )
+# Network words that also name other things (a random-number or code generator, a tokenizer's decoder, a JSON
+# encoder, an exponential moving average, a data transformer): on an owner that is not a network they need more
+# evidence.
+_AMBIGUOUS_MODEL_WORDS = frozenset(
+    {"generator", "encoder", "decoder", "ema", "transformer", "lm", "llm", "teacher", "student", "detector",
+     "segmenter"}
+)
+# Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
+_SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
 _BUILDER_WORDS = frozenset(
     {
         "build", "create", "get", "load", "make", "init", "setup", "define", "construct", "prepare", "wrap",
@@ -82,6 +91,17 @@ def is_model_like(text: str) -> bool:
     # netG, netD, model_ema, model_a, net_1: the network word first, a short tag after
     head = candidates[0]
     return (head in _MODEL_WORDS or head.endswith("net")) and all(len(p) <= 3 for p in candidates[1:])
+
+
+def is_network_callee(text: str) -> bool:
+    """Whether a model-like callee (`is_model_like`) is a network by its owner too: a plain name (`netG`), an
+    attribute of `self` (`self.generator`) or of a network (`net.encoder`, `self.model.decoder`), or an
+    attribute that can only name a network (`trainer.model`); not `writer.generator` or `tokenizer.decoder`."""
+    owner, _, attr = text.rpartition(".")
+    if not owner or owner in ("self", "cls") or is_model_like(owner):
+        return True
+    parts = [p for p in words(attr) if not p.isdigit()]
+    return bool(parts) and not any(p in _AMBIGUOUS_MODEL_WORDS for p in parts)
 
 
 def eval_name_strength(name: str) -> int:
@@ -475,6 +495,10 @@ def uses_torch(text: str) -> bool:
     return bool(re.search(r"(?<![\w.])torch\.\w", code)) or ".cuda(" in code
 
 
+# Methods that return the module itself (`model.eval().to(device)`).
+_MODE_CHAIN = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "requires_grad_"})
+
+
 def _strip_mode_calls(text: str) -> str:
     """`model.eval().to(device)` -> `model` (calls that return the module itself)."""
     while True:
@@ -646,10 +670,12 @@ class InferenceWithoutNoGrad(FactsCollector):
         "models in eval mode: a ResNet-50-like network at batch 16 ran 2.6x slower with grad on than under "
         "`torch.no_grad()` (0.39x the speed), and peak memory grew from 98 MB to 338 MB (3.4x) for a "
         "ResNet-18-like network and from 208 MB to 1,314 MB (6.3x) for the ResNet-50-like one.\n\n"
-        "The rule reports a function that puts a module in eval mode (`model.eval()`, `model.train(False)`) and "
-        "then calls it, or a function named as an evaluation entry point (`evaluate`, `validate`, `test`, "
-        "`predict`, `infer`, and, with a loop, `sample`/`generate`) that calls a network in a loop or turns its "
-        "outputs into Python values, when the function has no no-grad context, no `@torch.no_grad()` decorator, "
+        "The rule reports a function that puts a module in eval mode (a `model.eval()` or `model.train(False)` "
+        "statement, or `model = model.eval().to(device)`; not `torch.jit.freeze(f.eval())`, whose result is "
+        "another object) and then calls it, or a function named as an evaluation entry point (`evaluate`, "
+        "`validate`, `test`, `predict`, `infer`, and, with a loop, `sample`/`generate`) that calls a network in a "
+        "loop or turns its outputs into Python values, when the function has no no-grad context, no "
+        "`@torch.no_grad()` decorator, "
         "no backward pass or optimizer step, and no caller in the same file that runs it under no-grad. In a "
         "function that also trains, it reports a `model.eval()` followed by an evaluation loop that runs the "
         "model before the next `model.train()`, or a `model.eval()` after the backward pass or optimizer step "
@@ -681,7 +707,10 @@ class InferenceWithoutNoGrad(FactsCollector):
         "that a caller in another file already runs under `torch.no_grad()`. The rule stays silent for Lightning "
         "/ MMEngine hooks (`validation_step`, `test_step`, `predict_step`, ...), which the framework already runs "
         "without grad, for Hugging Face `model.generate(...)` (grad is off inside), for functions that mention "
-        "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests."
+        "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests. A network found by "
+        "its name must look like one by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, "
+        "`writer.generator(...)` and `tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions "
+        "that build source text."
     )
     fix_safety = FixSafety.UNSAFE
     fix_notes = (
@@ -718,7 +747,7 @@ class InferenceWithoutNoGrad(FactsCollector):
             return
         if scope.mode_unknown:
             return
-        evaluated = [e for e in self._eval_forwards(scope) if not facts.is_frozen(e[1])]
+        evaluated = [e for e in self._eval_forwards(facts, scope) if not facts.is_frozen(e[1])]
         named = None if evaluated else self._named_entry_point(facts, scope)
         if not evaluated and not named:
             return
@@ -730,10 +759,36 @@ class InferenceWithoutNoGrad(FactsCollector):
         )
         self.report(scope.node.name, message, fix=fix)  # type: ignore[union-attr]
 
-    def _eval_forwards(self, scope: ScopeFacts) -> list[tuple[CallFact, str]]:
-        """Forward calls of a module after its `.eval()` in the same function (not re-enabled by `.train()`)."""
+    def _mode_evals(self, facts: FileFacts, scope: ScopeFacts) -> list[tuple[cst.Call, str, int]]:
+        """The `.eval()` / `.train(False)` calls of `scope` that put a module in eval mode for the code that
+        follows: a statement (`model.eval()`, `model.cuda().eval()`) or a chain assigned back to the module's
+        name (`model = model.eval().to(device)`), with the module's name. Not `.eval()` inside the argument of
+        another call (`f = torch.jit.freeze(f.eval())`): the name then holds a different object."""
         found = []
         for call_node, target, order in scope.evals:
+            current: cst.CSTNode = call_node
+            while True:
+                parent = facts.parents.get(current)
+                if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in _MODE_CHAIN:
+                    outer = facts.parents.get(parent)
+                    if isinstance(outer, cst.Call) and outer.func is parent:
+                        current = outer
+                        continue
+                break
+            parent = facts.parents.get(current)
+            module = _strip_mode_calls(target)
+            if isinstance(parent, cst.Expr) and parent.value is current:
+                found.append((call_node, module, order))
+            elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
+                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+                if all(self.context.code(t) == module for t in targets):
+                    found.append((call_node, module, order))
+        return found
+
+    def _eval_forwards(self, facts: FileFacts, scope: ScopeFacts) -> list[tuple[CallFact, str]]:
+        """Forward calls of a module after its `.eval()` in the same function (not re-enabled by `.train()`)."""
+        found = []
+        for call_node, target, order in self._mode_evals(facts, scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
             for call in forward_calls(scope, target):
@@ -750,7 +805,10 @@ class InferenceWithoutNoGrad(FactsCollector):
             return None  # part of a model: its caller decides about grad
         func = scope.node
         assert isinstance(func, cst.FunctionDef)
+        if strength == 1 and any(w in _SOURCE_WORDS for w in words(scope.name)):
+            return None  # `generate_repro_string`: builds text or code
         defined = {s.name for s in facts.scopes}
+        evals = None
         for call in scope.calls:
             callee = call.callee
             if not callee or call.covered:
@@ -758,12 +816,19 @@ class InferenceWithoutNoGrad(FactsCollector):
             base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
             if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
                 continue
+            if not is_network_callee(base):
+                continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
             if self.context.qualname(call.node.func) is not None or facts.is_frozen(base):
                 continue  # an imported function (a model constructor), not a forward pass
             if _callable_default(self.context, func, base.split(".")[0]):
                 continue
-            if call.loops or (strength == 2 and (scope.host or scope.evals)):
+            if call.loops:
                 return base
+            if strength == 2:
+                if evals is None:
+                    evals = bool(self._mode_evals(facts, scope))
+                if scope.host or evals:
+                    return base
         return None
 
     def _decorator_fix(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
@@ -783,7 +848,7 @@ class InferenceWithoutNoGrad(FactsCollector):
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
     def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
-        for call_node, target, order in scope.evals:
+        for call_node, target, order in self._mode_evals(facts, scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
             if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
@@ -859,7 +924,7 @@ class InferenceWithoutNoGrad(FactsCollector):
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
-        for call_node, target, order in scope.evals:
+        for call_node, target, order in self._mode_evals(facts, scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
             if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
@@ -1300,6 +1365,6 @@ def _scope_nodes(func: cst.FunctionDef) -> Iterator[cst.CSTNode]:
 
 
 __all__ = [
-    "FactsCollector", "FileFacts", "ScopeFacts", "CallFact", "file_facts", "is_model_like", "is_test_path", "words",
-    "eval_name_strength", "forward_calls", "GRAD_OFF",
+    "FactsCollector", "FileFacts", "ScopeFacts", "CallFact", "file_facts", "is_model_like", "is_network_callee",
+    "words", "eval_name_strength", "forward_calls", "GRAD_OFF",
 ]

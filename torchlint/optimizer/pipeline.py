@@ -74,7 +74,8 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
             report.add("trace", NOTE, "", "no graph rewrite kept: the original modules are returned")
         elif pieces and "" not in pieces and reference is None:
             report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): "
-                                          "code that reaches into them, like self.block[0], would fail")
+                                          "code that reaches into them, like self.block[0], or that views their "
+                                          "channels_last outputs with .view(), would fail")
     if mixed_stage:
         root = _run_stage(root, mixed_stage, pieces, reference, (args, kwargs), low, context)
 

@@ -2,7 +2,8 @@
 
 Conv weights are stored channels_last and each conv input is made channels_last (a no-op when it already is);
 the element-wise ops, pooling and BatchNorm between convs keep the format. Values never change, only strides,
-so `.view()` calls that need NCHW-contiguous input become `.reshape()` and 4-D outputs are returned NCHW.
+so `.view()` calls that need NCHW-contiguous input become `.reshape()` and the model's 4-D outputs are returned
+NCHW.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
         node.replace_input_with(source, converted[source])
     ctx.rewrote("", f"{len(conv_nodes)} convolutions run channels_last ({len(converted)} input conversions)")
     views_to_reshapes(gm, ctx)
-    _outputs_contiguous(gm)
+    if not ctx.piece:  # see _outputs_contiguous
+        _outputs_contiguous(gm)
     return finish(gm)
 
 
@@ -75,6 +77,9 @@ def _mutated_in_place(node: fx.Node) -> bool:
 
 
 def _outputs_contiguous(gm: fx.GraphModule) -> None:
+    """Return 4-D outputs NCHW-contiguous, as the caller got them before. Only for the model's own outputs: a
+    traced submodule hands channels_last tensors to its parent, so the next traced submodule needs no conversion
+    back (the parent's code sees the same values, with other strides)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
 
     def restore(value):

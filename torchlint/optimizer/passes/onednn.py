@@ -38,7 +38,8 @@ def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
     if not erased:
         return gm
     views_to_reshapes(gm, ctx)  # fused convs return channels_last tensors
-    _outputs_contiguous(gm)
+    if not ctx.piece:  # see _outputs_contiguous
+        _outputs_contiguous(gm)
     return finish(gm)
 
 

@@ -13,7 +13,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted
 from torchlint.lint.files import is_test_file
 from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace, Rule
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import scope_nodes, semantic_children
 
 FAMILY = "Autograd and inference"
 
@@ -1286,7 +1286,7 @@ class PreferInferenceMode(FactsCollector):
         func = scope.node
         assert isinstance(func, cst.FunctionDef)
         returns: list[Optional[cst.BaseExpression]] = []
-        for child in _scope_nodes(func):
+        for child in scope_nodes(func.body):
             if isinstance(child, cst.Return):
                 returns.append(child.value)
             elif isinstance(child, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
@@ -1351,17 +1351,6 @@ class PreferInferenceMode(FactsCollector):
         if isinstance(expr, cst.Subscript):
             return self._host(func, expr.value, depth + 1) if isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape" else False
         return False
-
-
-def _scope_nodes(func: cst.FunctionDef) -> Iterator[cst.CSTNode]:
-    """Nodes of a function body, not descending into nested functions, classes or lambdas."""
-    stack = list(semantic_children(func.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(semantic_children(node))
 
 
 __all__ = [

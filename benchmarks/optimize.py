@@ -228,7 +228,7 @@ def machine_line(torch, device) -> str:
         pass
     allocator = ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in ALLOCATOR_ENV)
     gpu = f", GPU {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
-    return (f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch thread{"s" if torch.get_num_threads() != 1 else ""}{gpu}; torch {torch.__version__}; "
+    return (f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch thread{'s' if torch.get_num_threads() != 1 else ''}{gpu}; torch {torch.__version__}; "
             f"python {platform.python_version()}; allocator: {allocator}")
 
 

@@ -214,3 +214,21 @@ def test_import_and_lint_without_torch(project: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
     assert proc.returncode == 1, proc.stderr
     assert "TL101" in proc.stdout
+
+
+def test_progress_bar_only_for_long_runs(monkeypatch, capsys) -> None:
+    from torchlint import cli as cli_module
+
+    clock = iter([0.0, 0.5, 3.0, 3.5, 4.0])
+    monkeypatch.setattr(cli_module.time, "monotonic", lambda: next(clock))
+    progress = cli_module._Progress(enabled=True)  # started at t=0
+    progress(1, 16)  # t=0.5: too early to show anything
+    assert capsys.readouterr().err == ""
+    progress(8, 16)  # t=3.0: a long run, shown
+    assert "8/16 files" in capsys.readouterr().err
+    progress(16, 16)
+    progress.close()
+    assert "16/16 files" in capsys.readouterr().err
+    silent = cli_module._Progress(enabled=False)
+    silent(16, 16)
+    assert capsys.readouterr().err == ""

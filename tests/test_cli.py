@@ -232,3 +232,23 @@ def test_progress_bar_only_for_long_runs(monkeypatch, capsys) -> None:
     silent = cli_module._Progress(enabled=False)
     silent(16, 16)
     assert capsys.readouterr().err == ""
+
+
+def test_unchanged_tree_loads_no_rule(project: Path) -> None:
+    for i in range(6):
+        write(project / f"m{i}.py", LOADER_ZERO)
+    code = (
+        "import sys\n"
+        "from torchlint.cli import main\n"
+        "sys.argv = ['torchlint', 'check', '-q', '-j', '2', '.']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('LOADED' if any(m.startswith(('libcst', 'torchlint.rules')) for m in sys.modules) else 'LEAN')\n"
+    )
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
+    assert first.stdout.strip().endswith("LOADED")  # the cold run lints
+    assert second.stdout.strip().endswith("LEAN"), second.stdout  # the warm run only reads the cache
+    assert first.stdout.count("TL101") == second.stdout.count("TL101") == 6

@@ -74,8 +74,10 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def fingerprint(self) -> str:
-        """What the cached results of a file depend on (besides its content)."""
-        return repr((sorted(r.code for r in self.rules()),))
+        """What the cached results of a file depend on, besides its content and torchlint's own code.
+
+        Made from the selectors as written, so a run that finds everything cached never loads a rule."""
+        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores))
 
     def rules(self) -> list[type[Rule]]:
         return select_rules(self.select, self.extend_select, self.ignore)
@@ -110,6 +112,9 @@ def _relative_posix(path: str, root: str) -> str:
 
 
 def validate_selectors(selectors: Iterable[str], where: str) -> tuple[str, ...]:
+    selectors = list(selectors)
+    if not selectors:
+        return ()
     codes = list(all_rules())
     out = []
     for raw in selectors:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+from functools import lru_cache
 from typing import Optional
 
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
@@ -24,6 +25,21 @@ def _version() -> str:
     return __version__
 
 
+@lru_cache(maxsize=None)
+def _code_digest() -> str:
+    """torchlint's release plus the names, sizes and times of its source files: results cached by one
+    build of the rules are not reused by another (an editable install changes without a new release)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256(_version().encode())
+    for directory, subdirectories, files in os.walk(package):
+        subdirectories.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                stat = os.stat(os.path.join(directory, name))
+                digest.update(f"{directory}/{name}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
 class Cache:
     def __init__(self, root: str, fingerprint: str) -> None:
         self.directory = os.path.join(root, CACHE_DIR, _version())
@@ -31,7 +47,7 @@ class Cache:
 
     def key(self, display_path: str, data: bytes) -> str:
         digest = hashlib.sha256()
-        for part in (_version(), self.fingerprint, display_path):
+        for part in (_code_digest(), self.fingerprint, display_path):
             digest.update(part.encode("utf-8", "surrogateescape"))
             digest.update(b"\0")
         digest.update(data)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import libcst as cst
-
 from torchlint.lint.finding import FileResult, Finding
 from torchlint.lint.source import Edit, SourceFile
 
@@ -50,6 +48,8 @@ def _edits_of(findings: Sequence[Finding]) -> list[Edit]:
 
 
 def _parses(source: SourceFile) -> bool:
+    import libcst as cst
+
     try:
         cst.parse_module(source.text)
     except Exception:

@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence, Union
 
-import libcst as cst
-
 if TYPE_CHECKING:
+    import libcst as cst
+
     from torchlint.lint.context import Context
 
 
@@ -97,7 +97,12 @@ class Rule:
 
     @classmethod
     def url(cls) -> str:
-        return f"https://github.com/torchlint/torchlint/blob/main/rules/{cls.code}.md"
+        return rule_url(cls.code)
+
+
+def rule_url(code: str) -> str:
+    """Where a rule's reference page is published."""
+    return f"https://github.com/torchlint/torchlint/blob/main/rules/{code}.md"
 
 
 def all_rules() -> dict[str, type[Rule]]:

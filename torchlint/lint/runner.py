@@ -13,7 +13,6 @@ from typing import Callable, Iterator, Optional, Sequence
 from torchlint.config import Settings
 from torchlint.lint.cache import Cache
 from torchlint.lint.discovery import Discovered
-from torchlint.lint.engine import lint_text
 from torchlint.lint.finding import FileResult
 from torchlint.lint.fix import applicable, fix_file
 from torchlint.lint.rule import Rule, all_rules
@@ -32,6 +31,8 @@ class Job:
 
 
 def _lint_source(source: SourceFile, rules: Sequence[type[Rule]]) -> FileResult:
+    from torchlint.lint.engine import lint_text  # libcst and the rules load only when a file is linted
+
     try:
         return lint_text(source, rules)
     except SourceError as exc:
@@ -68,6 +69,22 @@ def _cells_text(source: SourceFile) -> str:
     return "".join(f"# cell {c.index}\n{c.original}{'' if c.original.endswith(chr(10)) else chr(10)}" for c in source.cells)
 
 
+def _cached(item: Discovered, job: Job, cache: Optional[Cache]) -> tuple[Optional[FileResult], Optional[str]]:
+    """(the cached result, if it can be used as it is; the cache key), reading the file once."""
+    if cache is None or not job.use_cache:
+        return None, None
+    try:
+        source = read_source(item.path, item.display)
+    except SourceError:
+        return None, None  # reported when the file is processed
+    key = cache.key(item.display, source.text.encode("utf-8", "surrogatepass"))
+    cached = cache.get(key)
+    if cached is None or ((job.fix or job.diff) and any(applicable(f, job.unsafe_fixes) for f in cached.findings)):
+        return None, key
+    cached.path = item.display
+    return cached, key
+
+
 def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResult:
     try:
         source = read_source(item.path, item.display)
@@ -76,10 +93,6 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     key = None
     if cache is not None and job.use_cache:
         key = cache.key(item.display, source.text.encode("utf-8", "surrogatepass"))
-        cached = cache.get(key)
-        if cached is not None and not ((job.fix or job.diff) and any(applicable(f, job.unsafe_fixes) for f in cached.findings)):
-            cached.path = item.display
-            return cached
     result = process_source(source, job, write_to=item.path)
     if key is not None and result.new_text is None:
         cache.put(key, result)  # type: ignore[union-attr]
@@ -91,7 +104,7 @@ _WORKER: dict[str, object] = {}
 
 
 def _init_worker(job: Job, cache_root: Optional[str]) -> None:
-    all_rules()  # register rules once per worker
+    all_rules()  # registered before the fork already; this covers platforms that spawn
     _WORKER["job"] = job
     _WORKER["cache"] = Cache(cache_root, job.settings.fingerprint()) if cache_root else None
 
@@ -107,29 +120,43 @@ def run(
     cache_root: Optional[str],
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Iterator[FileResult]:
-    """Results for `items`, in order. Uses a process pool when it pays (several files and jobs > 1)."""
+    """Results for `items`, in order. Cached results are read here; the rest are linted, in a process pool
+    when that pays (several files and jobs > 1). A run over an unchanged tree starts no worker and loads no rule."""
     cache = Cache(cache_root, job.settings.fingerprint()) if cache_root and job.use_cache else None
     total = len(items)
-    if jobs <= 1 or total < 4:
-        for index, item in enumerate(items, start=1):
+    done = 0
+    results: list[Optional[FileResult]] = []
+    for item in items:
+        hit, _ = _cached(item, job, cache)
+        results.append(hit)
+    misses = [item for item, hit in zip(items, results) if hit is None]
+    linted = iter(_lint_all(misses, job, jobs, cache_root, cache))
+    for hit in results:
+        done += 1
+        yield hit if hit is not None else next(linted)
+        if progress:
+            progress(done, total)
+
+
+def _lint_all(
+    items: Sequence[Discovered], job: Job, jobs: int, cache_root: Optional[str], cache: Optional[Cache]
+) -> Iterator[FileResult]:
+    if jobs <= 1 or len(items) < 4:
+        for item in items:
             yield process_file(item, job, cache)
-            if progress:
-                progress(index, total)
         return
+    all_rules()  # import the rules once, before the workers fork
     method = "fork" if sys.platform.startswith("linux") else None
     context = multiprocessing.get_context(method)
-    workers = min(jobs, total)
-    chunk = max(1, min(16, total // (workers * 8) or 1))
+    workers = min(jobs, len(items))
+    chunk = max(1, min(16, len(items) // (workers * 8) or 1))
     with ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=_init_worker,
         initargs=(job, cache_root if job.use_cache else None),
     ) as pool:
-        for index, result in enumerate(pool.map(_work, items, chunksize=chunk), start=1):
-            yield result
-            if progress:
-                progress(index, total)
+        yield from pool.map(_work, items, chunksize=chunk)
 
 
 def unified_diff(result: FileResult) -> str:

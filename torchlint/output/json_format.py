@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from torchlint.lint.rule import all_rules
+from torchlint.lint.rule import rule_url
 from torchlint.output.report import Report, absolute, location
 
 
@@ -17,7 +17,6 @@ def _cell_point(result, row: int, column: int) -> dict[str, int]:
 
 
 def render(report: Report) -> str:
-    rules = all_rules()
     out = []
     for result, finding in report.findings():
         cell, _ = location(result, finding.line)
@@ -35,7 +34,6 @@ def render(report: Report) -> str:
                     for e in finding.fix.edits
                 ],
             }
-        rule = rules.get(finding.code)
         out.append(
             {
                 "cell": cell,
@@ -46,7 +44,7 @@ def render(report: Report) -> str:
                 "location": _cell_point(result, finding.line, finding.column),
                 "message": finding.message,
                 "noqa_row": location(result, finding.noqa_line)[1],
-                "url": rule.url() if rule else None,
+                "url": rule_url(finding.code),
             }
         )
     for result in report.errors:

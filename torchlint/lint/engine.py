@@ -103,8 +103,7 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> None:
             context.current = node
             call(methods, node)
         stack.append((node, True))
-        children = list(semantic_children(node))
-        for child in reversed(children):
+        for child in reversed(semantic_children(node)):
             parents[child] = node
             stack.append((child, False))
 
@@ -128,7 +127,6 @@ class _Positions:
     def offset_of_line(self, line: int) -> int:
         """Start of `line`; the end of the text for the line after the last one."""
         return self._starts[line - 1] if line - 1 < len(self._starts) else self._text_length
-
 
 
 def _import_insertion(module: cst.Module, positions: _Positions) -> tuple[int, int]:

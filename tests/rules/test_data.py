@@ -417,6 +417,104 @@ def test_tl101_loader_read_once_for_a_look_is_silent() -> None:
     assert findings(code, ["TL101"]) == [(7, "TL101")]
 
 
+def test_tl101_pretokenized_hf_dataset_needs_an_eager_map_or_torch_format() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def loaders(raw, tok, model, collate):
+        eager = raw.map(tok, batched=True)
+        lazy = raw.map(tok)
+        a = DataLoader(eager["train"], batch_size=8)
+        b = DataLoader(lazy, batch_size=8)
+        c = DataLoader(raw.with_format("torch"), batch_size=8)
+        d = DataLoader(raw.with_format("arrow"), batch_size=8)
+        e = DataLoader(eager, batch_size=8, collate_fn=collate)
+        for loader in (a, b, c, d, e):
+            for batch in loader:
+                model(batch["input_ids"].cuda()).backward()
+    """
+    assert findings(code, ["TL101"]) == [(8, "TL101"), (10, "TL101"), (11, "TL101")]
+
+
+def test_tl101_hf_dataset_decoded_on_read_is_reported() -> None:
+    template = """
+    from torch.utils.data import DataLoader
+
+    def loaders(raw, tok, model):
+        ds = raw.map(tok, batched=True)
+        {line}
+        for batch in DataLoader(ds, batch_size=8):
+            model(batch["input_ids"].cuda()).backward()
+    """
+    assert findings(template.format(line="ds.set_format('torch')"), ["TL101"]) == []
+    for line in (
+        "ds.set_transform(augment)",
+        "raw = load_dataset('text', streaming=True)",
+        "ds = ds.cast_column('audio', Audio(sampling_rate=16000))",
+        "ds.set_format('torch', columns=['image', 'label'])",
+    ):
+        assert findings(template.format(line=line), ["TL101"]) == [(7, "TL101")], line
+
+
+def test_tl101_hf_set_format_in_place_on_a_parameter_is_not_followed() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def loader(ds, model):
+        ds.set_format("torch")
+        for batch in DataLoader(ds, batch_size=8):
+            model(batch["input_ids"].cuda()).backward()
+    """
+    assert findings(code, ["TL101"]) == [(6, "TL101")]
+
+
+def test_tl101_loader_never_read_is_silent_only_when_surely_unread() -> None:
+    program = """
+    from torch.utils.data import DataLoader
+
+    train_loader = DataLoader(train_ds, batch_size=8)
+    test_loader = DataLoader(test_ds, batch_size=8)
+    for x, y in train_loader:
+        model(x.cuda()).backward()
+    """
+    assert findings(program, ["TL101"]) == [(4, "TL101")]
+    # A module that only builds loaders: others may import them.
+    library = """
+    from torch.utils.data import DataLoader
+
+    test_loader = DataLoader(test_ds, batch_size=8)
+    """
+    assert findings(library, ["TL101"]) == [(4, "TL101")]
+    # Named in a string (`__all__`), read through locals(), returned, passed on: used.
+    for code, line in (
+        ("__all__ = ['test_loader']\ntest_loader = DataLoader(ds)\nfor b in loader: b.cuda()\n", 3),
+        ("def f(ds, run):\n    loader = DataLoader(ds)\n    return locals()\n", 3),
+        ("def f(ds, run):\n    loader = DataLoader(ds)\n    run(loader, 'cuda')\n", 3),
+    ):
+        text = "from torch.utils.data import DataLoader\n" + code
+        assert findings(text, ["TL101"]) == [(line, "TL101")], code
+
+
+def test_tl101_dataset_given_a_device_is_silent() -> None:
+    template = """
+    import torch
+    from torch.utils.data import DataLoader
+    from mydata import SpectrogramDataset
+
+    device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+    def main(args, model):
+        dataset = SpectrogramDataset(args.data, args.labels, {arg})
+        train_ds, val_ds = torch.utils.data.random_split(dataset, [0.8, 0.2])
+        for x, y in DataLoader(train_ds, batch_size=8):
+            model(x.to(device)).backward()
+    """
+    for arg in ("device", "device=device", "args.device", "device='cuda'", "torch.device('cuda')"):
+        assert findings(template.format(arg=arg), ["TL101"]) == [], arg
+    for arg in ("args.rank", "device='cpu'", "device=None", "torch.device('cpu')", "transform"):
+        assert findings(template.format(arg=arg), ["TL101"]) == [(11, "TL101")], arg
+
+
 def test_tl102_older_and_wrapped_spellings() -> None:
     code = TRAIN + textwrap.dedent(
         """

@@ -1070,12 +1070,181 @@ def _in_memory_items(context: Context, expr: cst.BaseExpression, depth: int) -> 
     return _in_memory_dataset(context, expr, depth + 1)
 
 
+# -- Hugging Face `datasets` prepared ahead of time -----------------------------------------------
+
+# Dataset methods that keep what a (prepared) `datasets.Dataset` holds: their result is prepared too.
+_HF_KEEPS = frozenset(
+    {"select", "shuffle", "filter", "remove_columns", "rename_column", "rename_columns", "select_columns", "sort",
+     "shard", "flatten", "train_test_split"}
+)
+_HF_FORMATS = frozenset({"torch", "pt", "numpy", "np"})
+# Signs that items are still decoded or transformed when read: a lazy transform, a stream, image, audio or
+# video features (decoded on every access), or columns named after them.
+_HF_LAZY = re.compile(
+    r"streaming\s*=\s*True|set_transform|with_transform|cast_column|\b(Image|Audio|Video)\s*\(|"
+    r"(image|audio|video)folder|pixel_values|input_values|[\"'](image|img|audio|video|pixels?)s?[\"']",
+    re.IGNORECASE,
+)
+
+
+def prepared_hf_loader(context: Context, call: cst.Call) -> bool:
+    """A DataLoader over a Hugging Face dataset tokenized ahead of time, batched by the default collate.
+
+    `ds = ds.map(tokenize, batched=True)` runs the tokenizer once, eagerly, and stores the result in Arrow
+    tables; with `set_format("torch")` / `with_format("torch")` an item is a row lookup turned into tensors,
+    nothing a worker process could take over. Not when the file shows items that are still decoded or
+    transformed when read (images, audio, `set_transform`, a streamed dataset).
+    """
+    collate = argument(call, "collate_fn", position=_COLLATE_AT)
+    if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
+        return False
+    dataset = argument(call, "dataset", position=0)
+    if dataset is None or _HF_LAZY.search(context.source.text):
+        return False
+    return _hf_prepared(context, dataset.value, 0)
+
+
+def _hf_format(context: Context, call: cst.Call) -> bool:
+    """`with_format("torch")`, `set_format(type="torch", columns=[...])`."""
+    arg = argument(call, "type", position=0)
+    return arg is not None and context.literal(arg.value) in _HF_FORMATS
+
+
+def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+    if expr is None or depth > 6:
+        return False
+    if isinstance(expr, cst.Subscript):
+        return _hf_prepared(context, expr.value, depth + 1)  # `tokenized["train"]`
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            attr = func.attr.value
+            if attr == "map":
+                batched = keyword(expr, "batched")
+                return batched is not None and context.literal(batched.value) is True
+            if attr == "with_format":
+                return _hf_format(context, expr) or _hf_prepared(context, func.value, depth + 1)
+            if attr in _HF_KEEPS:
+                return _hf_prepared(context, func.value, depth + 1)
+        function = flow(context).function_called(expr)
+        if function is not None:
+            values = [r.value for r in _returns(function)]
+            return bool(values) and all(_hf_prepared(context, v, depth + 1) for v in values)
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if not bindings:
+            return False
+        found = False
+        for binding in bindings:
+            node = binding.node
+            if binding.kind == "assign" and binding.value is not None:
+                found = found or _hf_prepared(context, binding.value, depth + 1)
+            elif isinstance(node, cst.Assign) and binding.kind == "other":
+                value = _unpacked_value(context, node, expr.value)
+                found = found or (value is not None and _hf_prepared(context, value, depth + 1))
+            else:
+                return False  # a parameter, a loop variable, an import: not followed
+        return found or _set_format_on(context, expr)
+    return False
+
+
+def _unpacked_value(context: Context, assign: cst.Assign, name: str) -> Optional[cst.BaseExpression]:
+    """`a, b, c = prepare(...)` where `prepare` returns `x, y, z`: the expression bound to `name`."""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, (cst.Tuple, cst.List)):
+        return None
+    target = assign.targets[0].target
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    index = next(
+        (i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None
+    )
+    if index is None or not isinstance(assign.value, cst.Call):
+        return None
+    function = flow(context).function_called(assign.value)
+    returns = list(_returns(function)) if function is not None else []
+    if len(returns) != 1 or not isinstance(returns[0].value, (cst.Tuple, cst.List)):
+        return None
+    return _element(returns[0].value, index, len(target.elements))
+
+
+def _set_format_on(context: Context, name: cst.Name) -> bool:
+    """`name.set_format("torch")` in the scope that binds `name`."""
+    scope = context.enclosing(name, cst.FunctionDef) or context.module
+    for use in flow(context)._uses(name.value):
+        attribute = context.parent(use)
+        if not (isinstance(attribute, cst.Attribute) and attribute.value is use and attribute.attr.value == "set_format"):
+            continue
+        call = context.parent(attribute)
+        if isinstance(call, cst.Call) and call.func is attribute and _hf_format(context, call):
+            if (context.enclosing(call, cst.FunctionDef) or context.module) is scope:
+                return True
+    return False
+
+
+# -- a Dataset that already lives on the accelerator ---------------------------------------------
+
+
+def dataset_given_device(context: Context, call: cst.Call) -> bool:
+    """The loader's dataset was built by a call that receives a (CUDA) device: `MyDataset(x, y, device)`.
+
+    Its items are, or may be, GPU tensors: worker processes cannot create them (CUDA does not start in a
+    forked worker) and have no decoding to take over.
+    """
+    dataset = argument(call, "dataset", position=0)
+    return dataset is not None and _built_with_device(context, dataset.value, 0)
+
+
+def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+    if expr is None or depth > 5:
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if not bindings or len(bindings) != 1:
+            return False
+        binding = bindings[0]
+        if binding.kind == "assign":
+            return _built_with_device(context, binding.value, depth + 1)
+        node = binding.node
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and node.value.args:
+            # `train_ds, val_ds = random_split(dataset, [n_train, n_val])`
+            if context.qualname(node.value) == "torch.utils.data.random_split":
+                return _built_with_device(context, node.value.args[0].value, depth + 1)
+        return False
+    if not isinstance(expr, cst.Call):
+        return False
+    name = context.qualname(expr) or ""
+    if name == "torch.utils.data.Subset" and expr.args:
+        return _built_with_device(context, expr.args[0].value, depth + 1)
+    if name.startswith("torch.") or is_dataloader(context, expr):
+        return False  # TensorDataset and friends: TL102's business, and in memory anyway
+    data = flow(context)
+    for arg in expr.args:
+        value = arg.value
+        if arg.keyword is not None and arg.keyword.value == "device":
+            if context.literal(value) is not None and data._may_be_cuda(value, 0):
+                return True
+            continue
+        if isinstance(value, cst.Call):
+            if context.qualname(value) == "torch.device" and data._may_be_cuda(value, 0):
+                return True
+            if _is_transfer(value) and data.to_accelerator(value):
+                return True  # tensors moved to the GPU before the Dataset wraps them
+        elif isinstance(value, (cst.Name, cst.Attribute)):
+            last = _last_name(value) or ""
+            if "device" in last.lower() and data._may_be_cuda(value, 0):
+                return True
+    return False
+
+
 # Words of a comment (on the line above) that explains a single-process loader.
 _REASON = re.compile(
     r"worker|process|pickl|fork|spawn|windows|mac|compat|debug|deadlock|hang|freez|shm|shared.memory|hdf5|"
     r"h5py|lmdb|single|main thread",
     re.IGNORECASE,
 )
+# Code that reads names by their spelling.
+_DYNAMIC_NAMES = re.compile(r"\b(locals|globals|vars|eval|exec)\s*\(")
 # Comments that are tool directives, not explanations.
 _PRAGMA = re.compile(r"(noqa|type:|pragma|pylint:|fmt:|torchlint:|expect:)", re.IGNORECASE)
 
@@ -1116,7 +1285,14 @@ class DataLoaderNumWorkersZero(Rule):
         "and returned by a function of the same file, or a Dataset class of the file whose `__getitem__` only "
         "indexes tensors it holds) and the default `collate_fn`, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
-        "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
+        "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a Hugging Face `datasets` "
+        "dataset tokenized ahead of time (`.map(tokenize, batched=True)`, or `set_format(\"torch\")` / "
+        "`with_format(\"torch\")`), where an item is a row lookup in Arrow tables, unless the file shows items "
+        "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
+        "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
+        "live on the GPU, which worker processes cannot reach; a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
+        "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
+        "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
         "`.cuda()`, `.to(`, `device`, ...): a CPU-only program, where workers would compete with the "
         "training threads for the same cores; "
@@ -1155,7 +1331,9 @@ class DataLoaderNumWorkersZero(Rule):
         cpu_only = not uses_accelerator(self.context.source.text)
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if in_memory_loader(self.context, node) or self._one_batch_only(node):
+            if in_memory_loader(self.context, node) or self._one_batch_only(node) or self._never_read(node):
+                continue
+            if prepared_hf_loader(self.context, node) or dataset_given_device(self.context, node):
                 continue
             if cpu_only and self._consumed_here(node):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
@@ -1221,6 +1399,29 @@ class DataLoaderNumWorkersZero(Rule):
                 return False
             uses += 1
         return uses > 0
+
+    def _never_read(self, call: cst.Call) -> bool:
+        """`test_loader = DataLoader(...)` and the name is never read again: nothing to speed up.
+
+        Only a plain name, mentioned nowhere else in the file (not even in a string or a comment); at
+        module level only in a program (it iterates a loader or trains), not a module others import from.
+        """
+        parent = self.context.parent(call)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign) and parent.value is call:
+            target = parent.target
+        else:
+            return False
+        if not isinstance(target, cst.Name):
+            return False
+        text = self.context.source.text
+        if _DYNAMIC_NAMES.search(text) or len(re.findall(rf"\b{re.escape(target.value)}\b", text)) != 1:
+            return False
+        if self.context.enclosing(call, cst.FunctionDef, cst.ClassDef) is not None:
+            return True
+        data = flow(self.context)
+        return ".backward(" in text or any(data.loops_over(loader) for loader in data.loaders)
 
     def _unguarded_script(self, call: cst.Call) -> bool:
         if self.context.source.is_notebook:

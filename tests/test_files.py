@@ -24,3 +24,29 @@ def test_accelerator_evidence_ignores_comments() -> None:
     assert uses_accelerator("x = x.cuda()\n")
     assert not uses_accelerator("model = Net()  # .to(device)\n# x = x.cuda()\nloss.item()\n")
     assert not uses_accelerator("import torch\nloader = DataLoader(ds)\n")
+
+
+def test_accelerator_evidence_needs_something_placed_on_a_device() -> None:
+    for code in (
+        "x = x.to(device)\n",
+        "x = x.to(args.device, non_blocking=True)\n",
+        "x = x.to(DEVICE)\n",
+        "x = x.to('cuda:0')\n",
+        "x = x.to(rank)\n",
+        "x = x.to(other.device)\n",
+        "z = torch.randn(4, 8, device=dev)\n",
+        "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
+        "accelerator = Accelerator()\n",
+        "trainer = Trainer(accelerator='gpu')\n",
+        "torch.cuda.set_device(args.local_rank)\n",
+        "model = nn.DataParallel(model)\n",
+    ):
+        assert uses_accelerator(code), code
+    for code in (
+        "print([torch.cuda.device(i) for i in range(torch.cuda.device_count())])\n",
+        "print(torch.cuda.is_available())\n",
+        "x = x.to(torch.float32)\n",
+        "device = 'cpu'\nprint(device)\n",
+        "# model.cuda()\n",
+    ):
+        assert not uses_accelerator(code), code

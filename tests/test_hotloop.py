@@ -229,3 +229,83 @@ def train(model, train_loader, optimizer):
         plt.plot(losses)
 """
     assert _probe(source) == ["hot", "hot", "hot", "hot training"]
+
+
+def test_loop_that_ends_in_an_unconditional_break_runs_once() -> None:
+    source = """
+for x, y in val_loader:
+    probe()
+    break
+for x, y in val_loader:
+    probe()
+    if x is None:
+        continue
+    break
+for x, y in val_loader:
+    probe()
+    if bad(x):
+        break
+"""
+    assert _probe(source) == ["cold", "hot", "hot"]
+
+
+def test_device_check_is_not_a_logging_interval() -> None:
+    source = """
+for x, y in train_loader:
+    if device == "cuda":
+        probe()
+    if device.type == "cuda":
+        probe()
+    if str(x.device) == "cpu":
+        probe()
+    if device == "cuda" and step % 100 == 0:
+        probe()
+    if phase == 3:
+        probe()
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "hot gated", "hot gated"]
+
+
+def test_one_step_training_function() -> None:
+    source = """
+def replay(self):
+    loss = self.loss_fn(self.model(x), y)
+    self.optimizer.zero_grad()
+    loss.backward()
+    self.optimizer.step()
+    probe()
+    for p in params:
+        probe()
+
+def train_epoch(model, loader, optimizer):
+    for x, y in loader:
+        model(x).sum().backward()
+        optimizer.step()
+    probe()
+
+def evaluate(model, x):
+    loss = model(x)
+    probe()
+
+def only_backward(loss):
+    loss.backward()
+    probe()
+"""
+
+    class _StepProbe(Rule):
+        code = "TL997"
+        name = "step-function-probe"
+        family = "Suppressions"
+        summary = message = explanation = bad = good = "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "probe":
+                self.report(node, "step" if hotloop.step_function(self.context, node) is not None else "no")
+
+    _REGISTRY.pop("TL997", None)
+    _REGISTRY["TL997"] = _StepProbe
+    try:
+        result = lint_source(source, select=["TL997"])
+    finally:
+        _REGISTRY.pop("TL997", None)
+    assert [f.message for f in result.findings] == ["step", "no", "no", "no", "no"]

@@ -253,3 +253,105 @@ def test_cpu_copy_of_a_loss_through_data() -> None:
             optimizer.step()
     """
     assert _lines(source, ["TL201"]) == [(7, "TL201"), (8, "TL201")]
+
+
+def test_listing_gpus_is_not_running_on_one() -> None:
+    source = """
+    import torch
+    print([torch.cuda.device(i) for i in range(torch.cuda.device_count())], torch.cuda.is_available())
+    def train(net, trainloader, optimizer, criterion):
+        for inputs, labels in trainloader:
+            loss = criterion(net(inputs), labels)
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+    """
+    assert _lines(source) == []
+    assert _lines(source.replace("net(inputs)", "net(inputs.cuda())")) == [(9, "TL201")]
+
+
+MODEL_ONLY = """
+import torch
+import torch.nn as nn
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+net = Net()
+net.to(device)
+criterion = nn.CrossEntropyLoss()
+for epoch in range(2):
+    for i, data in enumerate(trainloader, 0):
+        inputs, labels = data
+        {line}
+        loss = criterion(net(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+"""
+
+
+def test_model_on_the_device_but_batches_never_moved_runs_on_the_cpu() -> None:
+    assert _lines(MODEL_ONLY.replace("{line}", "pass")) == []
+    # any sign that data reaches the device: reported again
+    assert _lines(MODEL_ONLY.replace("{line}", "inputs = inputs.to(device)")) == [(15, "TL201")]
+    assert _lines(MODEL_ONLY.replace("{line}", "noise = torch.randn(4, device=device)")) == [(15, "TL201")]
+    assert _lines(MODEL_ONLY.replace("{line}", "inputs, labels = to_device(data)")) == [(15, "TL201")]
+    assert _lines(MODEL_ONLY.replace("{line}", "inputs = prepare(inputs, device)")) == [(15, "TL201")]
+    assert _lines(MODEL_ONLY.replace("net.to(device)", "net = nn.DataParallel(net).cuda()").replace("{line}", "pass")) == [
+        (15, "TL201")
+    ]
+
+
+def test_unmoved_batch_elements_stay_on_the_host() -> None:
+    source = """
+    import torch
+    def evaluate(model, data_loader, device):
+        with torch.no_grad():
+            for images, targets in data_loader:
+                images = [image.to(device) for image in images]
+                outputs = model(images)
+                for target, output in zip(targets, outputs):
+                    a = target["image_id"].item()
+                    b = output["scores"].max().item()
+    """
+    assert _lines(source) == [(10, "TL201")]
+    moved = source.replace(
+        "outputs = model(images)", "outputs = model(images)\n                targets = [t.to(device) for t in targets]"
+    )
+    assert _lines(moved) == [(10, "TL201"), (11, "TL201")]
+
+
+def test_eval_cpu_reduced_at_once_is_reported_but_collected_is_not() -> None:
+    source = """
+    import torch
+    def test(model, test_loader, device):
+        with torch.no_grad():
+            for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
+                pred = model(data).argmax(dim=1)
+                {line}
+    """
+    def run(line: str) -> list[tuple[int, str]]:
+        return _lines(source.replace("{line}", line))
+
+    assert run("correct += pred.eq(target).cpu().sum().item()") == [(8, "TL201")]
+    assert run("correct += (pred == target).cpu().sum()") == [(8, "TL201")]
+    assert run("preds.append(pred.cpu())") == []
+    assert run("preds.extend(pred.cpu().numpy())") == []
+    assert run("total = pred.cpu().sum()") == []  # not an accumulation: left alone
+
+
+def test_returned_item_of_a_one_step_training_function() -> None:
+    source = """
+    import torch
+    class Agent:
+        def replay(self{params}):
+            loss = self.loss_fn(self.model(self.states.to(self.device)), self.targets)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            print(loss.item())
+            return loss.item()
+    """
+    assert _lines(source.replace("{params}", "")) == [(10, "TL201")]
+    assert _lines(source.replace("{params}", ", epoch")) == []  # once per epoch
+    no_step = source.replace("self.optimizer.step()", "pass").replace("{params}", "")
+    assert _lines(no_step) == []

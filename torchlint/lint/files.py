@@ -21,14 +21,32 @@ def is_test_file(path: str, text: str) -> bool:
 
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 _TRAILING_COMMENT = re.compile(r"#[^'\"\n]*$", re.MULTILINE)
-_ACCELERATOR = re.compile(r"\bcuda\b|\bdevice\b|\.to\(|\baccelerator\b|\bmps\b|\bxpu\b|\blocal_rank\b|\bgpus?\b")
+# Evidence that code runs on an accelerator. Merely asking (`torch.cuda.is_available()`, listing
+# `torch.cuda.device(i)`) or naming a device is not enough: something must be placed on one.
+_DEVICE_NAME = r"(?:[\w.]*\.)?(?:\w*device\w*|\w*DEVICE\w*|dev|gpu|gpus|gpu_id|gpu_ids\[\w*\]|cuda|rank|local_rank)"
+_ACCELERATOR = re.compile(
+    r"\.cuda\("  # x.cuda(), model.cuda(0)
+    r"|\.to\(\s*(?:" + _DEVICE_NAME + r"\s*[,)]"  # .to(device), .to(args.device, non_blocking=True), .to(rank)
+    r"|f?[\"'](?:cuda|mps|xpu|npu|hpu)"  # .to("cuda:0")
+    r"|torch\.device\(|device\s*=|[\w.]+\.device\b)"  # .to(torch.device(...)), .to(device=...), .to(x.device)
+    r"|[(,]\s*device\s*=(?!=)"  # torch.zeros(n, device=device), Tensor.to(..., device=...)
+    r"|torch\.device\(\s*f?[\"'](?:cuda|mps|xpu|npu|hpu)"  # torch.device("cuda" if ... else "cpu")
+    r"|\b[Aa]ccelerator\b"  # HF accelerate, Lightning's accelerator=
+    r"|\blocal_rank\b"
+    r"|\bcuda\.(?:set_device|synchronize|amp|FloatTensor|LongTensor|current_device)\b"
+    r"|\bDistributedDataParallel\b|\bDataParallel\b|\bgpus\s*=",
+)
 
 
 def uses_accelerator(text: str) -> bool:
-    """Whether the code (comments aside) shows any sign of running on a GPU or another accelerator.
+    """Whether the code (comments aside) puts something on a GPU or another accelerator: a `.cuda()`
+    call, `.to(device)` (a device-like name, `"cuda"`, `torch.device(...)`, `x.device`), a `device=`
+    keyword, `torch.device("cuda")`, an `Accelerator`/`accelerator`, `local_rank`, `DataParallel`,
+    `torch.cuda.set_device`/`synchronize`/`amp`.
 
-    A script with every `.to(device)` commented out, or an MNIST tutorial that never leaves the CPU,
-    pays nothing for an `.item()` and little for loading data in the main process.
+    A script with every `.to(device)` commented out, an MNIST tutorial that never leaves the CPU, or one
+    that only prints `torch.cuda.is_available()` pays nothing for an `.item()` and little for loading data
+    in the main process.
     """
     code = _TRAILING_COMMENT.sub("", _COMMENT_LINE.sub("", text))
     return bool(_ACCELERATOR.search(code))

@@ -107,6 +107,7 @@ class _Cache:
         self.calls: dict[cst.CSTNode, list[cst.Call]] = {}
         self.training: dict[cst.CSTNode, bool] = {}
         self.loader: dict[cst.CSTNode, bool] = {}
+        self.step_functions: dict[cst.CSTNode, bool] = {}
 
 
 def _cache(context: "Context") -> _Cache:
@@ -273,7 +274,21 @@ def is_hot(context: "Context", loop: Loop) -> bool:
     return found
 
 
+def _runs_once(loop: Loop) -> bool:
+    """The body ends in an unconditional `break` or `return` and never `continue`s: one trip at most
+    (`for images, _ in val_loader: ...; break`, a quick check on one batch)."""
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return False
+    last = body.body[-1]
+    if not isinstance(last, cst.SimpleStatementLine) or not isinstance(last.body[-1], (cst.Break, cst.Return)):
+        return False
+    return not any(isinstance(n, cst.Continue) for n in _own_nodes(body))
+
+
 def _decide(context: "Context", loop: Loop) -> bool:
+    if _runs_once(loop):
+        return False
     if isinstance(loop, cst.For) and is_loader_expr(context, loop.iter):
         return not _shows_a_few(context, loop)
     calls = hot_calls_in(context, loop)
@@ -395,6 +410,45 @@ def is_training_loop(context: "Context", loop: Loop) -> bool:
     return found
 
 
+def is_step_function(context: "Context", function: cst.FunctionDef) -> bool:
+    """`function` is one training step: its own body, outside any loop, calls `.backward()` and steps an
+    optimizer (`loss.backward(); optimizer.step(); return loss.item()`), and no loop in it does either. It
+    is called once per step from a loop elsewhere (`agent.replay()`, `train_step(batch)`)."""
+    cache = _cache(context)
+    found = cache.step_functions.get(function)
+    if found is None:
+        backward = step = False
+        for node in _own_nodes(function.body):
+            if isinstance(node, cst.Call) and _is_backward_or_step(context, node):
+                attr = node.func.attr.value  # type: ignore[attr-defined]
+                if attr == "step":
+                    step = True
+                else:
+                    backward = True
+        found = backward and step
+        if found:
+            for node in _own_nodes(function.body):
+                if isinstance(node, _LOOPS) and any(
+                    isinstance(n, cst.Call) and _is_backward_or_step(context, n)
+                    for n in _own_nodes(node.body, into_loops=True)
+                ):
+                    found = False
+                    break
+        cache.step_functions[function] = found
+    return found
+
+
+def step_function(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The one-step training function (`is_step_function`) that runs `node` once per call: not inside a
+    loop, lambda or class within it. None otherwise."""
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.Lambda, cst.ClassDef, *_LOOPS)):
+            return None
+        if isinstance(ancestor, cst.FunctionDef):
+            return ancestor if is_step_function(context, ancestor) else None
+    return None
+
+
 def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
     """The innermost hot loop whose body runs `node` on every trip (None when there is none).
 
@@ -431,7 +485,7 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return True
-        if isinstance(node, cst.Comparison):
+        if isinstance(node, cst.Comparison) and not _is_device_check(context, node):
             for target in node.comparisons:
                 if isinstance(target.operator, cst.Equal):
                     return True
@@ -443,6 +497,22 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
             name = _last_segment(node)
             if name is not None and _GATE_NAME.search(name):
                 return True
+    return False
+
+
+_DEVICE_WORDS = ("cpu", "cuda", "mps", "xpu", "npu", "hpu", "tpu", "gpu")
+
+
+def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
+    """`device == "cuda"`, `device.type == "cuda"`, `args.device == "cpu"`: the same on every step, not a
+    logging interval."""
+    for side in (comparison.left, *(c.comparator for c in comparison.comparisons)):
+        value = context.literal(side)
+        if isinstance(value, str) and value.lower().startswith(_DEVICE_WORDS):
+            return True
+        name = _last_segment(side)
+        if name is not None and ("device" in name.lower() or (name == "type" and "device" in (dotted(side) or "").lower())):
+            return True
     return False
 
 

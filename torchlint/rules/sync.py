@@ -371,6 +371,17 @@ class ValueKinds:
             ):
                 return PY
             return CPU
+        # `for target, output in zip(targets, outputs)`: an element of a host batch is on the host
+        if isinstance(it, cst.Call) and _last(it.func) == "zip" and isinstance(loop.target, (cst.Tuple, cst.List)):
+            args = it.args
+            elements = loop.target.elements
+            if len(args) == len(elements) and all(a.keyword is None and a.star == "" for a in args):
+                for element, arg in zip(elements, args):
+                    if isinstance(element.value, cst.Name) and element.value.value == name:
+                        return CPU if self.kind(arg.value) == CPU else UNK
+            return UNK
+        if isinstance(it, cst.Name) and isinstance(loop.target, cst.Name) and self.kind(it) == CPU:
+            return CPU
         return UNK
 
 
@@ -406,7 +417,69 @@ def on_accelerator(context: "Context") -> bool:
 
 class _OnAccelerator:
     def __init__(self, context: "Context") -> None:
-        self.value = uses_accelerator(context.source.text)
+        self.value = uses_accelerator(context.source.text) and not _moves_only_models(context)
+
+
+# Receivers of `.to(device)` / `.cuda()` that are modules, not data (last name segment).
+_MODULE_RECEIVER = re.compile(
+    r"^(?:model|net|network|generator|discriminator|netg|netd|encoder|decoder|classifier|backbone|student|teacher|"
+    r"policy|critic|actor|unet|vae|autoencoder|\w+_model|\w+_net|model_\w+|net_\w+|criterion|\w+_criterion|"
+    r"loss_fn|loss_func|loss_function)$",
+    re.IGNORECASE,
+)
+_DEVICE_NAMES = re.compile(r"device|^dev$|^gpus?$|^gpu_ids?$|^cuda$|^rank$|^local_rank$", re.IGNORECASE)
+
+
+def _moves_only_models(context: "Context") -> bool:
+    """The file puts its models on the device (`net.to(device)`, `model.cuda()`) but never any data: no
+    other `.to(...)`/`.cuda()`, no `device=` keyword, no device handed to any other call, no
+    `DataParallel` (which scatters host batches itself). Its batches stay on the host, so the script runs
+    on the CPU (on a GPU its first forward pass would fail) and a host read costs nothing."""
+    text = context.source.text
+    if re.search(r"DataParallel|[Aa]ccelerat|Fabric|local_rank|\.prepare\(|cuda\.\w*Tensor", text):
+        return False
+    moved_model = False
+    for node in descendants(context.module):
+        if isinstance(node, cst.Arg):
+            if node.keyword is not None and node.keyword.value == "device":
+                return False
+            continue
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        name = _last(func)
+        if isinstance(func, cst.Attribute) and name in ("to", "cuda"):
+            if not _is_module(context, func.value):
+                return False
+            moved_model = True
+            continue
+        if context.qualname(func) == "torch.device":
+            continue
+        if name is not None and "device" in name.lower() and not name.startswith(("get_", "is_")):
+            return False  # to_device(batch, device), move_to_device(...)
+        for arg in node.args:
+            value = arg.value
+            last = _last(value)
+            if last is not None and _DEVICE_NAMES.search(last) and context.qualname(value) is None:
+                return False  # train(model, loader, device): a helper that may move the batches
+    return moved_model
+
+
+def _is_module(context: "Context", expr: cst.BaseExpression) -> bool:
+    """`net`, `self.model`, `Net()`, `nn.Linear(4, 2)`, a name bound to `Net()`: a module, not data."""
+    if isinstance(expr, cst.Call):
+        name = _last(expr.func)
+        return name is not None and name[:1].isupper() and not name.isupper() and not name.endswith("Tensor")
+    name = _last(expr)
+    if name is None:
+        return False
+    if _MODULE_RECEIVER.match(name):
+        return True
+    if isinstance(expr, cst.Name):
+        value = context.assigned_value(expr)
+        if value is not None and value is not expr:
+            return isinstance(value, cst.Call) and _is_module(context, value)
+    return False
 
 
 class _SyncRule(Rule):
@@ -432,8 +505,10 @@ _EXPLANATION_COMMON = (
     "CPU-GPU synchronization\") lists exactly these operations: `print(cuda_tensor)`, `cuda_tensor.item()`, "
     "`cuda_tensor.cpu()`, `cuda_tensor.nonzero()`, and Python control flow on CUDA results such as "
     "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything, "
-    "so the rule stays silent in a file that shows no sign of an accelerator (no `.cuda()`, `.to(device)`, "
-    "`device`, outside comments)."
+    "so the rule stays silent in a file that puts nothing on an accelerator (no `.cuda()`, `.to(device)`, "
+    "`device=`, `torch.device(\"cuda\")`, `Accelerator`, outside comments; listing GPUs or calling "
+    "`torch.cuda.is_available()` is not enough), and in one that moves only its model and never a batch (the "
+    "script then runs on the CPU)."
 )
 
 
@@ -460,6 +535,12 @@ def _exits(context: "Context", block: cst.CSTNode) -> bool:
             if context.qualname(node) in ("sys.exit", "os._exit", "os.abort"):
                 return True
     return False
+
+
+# Methods that may sit between `.cpu()` and the number it is reduced to.
+_REDUCTIONS = frozenset(
+    {"sum", "mean", "count_nonzero", "all", "any", "max", "min", "float", "double", "long", "int", "numpy", "squeeze", "detach"}
+)
 
 
 class ItemInHotLoop(_SyncRule):
@@ -494,8 +575,11 @@ class ItemInHotLoop(_SyncRule):
         "does not synchronise; the rule cannot always tell where a tensor lives. A NaN guard that stops the run "
         "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
         "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
-        "intended too. `.cpu()` of predictions gathered in an evaluation loop is reported only in training "
-        "loops: there, copy once after the loop instead. A statement that reads several values "
+        "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported only "
+        "in training loops: there, copy once after the loop instead; one reduced to a number at once "
+        "(`pred.eq(y).cpu().sum().item()`) is reported everywhere. `return loss.item()` at the end of a one-step "
+        "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter) is reported: its "
+        "caller runs it every step. A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
     )
@@ -514,22 +598,68 @@ class ItemInHotLoop(_SyncRule):
         statement = self.context.enclosing_statement(node)
         if statement in self._reported:
             return  # the first sync of a statement empties the queue: later ones wait for nothing
-        loop = per_step(self.context, node)
+        loop: Optional[cst.CSTNode] = per_step(self.context, node)
         if loop is None:
-            return
+            loop = self._returned_by_step_function(node)
+            if loop is None:
+                return
         kind = self.values.kind(func.value)
         if method == "item":
             if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(func.value)):
             return
-        if method == "cpu" and not hotloop.is_training_loop(self.context, loop):
-            return
+        if (
+            method == "cpu"
+            and isinstance(loop, (cst.For, cst.While))
+            and not hotloop.is_training_loop(self.context, loop)
+            and not self._reduced_at_once(node)
+        ):
+            return  # predictions gathered in an evaluation loop: copied once each, to be used after it
         self._reported.add(statement)  # type: ignore[arg-type]
         if method == "cpu" and self._is_numpy_of(node):
             self.report(node, "`.cpu().numpy()` waits for the GPU and copies to the host on every step: " + _ADVICE)
             return
         self.report(node, f"`.{method}()` waits for the GPU and copies to the host on every step: " + _ADVICE)
+
+    def _returned_by_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
+        """`return loss.item()` at the end of a one-step training function (`loss.backward();
+        optimizer.step()`, no loop): the caller runs it once per step (`agent.replay()`). A function that
+        takes the epoch (`def train(epoch):`, full-batch training) is called once per epoch and is left alone."""
+        context = self.context
+        statement = context.enclosing_statement(node)
+        if not isinstance(statement, cst.SimpleStatementLine) or context.enclosing(node, cst.Return) is None:
+            return None
+        function = hotloop.step_function(context, node)
+        if function is None or hotloop.gated(context, node, function):  # type: ignore[arg-type]
+            return None
+        params = (*function.params.params, *function.params.kwonly_params)
+        if any("epoch" in p.name.value.lower() for p in params):
+            return None
+        return function
+
+    def _reduced_at_once(self, node: cst.Call) -> bool:
+        """`pred.eq(target).cpu().sum().item()`, `correct += (pred == y).cpu().sum()`: the copy is reduced to
+        a number straight away (which could have been done on the device), not kept for after the loop."""
+        context = self.context
+        current: cst.CSTNode = node
+        reduced = False
+        while True:
+            parent = context.parent(current)
+            if not isinstance(parent, cst.Attribute) or parent.value is not current:
+                break
+            call = context.parent(parent)
+            if not isinstance(call, cst.Call) or call.func is not parent:
+                break
+            method = parent.attr.value
+            if method == "item":
+                return True
+            if method not in _REDUCTIONS:
+                return False
+            reduced = reduced or method in ("sum", "mean", "count_nonzero", "all", "any", "max", "min")
+            current = call
+        parent = context.parent(current)
+        return reduced and isinstance(parent, cst.AugAssign) and parent.value is current
 
     def _copies_a_tensor(self, receiver: cst.BaseExpression) -> bool:
         """`.cpu()` of a value of unknown kind that is still a tensor: `out.data.cpu()` (`.data`, like

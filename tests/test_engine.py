@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from torchlint.lint.api import lint_source
 from torchlint.lint.engine import lint_text
-from torchlint.lint.rule import Rule
+from torchlint.lint.rule import Rule, all_rules
 from torchlint.lint.source import decode_python, notebook_from_json
 
 LOADER = "from torch.utils.data import DataLoader\n"
@@ -250,3 +250,14 @@ def test_node_replacements_keep_block_indentation_and_comments() -> None:
         "            c,\n"
         "        )  # trailing\n"
     )
+
+
+def test_notebook_magics_inside_blocks_and_assigned() -> None:
+    notebook = _notebook(
+        "import os\nif os.environ.get('COLAB'):\n    !pip install timm\n    files = !ls\n",
+        "%%bash\necho hi\n",
+        LOADER + "loader = DataLoader(ds)\n",
+    )
+    source = notebook_from_json("nb.ipynb", notebook)
+    result = lint_text(source, [all_rules()["TL101"]])
+    assert [(f.code, source.cell_at_line(f.line)) for f in result.findings] == [("TL101", (4, 2))]

@@ -137,7 +137,8 @@ def _import_insertion(module: cst.Module, positions: _Positions) -> tuple[int, i
             break
         small = stmt.body[0] if stmt.body else None
         is_docstring = line is None and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
-        if not (isinstance(small, (cst.Import, cst.ImportFrom)) or is_docstring):
+        is_magic = line is None and isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis)  # a magic
+        if not (isinstance(small, (cst.Import, cst.ImportFrom)) or is_docstring or is_magic):
             break
         line = positions.range(stmt)[2] + 1
     if line is None:

@@ -131,14 +131,29 @@ def decode_python(path: str, data: bytes) -> SourceFile:
     return SourceFile(path=path, text=text, encoding=encoding, bom=bom)
 
 
-_MAGIC = re.compile(r"^(\s*)([%!?])", re.MULTILINE)
+# A line magic or shell escape, possibly assigned (`files = !ls`), at the start of a line.
+_MAGIC = re.compile(r"^(\s*(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?)([%!?].*)$")
+
+
+def _mask_line(line: str) -> str:
+    body = line.rstrip("\r\n")
+    match = _MAGIC.match(body)
+    if match is None:
+        return line
+    prefix, magic = match.groups()
+    # `...` keeps the line a statement (an if-block of magics stays valid); `#` hides the rest.
+    if len(magic) >= 4:
+        masked = "...#" + magic[4:]
+    else:
+        masked = "..." if len(magic) == 3 else "#" * len(magic)
+    return prefix + masked + line[len(body) :]
 
 
 def _mask_magics(source: str) -> str:
-    """Turn IPython magics and shell escapes into comments of the same length."""
+    """Turn IPython magics and shell escapes into Python of the same length (offsets stay put)."""
     if source.lstrip().startswith("%%"):
         return "".join(("#" + line[1:]) if line.strip() else line for line in source.splitlines(keepends=True))
-    return _MAGIC.sub(lambda m: m.group(1) + "#", source)
+    return "".join(_mask_line(line) for line in source.splitlines(keepends=True))
 
 
 def notebook_from_json(path: str, notebook: dict) -> SourceFile:

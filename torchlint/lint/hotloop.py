@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Union
 import libcst as cst
 
 from torchlint.lint.context import UNKNOWN
-from torchlint.lint.names import dotted
+from torchlint.lint.names import dotted, last_name
 from torchlint.lint.walk import semantic_children
 
 if TYPE_CHECKING:
@@ -136,14 +136,6 @@ def _own_nodes(root: cst.CSTNode, *, into_loops: bool = False) -> Iterator[cst.C
         stack.extend(children)
 
 
-def _last_segment(node: cst.CSTNode) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return None
-
-
 def hot_calls_in(context: "Context", loop: Loop) -> list[cst.Call]:
     """The calls made by `loop`'s body itself (nested loops' bodies and functions excluded)."""
     cache = _cache(context)
@@ -172,7 +164,7 @@ def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
     if attr != "step":
         return False
     receiver = func.value
-    name = _last_segment(receiver)
+    name = last_name(receiver)
     if name is None:
         return False
     lower = name.lower()
@@ -192,7 +184,7 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
         qual = context.qualname(expr)
         if qual == "torch.utils.data.DataLoader":
             return True
-        name = _last_segment(expr.func)
+        name = last_name(expr.func)
         if name is None:
             return False
         lower = name.lower()
@@ -208,7 +200,7 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
         # dataloaders[phase], loaders["train"]
         return is_loader_expr(context, expr.value, _depth + 1)
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        name = _last_segment(expr)
+        name = last_name(expr)
         if name is not None and LOADER_NAME.match(name.lower()):
             return True
         if isinstance(expr, cst.Name):
@@ -222,12 +214,12 @@ def _range_of_steps(context: "Context", loop: cst.For) -> bool:
     it = loop.iter
     if not isinstance(it, cst.Call):
         return False
-    name = _last_segment(it.func)
+    name = last_name(it.func)
     if name not in ("range", "trange", "tqdm"):
         return False
     if name == "tqdm":
         args = [a.value for a in it.args if a.keyword is None]
-        if not args or not isinstance(args[0], cst.Call) or _last_segment(args[0].func) != "range":
+        if not args or not isinstance(args[0], cst.Call) or last_name(args[0].func) != "range":
             return False
         it = args[0]
     return True
@@ -236,7 +228,7 @@ def _range_of_steps(context: "Context", loop: cst.For) -> bool:
 def _fetches_batch(calls: list[cst.Call]) -> bool:
     """`next(it)`, `get_batch("train")`, `sample_batch(...)`: the body draws a new batch each trip."""
     for call in calls:
-        name = _last_segment(call.func)
+        name = last_name(call.func)
         if name is not None and (name == "next" or "batch" in name.lower()):
             return True
     return False
@@ -245,7 +237,7 @@ def _fetches_batch(calls: list[cst.Call]) -> bool:
 def is_forward_call(context: "Context", call: cst.Call) -> bool:
     """`call` runs a model's forward pass: `model(x)`, `self.net(x)`, a name bound to an nn.Module."""
     func = call.func
-    name = _last_segment(func)
+    name = last_name(func)
     if name is None:
         return False
     if isinstance(func, cst.Attribute) and not (
@@ -349,7 +341,7 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
 def _plots(context: "Context", call: cst.Call) -> bool:
     """`plt.subplot(...)`, `matplotlib.pyplot.imshow(...)`, `imshow(img)`, `ax.imshow(img)`."""
     func = call.func
-    name = _last_segment(func)
+    name = last_name(func)
     if name == "imshow":
         return True
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "plt":
@@ -379,7 +371,7 @@ def _is_small_bound(context: "Context", bound: cst.BaseExpression, function: Opt
     value = context.literal(bound)
     if value is not UNKNOWN:
         return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _SMALL_BOUND
-    name = _last_segment(bound)
+    name = last_name(bound)
     if name is None:
         return False
     if isinstance(bound, cst.Name) and function is not None:
@@ -494,7 +486,7 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
             if value is not None and is_interval_test(context, value, _depth + 1):
                 return True
         if isinstance(node, (cst.Name, cst.Attribute)):
-            name = _last_segment(node)
+            name = last_name(node)
             if name is not None and _GATE_NAME.search(name):
                 return True
     return False
@@ -510,7 +502,7 @@ def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
         value = context.literal(side)
         if isinstance(value, str) and value.lower().startswith(_DEVICE_WORDS):
             return True
-        name = _last_segment(side)
+        name = last_name(side)
         if name is not None and ("device" in name.lower() or (name == "type" and "device" in (dotted(side) or "").lower())):
             return True
     return False

@@ -66,6 +66,15 @@ def dotted(node: cst.BaseExpression) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
+def last_name(node: cst.CSTNode) -> Optional[str]:
+    """The last segment of a Name/Attribute (`self.model.eval` -> "eval"), else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
 def _module_name(node: cst.BaseExpression) -> str:
     return dotted(node) or ""
 

@@ -18,6 +18,7 @@ from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keywo
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.hotloop import gated, hot_loop, is_hot
 from torchlint.lint.files import is_test_file, uses_accelerator
+from torchlint.lint.names import last_name
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 
@@ -42,19 +43,9 @@ _LOOPS = (cst.For, cst.While)
 # -- small helpers -------------------------------------------------------------------------------
 
 
-def _last_name(node: cst.BaseExpression) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return None
-
-
 def is_dataloader(context: Context, node: cst.CSTNode) -> bool:
     """`node` is a call of torch's `DataLoader` (through any import spelling)."""
     return isinstance(node, cst.Call) and context.qualname(node) in _LOADERS
-
-
 
 
 def _is_builtin(context: Context, func: cst.BaseExpression, name: str) -> bool:
@@ -195,7 +186,7 @@ def _root(expr: cst.BaseExpression, *, conversions: bool) -> Optional[str]:
         ):
             expr = expr.func.value
             continue
-        if isinstance(expr, cst.Call) and _last_name(expr.func) == "Variable" and expr.args:
+        if isinstance(expr, cst.Call) and last_name(expr.func) == "Variable" and expr.args:
             expr = expr.args[0].value  # `Variable(images).cuda()` in older scripts
             continue
         return None
@@ -223,7 +214,7 @@ class _Flow:
         self._names: Optional[dict[str, list[cst.Name]]] = None
         for node in descendants(context.module):
             if isinstance(node, cst.Call):
-                name = _last_name(node.func)
+                name = last_name(node.func)
                 if name is None:
                     continue
                 if is_dataloader(context, node):
@@ -286,7 +277,7 @@ class _Flow:
         if isinstance(expr, cst.Call):
             if is_dataloader(context, expr):
                 return frozenset([expr])
-            name = _last_name(expr.func)
+            name = last_name(expr.func)
             if name in _TQDM and (context.qualname(expr) or "").startswith(("tqdm", "rich")) and expr.args:
                 return self.loaders_of(expr.args[0].value, depth + 1)
             function = self.function_called(expr)
@@ -759,14 +750,14 @@ class _Flow:
             device = keyword(value, "device")
             if device is not None and (self.context.qualname(value) or "").startswith("torch.") and self._may_be_cuda(device.value, 0):
                 return True
-            if _last_name(value.func) == "Variable" and value.args and isinstance(value.args[0].value, cst.Name):
+            if last_name(value.func) == "Variable" and value.args and isinstance(value.args[0].value, cst.Name):
                 if self._cuda_buffer(value.args[0].value, depth + 1):
                     return True
         return False
 
     def _helper_transfer(self, call: cst.Call, batch: set[str]) -> bool:
         """`batch_to_device(batch, device)`, `move_to_device(batch, self.device)`: a helper that moves the batch."""
-        name = (_last_name(call.func) or "").lower()
+        name = (last_name(call.func) or "").lower()
         if not any(word in name for word in _MOVE_HELPERS):
             return False
         given = positional(call)
@@ -809,7 +800,7 @@ class _Flow:
                 return bool(expr.args) and self._may_be_cuda(expr.args[0].value, depth + 1)
             if name.startswith(("torch.cuda.", "torch.accelerator.")):
                 return True
-            last = (_last_name(expr.func) or "").lower()
+            last = (last_name(expr.func) or "").lower()
             return any(word in last for word in _DEVICE_WORDS)
         if isinstance(expr, cst.Name):
             if (context.qualname(expr) or "").startswith("torch."):
@@ -892,7 +883,7 @@ def _method(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
 
 
 def _is_static(function: cst.FunctionDef) -> bool:
-    return any(_last_name(d.decorator) == "staticmethod" for d in function.decorators)
+    return any(last_name(d.decorator) == "staticmethod" for d in function.decorators)
 
 
 def _match_iteration(
@@ -916,7 +907,7 @@ def _match_iteration(
                     pairs.extend(_match_iteration(context, arg.value, element.value))
                 return pairs
             return []
-        if _last_name(func) in _TQDM and (context.qualname(iterable) or "").startswith(("tqdm", "rich")):
+        if last_name(func) in _TQDM and (context.qualname(iterable) or "").startswith(("tqdm", "rich")):
             return _match_iteration(context, iterable.args[0].value, target)
     return [(iterable, target)]
 
@@ -1231,7 +1222,7 @@ def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], dep
             if _is_transfer(value) and data.to_accelerator(value):
                 return True  # tensors moved to the GPU before the Dataset wraps them
         elif isinstance(value, (cst.Name, cst.Attribute)):
-            last = _last_name(value) or ""
+            last = last_name(value) or ""
             if "device" in last.lower() and data._may_be_cuda(value, 0):
                 return True
     return False
@@ -1762,7 +1753,7 @@ class DataLoaderWithoutPersistentWorkers(Rule):
 
 
 def _looks_like_loader(expr: cst.BaseExpression) -> bool:
-    name = (_last_name(expr) or "").lower()
+    name = (last_name(expr) or "").lower()
     return "loader" in name or name == "dl" or name.endswith("_dl") or name.startswith("dl_")
 
 

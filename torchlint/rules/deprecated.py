@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.lint.calls import has_star_args, keyword, positional, with_keyword
 from torchlint.lint.context import UNKNOWN
+from torchlint.lint.names import last_name
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 
 # Deprecated name -> (what replaces it, the device type).
@@ -35,14 +36,6 @@ _DISTRIBUTED = frozenset(
 _WATCHED = frozenset({"DataParallel", "Accelerator", *(name.rpartition(".")[2] for name in _DISTRIBUTED)})
 # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, cache_enabled=True)
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
-
-
-def _last(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    if isinstance(node, cst.Name):
-        return node.value
-    return ""
 
 
 class DeprecatedCudaAmp(Rule):
@@ -257,7 +250,7 @@ class DataParallel(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        last = _last(func)
+        last = last_name(func)
         if last == "prepare" and isinstance(func, cst.Attribute):
             self.prepares = True
             return

@@ -10,7 +10,7 @@ import libcst as cst
 
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.lint.names import flatten_targets
+from torchlint.lint.names import flatten_targets, last_name
 from torchlint.lint.walk import descendants, scope_nodes, semantic_children
 
 # What an iterable or a callee is called, when the spelling is the only evidence.
@@ -480,7 +480,7 @@ class PerSampleLoop(Rule):
         for node in descendants(function.body):
             if not isinstance(node, cst.Call):
                 continue
-            if _callee_name(node) in _VARIABLE_LENGTH:
+            if last_name(node.func) in _VARIABLE_LENGTH:
                 return False
             qualname = self.context.qualname(node) or ""
             if qualname.startswith("torch.nn.functional.") or (
@@ -532,7 +532,7 @@ class PerSampleLoop(Rule):
         # Per-sample work of varying size, or sequential updates: not a batch computation in disguise.
         for node in nodes:
             if isinstance(node, cst.Call):
-                name = _callee_name(node)
+                name = last_name(node.func)
                 if name in _VARIABLE_LENGTH or name in ("step", "zero_grad", "backward", "generate", "beam_search", "decode"):
                     return False
                 if name == "where" and len(node.args) == 1:
@@ -617,7 +617,7 @@ class PerSampleLoop(Rule):
         scope = self._scope_of(node)
         nodes = [node.elt, *descendants(node.elt)]
         for inner in nodes:
-            if isinstance(inner, cst.Call) and _callee_name(inner) in _VARIABLE_LENGTH:
+            if isinstance(inner, cst.Call) and last_name(inner.func) in _VARIABLE_LENGTH:
                 return
         roots = self._sample_roots(loop, scope, nodes)
         if loop.index is not None and not roots:
@@ -803,7 +803,7 @@ class _Body:
         if isinstance(expr, cst.Call):
             if self._work_call(expr):
                 return True
-            name = _callee_name(expr)
+            name = last_name(expr.func)
             if name in _CONVERSIONS or (isinstance(expr.func, cst.Name) and expr.func.value in _BUILTIN_NOT_WORK and expr.func.value != "sum"):
                 # float(criterion(out[i], y[i])) still computed on the sample
                 return any(self.work(a.value) for a in expr.args) or (
@@ -1047,15 +1047,6 @@ def _assigned_names(statements: Iterable[cst.CSTNode]) -> set[str]:
             elif isinstance(node, cst.AnnAssign) and node.value is not None:
                 names.update(_flatten_names(node.target))
     return names
-
-
-def _callee_name(call: cst.Call) -> Optional[str]:
-    func = call.func
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    if isinstance(func, cst.Name):
-        return func.value
-    return None
 
 
 def _indexes_sample(subscript: cst.Subscript, index: Optional[str]) -> bool:

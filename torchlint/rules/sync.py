@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.lint import hotloop
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.files import uses_accelerator
+from torchlint.lint.names import last_name
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants, scope_nodes, semantic_children
 
@@ -86,14 +87,6 @@ _LOSS_NAME = re.compile(
 )
 
 
-def _last(node: cst.CSTNode) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return None
-
-
 def _combine(kinds: list[str]) -> str:
     if T in kinds:
         return T
@@ -126,8 +119,8 @@ def is_device_argument(context: "Context", expr: cst.BaseExpression) -> bool:
     if isinstance(value, int) and not isinstance(value, bool):
         return True
     if isinstance(expr, cst.Call):
-        return qual == "torch.device" or (_last(expr.func) or "") in ("device", "get_device", "current_device")
-    name = _last(expr)
+        return qual == "torch.device" or (last_name(expr.func) or "") in ("device", "get_device", "current_device")
+    name = last_name(expr)
     if name is None:
         return False
     lower = name.lower()
@@ -238,7 +231,7 @@ class ValueKinds:
     def _call(self, call: cst.Call) -> str:
         context = self.context
         func = call.func
-        name = _last(func)
+        name = last_name(func)
         if name is None:
             return UNK
         qual = context.qualname(func)
@@ -357,13 +350,13 @@ class ValueKinds:
 
     def _loop_target(self, loop: cst.For, name: str) -> str:
         it = loop.iter
-        if isinstance(it, cst.Call) and _last(it.func) in ("range", "trange"):
+        if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange"):
             return PY
         if hotloop.is_loader_expr(self.context, it):
             target = loop.target
             if (
                 isinstance(it, cst.Call)
-                and _last(it.func) == "enumerate"
+                and last_name(it.func) == "enumerate"
                 and isinstance(target, (cst.Tuple, cst.List))
                 and target.elements
                 and isinstance(target.elements[0].value, cst.Name)
@@ -372,7 +365,7 @@ class ValueKinds:
                 return PY
             return CPU
         # `for target, output in zip(targets, outputs)`: an element of a host batch is on the host
-        if isinstance(it, cst.Call) and _last(it.func) == "zip" and isinstance(loop.target, (cst.Tuple, cst.List)):
+        if isinstance(it, cst.Call) and last_name(it.func) == "zip" and isinstance(loop.target, (cst.Tuple, cst.List)):
             args = it.args
             elements = loop.target.elements
             if len(args) == len(elements) and all(a.keyword is None and a.star == "" for a in args):
@@ -447,7 +440,7 @@ def _moves_only_models(context: "Context") -> bool:
         if not isinstance(node, cst.Call):
             continue
         func = node.func
-        name = _last(func)
+        name = last_name(func)
         if isinstance(func, cst.Attribute) and name in ("to", "cuda"):
             if not _is_module(context, func.value):
                 return False
@@ -459,7 +452,7 @@ def _moves_only_models(context: "Context") -> bool:
             return False  # to_device(batch, device), move_to_device(...)
         for arg in node.args:
             value = arg.value
-            last = _last(value)
+            last = last_name(value)
             if last is not None and _DEVICE_NAMES.search(last) and context.qualname(value) is None:
                 return False  # train(model, loader, device): a helper that may move the batches
     return moved_model
@@ -468,9 +461,9 @@ def _moves_only_models(context: "Context") -> bool:
 def _is_module(context: "Context", expr: cst.BaseExpression) -> bool:
     """`net`, `self.model`, `Net()`, `nn.Linear(4, 2)`, a name bound to `Net()`: a module, not data."""
     if isinstance(expr, cst.Call):
-        name = _last(expr.func)
+        name = last_name(expr.func)
         return name is not None and name[:1].isupper() and not name.isupper() and not name.endswith("Tensor")
-    name = _last(expr)
+    name = last_name(expr)
     if name is None:
         return False
     if _MODULE_RECEIVER.match(name):
@@ -716,7 +709,7 @@ class ItemInHotLoop(_SyncRule):
         return False
 
     def _is_finite_check(self, call: cst.Call) -> bool:
-        if _last(call.func) not in ("isfinite", "isnan", "isinf"):
+        if last_name(call.func) not in ("isfinite", "isnan", "isinf"):
             return False
         return self.context.qualname(call) in _FINITE_CHECKS
 
@@ -725,7 +718,7 @@ class ItemInHotLoop(_SyncRule):
         parent = self.context.parent(node)
         if isinstance(parent, cst.Arg):
             call = self.context.parent(parent)
-            return isinstance(call, cst.Call) and _last(call.func) == "step"
+            return isinstance(call, cst.Call) and last_name(call.func) == "step"
         return False
 
     def _is_numpy_of(self, node: cst.Call) -> bool:
@@ -810,7 +803,7 @@ class PrintTensorInHotLoop(_SyncRule):
             self.report(node)
 
     def visit_Call(self, node: cst.Call) -> None:
-        name = _last(node.func)
+        name = last_name(node.func)
         if name == "format" and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.SimpleString):
             values = [a.value for a in node.args if a.star == ""]
         elif name == "print" and isinstance(node.func, cst.Name):
@@ -934,7 +927,7 @@ class SynchronizeInHotLoop(_SyncRule):
     requires = ("synchronize",)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _last(node.func) != "synchronize":
+        if last_name(node.func) != "synchronize":
             return
         qual = self.context.qualname(node)
         if qual not in ("torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize"):
@@ -946,7 +939,7 @@ class SynchronizeInHotLoop(_SyncRule):
 
     def _timed(self, loop: hotloop.Loop) -> bool:
         for call in hotloop.hot_calls_in(self.context, loop):
-            name = _last(call.func)
+            name = last_name(call.func)
             if name in _CLOCK_CALLS:
                 return True
         return False
@@ -989,7 +982,7 @@ class DataDependentShapeInHotLoop(_SyncRule):
     _SELECTING = ("nonzero", "masked_select", "unique", "argwhere", "unique_consecutive")
 
     def visit_Call(self, node: cst.Call) -> None:
-        name = _last(node.func)
+        name = last_name(node.func)
         if name not in (*self._SELECTING, "where"):
             return
         qual = self.context.qualname(node)
@@ -1028,7 +1021,7 @@ class DataDependentShapeInHotLoop(_SyncRule):
         if isinstance(expr, cst.Comparison):
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return False
-        elif isinstance(expr, cst.Call) and _last(expr.func) in ("isnan", "isinf", "isfinite", "bool", "eq", "ne", "gt", "lt", "ge", "le", "logical_and", "logical_or", "logical_not"):
+        elif isinstance(expr, cst.Call) and last_name(expr.func) in ("isnan", "isinf", "isfinite", "bool", "eq", "ne", "gt", "lt", "ge", "le", "logical_and", "logical_or", "logical_not"):
             pass
         elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             pass
@@ -1094,10 +1087,10 @@ class _Helpers:
         values = value_kinds(self.context)
         found = None
         calls = [n for n in scope_nodes(function.body) if isinstance(n, cst.Call)]
-        timed = any(_last(c.func) in _CLOCK_CALLS for c in calls)
+        timed = any(last_name(c.func) in _CLOCK_CALLS for c in calls)
         for node in calls:
             func = node.func
-            name = _last(func)
+            name = last_name(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
                 if name != "item" and not training:
                     continue

@@ -1,7 +1,10 @@
-"""The rules. Every module in this package is imported, and each Rule subclass registers itself by code."""
+"""The rules, one per module in a folder per family (`data/` holds TL1xx, `sync/` TL2xx, ...).
+
+Importing this package imports every rule module; each Rule subclass registers itself by code.
+"""
 
 import importlib
 import pkgutil
 
-for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    importlib.import_module(f"{__name__}.{_module}")
+for _module in sorted(m.name for m in pkgutil.walk_packages(__path__, prefix=f"{__name__}.")):
+    importlib.import_module(_module)

@@ -1,0 +1,311 @@
+"""The shared hot-loop analysis: which loop runs a node once per step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.semantic import loops as hotloop
+from torchlint.lint.api import lint_source
+from torchlint.lint.rule import _REGISTRY, Rule
+
+
+class _Probe(Rule):
+    """Reports every `probe(...)` call with what hotloop says about it."""
+
+    code = "TL998"
+    name = "hot-loop-probe"
+    family = "Suppressions"
+    summary = message = explanation = bad = good = "probe"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "probe":
+            loop = hotloop.hot_loop(self.context, node)
+            if loop is None:
+                self.report(node, "cold")
+            else:
+                gated = hotloop.gated(self.context, node, loop)
+                training = hotloop.is_training_loop(self.context, loop)
+                self.report(node, f"hot{' training' if training else ''}{' gated' if gated else ''}")
+
+
+_REGISTRY.pop("TL998", None)  # keep the probe out of the rule list
+
+
+def _probe(source: str) -> list[str]:
+    _REGISTRY["TL998"] = _Probe
+    try:
+        result = lint_source(source, select=["TL998"])
+    finally:
+        _REGISTRY.pop("TL998", None)
+    assert not result.notes, result.notes
+    return [f.message for f in result.findings]
+
+
+def test_loader_loop_is_hot_and_epoch_loop_is_not() -> None:
+    source = """
+for epoch in range(10):
+    probe()
+    for x, y in train_loader:
+        probe()
+        loss = model(x)
+        loss.backward()
+        optimizer.step()
+    probe()
+"""
+    assert _probe(source) == ["cold", "hot training", "cold"]
+
+
+def test_loader_through_wrappers_and_assignments() -> None:
+    source = """
+from torch.utils.data import DataLoader as DL
+from tqdm import tqdm
+dl = DL(ds)
+pbar = tqdm(enumerate(dl), total=len(dl))
+for i, batch in pbar:
+    probe()
+for a, b in zip(loaders["src"], loaders["tgt"]):
+    probe()
+for batch in self.train_dataloader():
+    probe()
+for item in items:
+    probe()
+for layer in model.layers:
+    probe()
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "cold", "cold"]
+
+
+def test_backward_or_optimizer_step_makes_a_loop_hot() -> None:
+    source = """
+while True:
+    x = next(it)
+    scaler.scale(model(x)).backward()
+    probe()
+for i in range(steps):
+    opt.step()
+    probe()
+for i in range(epochs):
+    scheduler.step()
+    probe()
+"""
+    assert _probe(source) == ["hot training", "hot training", "cold"]
+
+
+def test_step_range_needs_a_batch_and_a_forward_pass() -> None:
+    source = """
+for it in range(max_iters):
+    x, y = get_batch("train")
+    logits = model(x)
+    probe()
+for _ in range(num_steps):
+    y, state = net(x, state)
+    probe()
+"""
+    assert _probe(source) == ["hot", "cold"]
+
+
+def test_function_boundary_iterable_and_else_are_not_in_the_body() -> None:
+    source = """
+for x in probe(loader):
+    def helper():
+        probe()
+    f = lambda: probe()
+    probe()
+else:
+    probe()
+"""
+    # the loop's iterable calls probe, so it is not a loader loop: the node inside is cold
+    assert _probe(source) == ["cold", "cold", "cold", "cold", "cold"]
+    source = """
+for x in loader:
+    def helper():
+        probe()
+    probe()
+else:
+    probe()
+"""
+    assert _probe(source) == ["cold", "hot", "cold"]
+
+
+def test_nested_small_loop_inside_hot_loop_returns_the_hot_one() -> None:
+    source = """
+for x, y in loader:
+    for k, v in metrics.items():
+        probe()
+"""
+    assert _probe(source) == ["hot"]
+
+
+def test_gates() -> None:
+    source = """
+for step, (x, y) in enumerate(loader):
+    if step % args.log_interval == 0:
+        probe()
+    if (step + 1) % 4 == 0:
+        optimizer.step()
+        probe()
+    if step == len(loader) - 1:
+        probe()
+    if should_log:
+        probe()
+    if args.verbose:
+        probe()
+    else:
+        probe()
+    if step % 10:
+        continue
+    probe()
+"""
+    assert _probe(source) == [
+        "hot training gated",
+        "hot training",  # gradient accumulation's block does the step: not a logging gate
+        "hot training gated",
+        "hot training gated",
+        "hot training",
+        "hot training",
+        "hot training gated",
+    ]
+
+
+def test_loader_names() -> None:
+    match = hotloop.LOADER_NAME.match
+    for name in ("train_loader", "dataloader", "loader", "train_dl", "val_dl", "trainloader", "test_loader", "dl", "train_iter", "dataloaders"):
+        assert match(name), name
+    for name in ("downloader", "uploader", "model", "items", "layers", "data", "batch", "iter"):
+        assert not match(name), name
+
+
+def test_loop_that_shows_a_few_predictions_is_not_hot() -> None:
+    source = """
+import matplotlib.pyplot as plt
+def visualize_model(model, num_images=6):
+    images_so_far = 0
+    for i, (inputs, labels) in enumerate(dataloaders["val"]):
+        outputs = model(inputs)
+        probe()
+        for j in range(inputs.size()[0]):
+            probe()
+            images_so_far += 1
+            if images_so_far == num_images:
+                return
+def first_batches(model, val_loader):
+    for i, (x, y) in enumerate(val_loader):
+        probe()
+        if i >= 5:
+            break
+def plots_each(model, val_loader):
+    for x, y in val_loader:
+        probe()
+        plt.imshow(x[0])
+"""
+    assert _probe(source) == ["cold", "cold", "cold", "cold"]
+
+
+def test_bounded_loops_that_stay_hot() -> None:
+    source = """
+def evaluate(model, val_loader, args, num_images=1000):
+    for i, (x, y) in enumerate(val_loader):
+        probe()
+        if i >= args.max_eval_batches:
+            break
+    for x, y in val_loader:
+        probe()
+        for j in range(4):
+            if j == 2:
+                break
+    seen = 0
+    for x, y in val_loader:
+        probe()
+        seen += 1
+        if seen == num_images:
+            return
+def train(model, train_loader, optimizer):
+    for i, (x, y) in enumerate(train_loader):
+        probe()
+        model(x).backward()
+        optimizer.step()
+        if i == 10:
+            break
+        plt.plot(losses)
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "hot training"]
+
+
+def test_loop_that_ends_in_an_unconditional_break_runs_once() -> None:
+    source = """
+for x, y in val_loader:
+    probe()
+    break
+for x, y in val_loader:
+    probe()
+    if x is None:
+        continue
+    break
+for x, y in val_loader:
+    probe()
+    if bad(x):
+        break
+"""
+    assert _probe(source) == ["cold", "hot", "hot"]
+
+
+def test_device_check_is_not_a_logging_interval() -> None:
+    source = """
+for x, y in train_loader:
+    if device == "cuda":
+        probe()
+    if device.type == "cuda":
+        probe()
+    if str(x.device) == "cpu":
+        probe()
+    if device == "cuda" and step % 100 == 0:
+        probe()
+    if phase == 3:
+        probe()
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "hot gated", "hot gated"]
+
+
+def test_one_step_training_function() -> None:
+    source = """
+def replay(self):
+    loss = self.loss_fn(self.model(x), y)
+    self.optimizer.zero_grad()
+    loss.backward()
+    self.optimizer.step()
+    probe()
+    for p in params:
+        probe()
+
+def train_epoch(model, loader, optimizer):
+    for x, y in loader:
+        model(x).sum().backward()
+        optimizer.step()
+    probe()
+
+def evaluate(model, x):
+    loss = model(x)
+    probe()
+
+def only_backward(loss):
+    loss.backward()
+    probe()
+"""
+
+    class _StepProbe(Rule):
+        code = "TL997"
+        name = "step-function-probe"
+        family = "Suppressions"
+        summary = message = explanation = bad = good = "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "probe":
+                self.report(node, "step" if hotloop.step_function(self.context, node) is not None else "no")
+
+    _REGISTRY.pop("TL997", None)
+    _REGISTRY["TL997"] = _StepProbe
+    try:
+        result = lint_source(source, select=["TL997"])
+    finally:
+        _REGISTRY.pop("TL997", None)
+    assert [f.message for f in result.findings] == ["step", "no", "no", "no", "no"]

@@ -1,0 +1,1 @@
+"""TL7xx: precision and backends."""

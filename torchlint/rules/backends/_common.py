@@ -1,0 +1,119 @@
+"""What the rules of this family share."""
+
+from __future__ import annotations
+
+
+import re
+from typing import Optional, Union
+
+import libcst as cst
+
+from torchlint.lint.rule import Fix, InsertBefore, Rule
+from torchlint.semantic import loops
+
+
+CONV_LAYER = re.compile(r"^torch\.nn\.(?:Lazy)?Conv(?:Transpose)?[123]d$")
+
+CONV_MODEL = re.compile(
+    r"^torchvision\.models\.(?:\w+\.)?(?:resnet\d+|resnext\w+|wide_resnet\w+|vgg\d+(?:_bn)?|alexnet|densenet\d+|"
+    r"mobilenet_v[23]\w*|efficientnet_\w+|regnet_\w+|convnext_\w+|shufflenet_v2\w*|squeezenet\w+|googlenet|"
+    r"inception_v3|mnasnet\w+)$"
+)
+
+_DEVICE_STRING = re.compile(r"^cuda(?::\d+)?$")
+
+
+class TrainingScript(Rule):
+    """Facts about a whole file: does it train a model on CUDA, as a script?"""
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.uses_cuda = False
+        self.loop: Optional[Union[cst.For, cst.While]] = None
+        self.is_script = False
+        self.off = self._already_decided(context.source.text)
+
+    def _already_decided(self, text: str) -> bool:
+        raise NotImplementedError
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.off:
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            attr = func.attr.value
+            if attr == "cuda" and self.context.qualname(func) is None:
+                self.uses_cuda = True
+            elif attr == "backward" and self.loop is None:
+                loop = loops.hot_loop(self.context, node)
+                if loop is not None and loops.is_training_loop(self.context, loop):
+                    self.loop = loop
+        self.facts(node)
+
+    def facts(self, node: cst.Call) -> None:
+        pass
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if not self.off and not self.uses_cuda and "cuda" in node.value:
+            value = self.context.literal(node)
+            if isinstance(value, str) and _DEVICE_STRING.match(value):
+                self.uses_cuda = True
+
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        if not self.off and node.value.startswith("cuda:"):
+            self.uses_cuda = True
+
+    def visit_If(self, node: cst.If) -> None:
+        test = node.test
+        if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "__name__":
+            self.is_script = True
+
+    def training_script(self) -> bool:
+        if self.off or self.loop is None or not self.uses_cuda:
+            return False
+        return self.is_script or self._runs_at_module_level()
+
+    def _runs_at_module_level(self) -> bool:
+        """A module-level loop or `parser.parse_args()`: the file is run, not imported."""
+        for stmt in self.context.module.body:
+            if isinstance(stmt, (cst.For, cst.While)):
+                return True
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    value = getattr(small, "value", None)
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                        if value.func.attr.value in ("parse_args", "parse_known_args"):
+                            return True
+        return False
+
+    def setting_fix(self, description: str, line: str) -> Fix:
+        """Insert `line` at module level, after the leading docstring and imports (before the training loop)."""
+        anchor: Optional[cst.CSTNode] = None
+        body = self.context.module.body
+        for index, stmt in enumerate(body):
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
+            is_docstring = index == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
+            if not (isinstance(small, (cst.Import, cst.ImportFrom)) or is_docstring):
+                anchor = stmt
+                break
+        top = self._top_statement(self.loop) if self.loop is not None else None
+        if anchor is None or (top is not None and body.index(top) < body.index(anchor)):
+            anchor = top
+        assert anchor is not None
+        text = line + "\n"
+        if isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
+            text += "\n"
+        return Fix(description, [InsertBefore(anchor, text)], safe=False, imports=("torch",))
+
+    def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        top = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.Module):
+                return top
+            top = ancestor
+        return top
+
+    def loop_anchor(self) -> cst.CSTNode:
+        loop = self.loop
+        assert loop is not None
+        return loop.iter if isinstance(loop, cst.For) else loop.test

@@ -1,0 +1,1 @@
+"""TL1xx: data loading."""

@@ -1,0 +1,81 @@
+"""TL103 copy-without-non-blocking."""
+
+from __future__ import annotations
+
+
+import libcst as cst
+
+from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
+from torchlint.lint.rule import FixSafety, Rule
+from torchlint.rules.data._common import PIN_MEMORY_AT, with_keyword_fix
+from torchlint.semantic.file_kind import is_test_file
+from torchlint.semantic.loaders import flow, is_transfer
+
+
+class CopyWithoutNonBlocking(Rule):
+    code = "TL103"
+    name = "copy-without-non-blocking"
+    family = "Data loading"
+    summary = "`.to(device)` / `.cuda()` of a batch from a pinned `DataLoader` without `non_blocking=True`."
+    message = (
+        "This batch comes from a pinned DataLoader but is copied synchronously: pass non_blocking=True so the "
+        "copy overlaps the work already queued on the GPU"
+    )
+    explanation = (
+        "`pin_memory=True` makes a batch eligible for an asynchronous copy, but `.to(device)` still waits "
+        "for the copy to finish unless it is given `non_blocking=True`: the host stops issuing work and the "
+        "GPU's queue drains. With `non_blocking=True` the copy is queued on the current stream like any "
+        "kernel (so later kernels still see the data) and the host goes on to queue the forward pass. "
+        "Without it, pinning buys only the faster DMA. PyTorch's CUDA notes pair the two: once a tensor "
+        "is pinned, pass `non_blocking=True` to `to()` or `cuda()` for an asynchronous copy."
+    )
+    bad = (
+        "loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)\n"
+        "for images, labels in loader:\n"
+        "    images, labels = images.cuda(), labels.cuda()\n"
+    )
+    good = (
+        "loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)\n"
+        "for images, labels in loader:\n"
+        "    images, labels = images.cuda(non_blocking=True), labels.cuda(non_blocking=True)\n"
+    )
+    false_positives = (
+        "A host-to-device copy with `non_blocking=True` is ordered on the stream before the kernels that "
+        "use it, so the batch's values are the same. It would matter only if the code wrote to the pinned "
+        "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "
+        "another matter (the host may read before the data arrives); the rule only looks at batches going "
+        "to the GPU. A loader pinned on one path only (`kwargs = {\"pin_memory\": True} if args.cuda else {}`) is "
+        "reported: on the other path `non_blocking=True` is a plain copy."
+    )
+    fix_safety = FixSafety.SAFE
+    fix_notes = "Adds `non_blocking=True` to the `.to(...)` / `.cuda(...)` call."
+    requires = ("pin_memory",)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if is_test_file(self.context.source.path, self.context.source.text):
+            return
+        data = flow(self.context)
+        seen: set[int] = set()
+        for loader in data.loaders:
+            pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
+            if pin is None or True not in pin:
+                continue  # not pinned, or not known to be (`pin_memory=args.pin`); pinned on some path is enough
+            for loop, target in data.loops_over(loader):
+                for transfer in data.transfers(loop, target):
+                    if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
+                        continue
+                    seen.add(id(transfer))
+                    fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
+                    self.report(transfer, fix=fix)
+
+    def _non_blocking_given(self, call: cst.Call) -> bool:
+        arg = keyword(call, "non_blocking")
+        if arg is not None:
+            return self.context.literal(arg.value) is not False
+        if has_star_kwargs(call) or has_star_args(call):
+            return True
+        # `.cuda(0, True)` / `.to(device, torch.float, True)`: a positional flag
+        limit = 1 if call.func.attr.value == "cuda" else 2  # type: ignore[attr-defined]
+        return len(positional(call)) > limit or any(
+            isinstance(self.context.literal(a.value), bool) for a in positional(call)
+        )

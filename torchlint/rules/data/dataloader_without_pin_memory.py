@@ -1,0 +1,136 @@
+"""TL102 dataloader-without-pin-memory."""
+
+from __future__ import annotations
+
+
+import libcst as cst
+
+from torchlint.lint.calls import argument, has_star_kwargs, keyword
+from torchlint.lint.rule import FixSafety, Rule
+from torchlint.lint.walk import descendants
+from torchlint.rules.data._common import NUM_WORKERS_AT, PIN_MEMORY_AT, snippet, with_keyword_fix
+from torchlint.semantic.file_kind import is_test_file
+from torchlint.semantic.loaders import Flow, MISSING, flow, is_transfer
+
+
+class DataloaderWithoutPinMemory(Rule):
+    code = "TL102"
+    name = "dataloader-without-pin-memory"
+    family = "Data loading"
+    summary = "`DataLoader` without `pin_memory=True` whose batches the same file copies to the GPU."
+    message = (
+        "Batches of this DataLoader are copied to the GPU from pageable memory: set pin_memory=True so the copy "
+        "runs by DMA from page-locked memory (and can overlap compute with non_blocking=True)"
+    )
+    explanation = (
+        "A host-to-device copy from ordinary (pageable) memory is staged by the CUDA driver through a "
+        "page-locked buffer, one chunk at a time, and blocks the host until it is done. With "
+        "`pin_memory=True` the DataLoader puts each batch in page-locked memory (in a background thread when "
+        "it has workers), so `.to(device)` is a single DMA transfer at full bus speed, and with "
+        "`non_blocking=True` it overlaps the step that is running. PyTorch's CUDA notes put it plainly: host-to-GPU copies are "
+        "much faster when they originate from pinned memory; its performance tuning guide recommends "
+        "`pin_memory=True` for loaders that feed a GPU.\n\n"
+        "The rule follows the loader to the loops that iterate it (by name, through `self.` attributes, "
+        "helper functions that return it, functions of the same file it is passed to, and dicts or lists of "
+        "loaders read as `dataloaders[phase]`) and reports it only when a batch from such a loop is moved with "
+        "`.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device, cast with "
+        "`.type(torch.cuda.FloatTensor)` (or a name bound to it), or copied with `buffer.copy_(batch)` into a "
+        "tensor moved to the GPU. Settings passed as `**kwargs` are read when `kwargs` is a dict literal of the "
+        "same file changed only by `kwargs.update(...)` or `kwargs[\"key\"] = ...`. It looks only at loaders with worker processes: without workers the DataLoader pins "
+        "each batch on the main thread, one more copy in series with loading, and PyTorch's guide to "
+        "`pin_memory` and `non_blocking` measures an explicit `pin_memory()` followed by a non-blocking copy "
+        "at up to twice the time of a plain `.to(device)`; there, load in workers first (TL101)."
+    )
+    bad = (
+        "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"
+        "for images, labels in loader:\n"
+        "    images, labels = images.to(device), labels.to(device)\n"
+    )
+    good = (
+        "loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)\n"
+        "for images, labels in loader:\n"
+        "    images = images.to(device, non_blocking=True)\n"
+        "    labels = labels.to(device, non_blocking=True)\n"
+    )
+    false_positives = (
+        "Page-locked memory cannot be swapped out: on a host short of RAM with very large batches, pinning "
+        "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
+        "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
+        "or the `TensorDataset` is built from GPU tensors. Not reported: loaders without workers, loaders "
+        "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
+        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to "
+        "functions in other files that move them."
+    )
+    fix_safety = FixSafety.SAFE
+    fix_notes = (
+        "Sets `pin_memory=True`. Batches hold the same values; on a machine without CUDA the DataLoader "
+        "only warns that pinning is unavailable and loads as before, so the fix is safe where the same "
+        "script also runs on CPU. With `**kwargs` it is offered only when the dict cannot hold `pin_memory`."
+    )
+    requires = ("DataLoader",)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if is_test_file(self.context.source.path, self.context.source.text):
+            return
+        data = flow(self.context)
+        for loader in data.loaders:
+            pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
+            if pin is None or not pin <= {MISSING, False}:
+                continue
+            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
+            if workers is not None and (MISSING in workers or 0 in workers):
+                # Without workers the loader pins each batch on the main thread, one more copy in front of the
+                # transfer: loading in workers (TL101) comes first, and then pinning runs in the background.
+                continue
+            if self._dataset_on_device(data, loader):
+                continue  # CUDA tensors cannot be pinned: the loader would raise
+            moved = [t for loop, target in data.loops_over(loader) for t in data.transfers(loop, target)]
+            if not moved:
+                continue
+            message = (
+                f"Batches of this DataLoader are copied to the GPU (`{snippet(self.context, moved[0])}`) from "
+                "pageable memory: set pin_memory=True so the copy runs by DMA from page-locked memory "
+                "(and can overlap compute with non_blocking=True)"
+            )
+            fix = None
+            if pin == {MISSING} or not has_star_kwargs(loader):  # never a second pin_memory from **kwargs
+                fix = with_keyword_fix(
+                    self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=PIN_MEMORY_AT
+                )
+            self.report(loader, message=message, fix=fix)
+
+
+    def _dataset_on_device(self, data: Flow, loader: cst.Call) -> bool:
+        """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""
+        if data.getitem_moves is None:
+            data.getitem_moves = any(
+                isinstance(n, cst.FunctionDef)
+                and n.name.value == "__getitem__"
+                and any(isinstance(c, cst.Call) and is_transfer(c) and data.to_accelerator(c) for c in descendants(n))
+                for n in descendants(self.context.module)
+            )
+        if data.getitem_moves:
+            return True
+        dataset = argument(loader, "dataset", position=0)
+        value = dataset.value if dataset is not None else None
+        if isinstance(value, cst.Name):
+            value = self.context.assigned_value(value) or value
+        if isinstance(value, cst.Call) and self.context.qualname(value) == "torch.utils.data.TensorDataset":
+            return any(
+                isinstance(n, cst.Call) and is_transfer(n) and data.to_accelerator(n)
+                for a in value.args
+                for n in [a.value, *descendants(a.value)]
+            ) or any(self._moved_name(data, a.value) for a in value.args)
+        return False
+
+    def _moved_name(self, data: Flow, expr: cst.BaseExpression) -> bool:
+        if not isinstance(expr, cst.Name):
+            return False
+        value = self.context.assigned_value(expr)
+        return (
+            isinstance(value, cst.Call)
+            and (
+                (is_transfer(value) and data.to_accelerator(value))
+                or (keyword(value, "device") is not None and data._may_be_cuda(keyword(value, "device").value, 0))  # type: ignore[union-attr]
+            )
+        )

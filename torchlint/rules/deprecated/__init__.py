@@ -1,0 +1,1 @@
+"""TL8xx: deprecated and slow APIs."""

@@ -1,0 +1,183 @@
+"""TL801 deprecated-cuda-amp."""
+
+from __future__ import annotations
+
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import has_star_args, keyword, positional, with_keyword
+from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
+
+
+# Deprecated name -> (what replaces it, the device type).
+_AUTOCAST = {
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cpu.amp.autocast_mode.autocast": "cpu",
+}
+
+_SCALER = {
+    "torch.cuda.amp.GradScaler": "cuda",
+    "torch.cpu.amp.GradScaler": "cpu",
+    "torch.cpu.amp.grad_scaler.GradScaler": "cpu",
+}
+
+_CUSTOM = {"torch.cuda.amp.custom_fwd": "custom_fwd", "torch.cuda.amp.custom_bwd": "custom_bwd"}
+
+# torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, cache_enabled=True)
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+
+class DeprecatedCudaAmp(Rule):
+    code = "TL801"
+    name = "deprecated-cuda-amp"
+    family = "Deprecated and slow APIs"
+    summary = (
+        "The deprecated device-specific AMP spellings: `torch.cuda.amp.autocast(...)`, "
+        "`torch.cuda.amp.GradScaler(...)`, `torch.cuda.amp.custom_fwd/custom_bwd`, `torch.cpu.amp.autocast(...)`, "
+        "`torch.cpu.amp.GradScaler(...)`."
+    )
+    message = "Deprecated AMP spelling: use torch.amp.autocast(\"cuda\", ...) / torch.amp.GradScaler(\"cuda\", ...)"
+    explanation = (
+        "This rule is here for migration, not for speed: the old spellings are thin subclasses of the device-"
+        "generic `torch.amp` classes and run the same code, so there is no run-time cost to remove. Since PyTorch "
+        "2.4 they are deprecated: every call raises a `FutureWarning` (\"`torch.cuda.amp.autocast(args...)` is "
+        "deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.\"), which Python prints once per "
+        "call site by default, and code that turns warnings into errors (`-W error`, pytest's "
+        "`filterwarnings = error`) fails. A deprecated API is eventually removed. The `torch.amp` spellings take the device type as an argument, so the "
+        "same code serves CUDA, CPU, XPU and MPS."
+    )
+    bad = (
+        "import torch\n\n"
+        "scaler = torch.cuda.amp.GradScaler()\n"
+        "for x, y in loader:\n"
+        "    with torch.cuda.amp.autocast():\n"
+        "        loss = criterion(model(x), y)\n"
+        "    scaler.scale(loss).backward()\n"
+    )
+    good = (
+        "import torch\n\n"
+        "scaler = torch.amp.GradScaler(\"cuda\")\n"
+        "for x, y in loader:\n"
+        "    with torch.amp.autocast(\"cuda\"):\n"
+        "        loss = criterion(model(x), y)\n"
+        "    scaler.scale(loss).backward()\n"
+    )
+    false_positives = (
+        "Code that must still run on PyTorch older than 2.3 (`torch.amp.GradScaler`) or 2.4 "
+        "(`torch.amp.custom_fwd/custom_bwd`) cannot use the new spellings yet: silence the finding with "
+        "`# noqa: TL801` or ignore TL801 for the project. Only calls and decorators are reported, not other "
+        "references (`isinstance(scaler, torch.cuda.amp.GradScaler)`)."
+    )
+    fix_safety = FixSafety.SAFE
+    fix_notes = (
+        "Rewrites the call to the `torch.amp` spelling with the device type as first argument "
+        "(`torch.cuda.amp.autocast(True)` becomes `torch.amp.autocast(\"cuda\", enabled=True)`: the old "
+        "positional parameters are passed by keyword because the order differs; `GradScaler`'s arguments keep "
+        "their positions after the device), and `@torch.cuda.amp.custom_fwd` becomes "
+        "`@torch.amp.custom_fwd(device_type=\"cuda\")`. Names imported with `from torch.cuda.amp import autocast` "
+        "are rewritten at the call (`torch` is imported if the file does not bind it); the old import is left "
+        "in place, for you to remove when nothing else uses it. Behaviour is the same: the old classes call the "
+        "new ones with exactly these arguments."
+    )
+    requires = ("amp",)
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        text = context.source.text
+        self._quote = "'" if text.count("'") > text.count('"') else '"'
+
+    def _string(self, value: str) -> str:
+        return f"{self._quote}{value}{self._quote}"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value not in ("autocast", "GradScaler", "custom_fwd", "custom_bwd"):
+            return
+        qual = self.context.qualname(func)
+        if qual is None:
+            return
+        if self._new_style(node):
+            return  # already called the torch.amp way: the name is bound to both (try/except import fallback)
+        torch = self.context.local_name_for("torch")
+        if qual in _AUTOCAST:
+            device = _AUTOCAST[qual]
+            fix = self._autocast_fix(node, torch, device)
+            self.report(
+                node,
+                f"`torch.{device}.amp.autocast(...)` is deprecated: use `torch.amp.autocast(\"{device}\", ...)`",
+                fix=fix,
+            )
+        elif qual in _SCALER:
+            device = _SCALER[qual]
+            fix = self._prepend_fix(node, f"{torch}.amp.GradScaler", device)
+            self.report(
+                node,
+                f"`torch.{device}.amp.GradScaler(...)` is deprecated: use `torch.amp.GradScaler(\"{device}\", ...)`",
+                fix=fix,
+            )
+        elif qual in _CUSTOM:
+            name = _CUSTOM[qual]
+            new = node.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"))
+            if keyword(new, "device_type") is None:
+                new = with_keyword(new, "device_type", self._string("cuda"))
+            fix = Fix(f"Use torch.amp.{name}(device_type=\"cuda\")", [Replace(node, new)], imports=("torch",))
+            self.report(node, self._custom_message(name), fix=fix)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        expr = node.decorator
+        if isinstance(expr, cst.Call) or isinstance(expr, cst.Attribute) and expr.attr.value not in ("custom_fwd", "custom_bwd"):
+            return
+        name = _CUSTOM.get(self.context.qualname(expr) or "")
+        if name is None:
+            return
+        torch = self.context.local_name_for("torch")
+        new = f"{torch}.amp.{name}(device_type={self._string('cuda')})"
+        fix = Fix(f"Use torch.amp.{name}(device_type=\"cuda\")", [Replace(expr, new)], imports=("torch",))
+        self.report(expr, self._custom_message(name), fix=fix)
+
+    def _new_style(self, node: cst.Call) -> bool:
+        """A device string first, or a `device`/`device_type` keyword: the torch.amp signature."""
+        if any(a.keyword is not None and a.keyword.value in ("device", "device_type") for a in node.args):
+            return True
+        given = positional(node)
+        return bool(given) and isinstance(self.context.literal(given[0].value), str)
+
+    @staticmethod
+    def _custom_message(name: str) -> str:
+        return f"`torch.cuda.amp.{name}` is deprecated: use `torch.amp.{name}(device_type=\"cuda\")`"
+
+    def _autocast_fix(self, node: cst.Call, torch: str, device: str) -> Optional[Fix]:
+        if has_star_args(node):
+            return None
+        given = positional(node)
+        if len(given) > len(_AUTOCAST_POSITIONAL):
+            return None
+        names = dict(zip(map(id, given), _AUTOCAST_POSITIONAL))
+        args = []
+        for arg in node.args:
+            if id(arg) in names:
+                if keyword(node, names[id(arg)]) is not None:
+                    return None  # the same parameter twice: leave the error to Python
+                arg = arg.with_changes(
+                    keyword=cst.Name(names[id(arg)]),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                    ),
+                )
+            args.append(arg)
+        return self._prepend_fix(node.with_changes(args=args), f"{torch}.amp.autocast", device, original=node)
+
+    def _prepend_fix(self, node: cst.Call, func: str, device: str, original: Optional[cst.Call] = None) -> Optional[Fix]:
+        if has_star_args(node):
+            return None
+        first = cst.Arg(value=cst.SimpleString(self._string(device)))
+        if node.args:
+            first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new = node.with_changes(func=cst.parse_expression(func), args=[first, *node.args])
+        name = func.rpartition(".")[2]
+        return Fix(
+            f"Use torch.amp.{name}(\"{device}\", ...)", [Replace(original or node, new)], imports=("torch",)
+        )

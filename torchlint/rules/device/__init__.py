@@ -1,0 +1,1 @@
+"""TL6xx: device placement and transfers."""

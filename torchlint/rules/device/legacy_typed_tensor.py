@@ -1,0 +1,135 @@
+"""TL603 legacy-typed-tensor."""
+
+from __future__ import annotations
+
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import keyword, positional
+from torchlint.lint.rule import FixSafety, Rule
+
+
+_TYPED = frozenset(
+    {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor",
+     "IntTensor", "LongTensor", "BoolTensor"}
+)  # fmt: skip
+
+_DTYPE_OF = {
+    "FloatTensor": "torch.float32",
+    "DoubleTensor": "torch.float64",
+    "HalfTensor": "torch.float16",
+    "BFloat16Tensor": "torch.bfloat16",
+    "ByteTensor": "torch.uint8",
+    "CharTensor": "torch.int8",
+    "ShortTensor": "torch.int16",
+    "IntTensor": "torch.int32",
+    "LongTensor": "torch.int64",
+    "BoolTensor": "torch.bool",
+}
+
+_TYPED_STRING = re.compile(r"^torch\.cuda\.(\w+Tensor)$")
+
+
+class LegacyTypedTensor(Rule):
+    code = "TL603"
+    name = "legacy-typed-tensor"
+    family = "Device placement and transfers"
+    summary = (
+        "Legacy CUDA tensor types used to build or move tensors: `torch.cuda.FloatTensor(data)`, "
+        "`x.type(torch.cuda.FloatTensor)`, and aliases such as `Tensor = torch.cuda.FloatTensor`."
+    )
+    message = (
+        "Legacy CUDA tensor type: use torch.as_tensor(data, dtype=..., device=...) to build a tensor, "
+        "or x.to(device, dtype, non_blocking=True) to move one"
+    )
+    explanation = (
+        "`torch.cuda.FloatTensor(...)` and its siblings are the pre-0.4 typed constructors. Given data, they "
+        "build the tensor on the host and copy it to the GPU with a blocking copy; `x.type(torch.cuda."
+        "FloatTensor)` is a host-to-device copy and a cast hidden behind a type name, blocking by default. Old training "
+        "scripts do this on every batch (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, "
+        "then `imgs.type(Tensor)`), so each step waits for the copy, which cannot overlap with compute the way "
+        "`x.to(device, non_blocking=True)` from pinned memory (`DataLoader(pin_memory=True)`) can. The "
+        "constructors also hard-code CUDA and a dtype in one name, interpret a lone integer as a size "
+        "(`torch.cuda.LongTensor(5)` is five uninitialised values, not `[5]`), and since PyTorch 2.1 warn: "
+        "\"The torch.cuda.*DtypeTensor constructors are no longer recommended. It's best to use methods such "
+        "as torch.tensor(data, dtype=*, device='cuda') to create tensors.\""
+    )
+    bad = (
+        "import torch\n\n"
+        "Tensor = torch.cuda.FloatTensor\n\n"
+        "for imgs, targets in loader:\n"
+        "    imgs = imgs.type(Tensor)\n"
+        "    labels = torch.cuda.LongTensor(targets)\n"
+    )
+    good = (
+        "import torch\n\n"
+        "device = torch.device(\"cuda\")\n\n"
+        "for imgs, targets in loader:  # DataLoader(..., pin_memory=True)\n"
+        "    imgs = imgs.to(device, torch.float32, non_blocking=True)\n"
+        "    labels = torch.as_tensor(targets, dtype=torch.int64, device=device)\n"
+    )
+    false_positives = (
+        "`isinstance(x, torch.cuda.FloatTensor)` and type annotations are not reported. A shape-only "
+        "`torch.cuda.FloatTensor(3, 4)` copies nothing (it is `torch.empty(3, 4, device=\"cuda\")`): the finding "
+        "is then about the legacy API, not speed."
+    )
+    fix_safety = FixSafety.NONE
+    fix_notes = (
+        "No autofix: the legacy constructor reads a lone integer as a size and a sequence as data, and "
+        "`.type(torch.cuda.FloatTensor)` keeps a tensor already on another GPU where it is, while "
+        "`.to(\"cuda\")` moves it to the current one; no rewrite is equivalent in every case."
+    )
+    requires = ("Tensor",)
+
+    def _typed(self, node: cst.BaseExpression, _depth: int = 0) -> Optional[str]:
+        """The legacy CUDA type named by `node` ("FloatTensor"), following a single-assignment alias."""
+        if _depth > 3:
+            return None
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            qual = self.context.qualname(node)
+            if qual is not None:
+                head, _, last = qual.rpartition(".")
+                return last if head == "torch.cuda" and last in _TYPED else None
+            if isinstance(node, cst.Name):
+                value = self.context.assigned_value(node)
+                if value is not None:
+                    return self._typed(value, _depth + 1)
+            return None
+        if isinstance(node, cst.IfExp):
+            return self._typed(node.body, _depth + 1) or self._typed(node.orelse, _depth + 1)
+        if isinstance(node, cst.SimpleString):
+            value = self.context.literal(node)
+            match = _TYPED_STRING.match(value) if isinstance(value, str) else None
+            return match.group(1) if match and match.group(1) in _TYPED else None
+        return None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "type":
+            args = positional(node)
+            target = args[0].value if args else None
+            if target is None:
+                arg = keyword(node, "dtype")
+                target = arg.value if arg is not None else None
+            typed = self._typed(target) if target is not None else None
+            if typed is not None:
+                self.report(
+                    node,
+                    f"`.type(torch.cuda.{typed})` is a blocking copy to the GPU plus a cast: "
+                    f"use `.to(device, {_DTYPE_OF[typed]}, non_blocking=True)` (with pinned host memory)",
+                )
+            return
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            last = func.value if isinstance(func, cst.Name) else func.attr.value
+            if "Tensor" not in last and self.context.qualname(func) is None:
+                return
+            typed = self._typed(func)
+            if typed is not None:
+                self.report(
+                    node,
+                    f"Legacy constructor `torch.cuda.{typed}`: use `torch.as_tensor(data, dtype={_DTYPE_OF[typed]}, "
+                    f"device=device)` for data, or `torch.empty(size, dtype={_DTYPE_OF[typed]}, device=device)` for a shape",
+                )

@@ -1,0 +1,1 @@
+"""TL4xx: vectorisation and loops."""

@@ -1,0 +1,1 @@
+"""TL0xx: suppressions."""

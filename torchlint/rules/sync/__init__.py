@@ -1,0 +1,1 @@
+"""TL2xx: host-device synchronisation."""

@@ -1,0 +1,52 @@
+"""What the rules of this family share."""
+
+from __future__ import annotations
+
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.rule import FixSafety, Rule
+from torchlint.semantic.placement import on_accelerator
+from torchlint.semantic.values import ValueKinds, value_kinds
+
+
+FAMILY = "Host-device synchronisation"
+
+# Calls that read a clock or a CUDA event: a sync next to them is there to time the step.
+CLOCK_CALLS = frozenset(
+    {"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "record", "elapsed_time", "time_sync", "tic", "toc"}
+)
+
+ADVICE = "keep the running value on the device (`running += loss.detach()`) and read it every N steps"
+
+
+class SyncRule(Rule):
+    family = FAMILY
+    fix_safety = FixSafety.NONE
+
+    @property
+    def values(self) -> ValueKinds:
+        return value_kinds(self.context)
+
+    def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
+        if on_accelerator(self.context):  # a CPU-only script pays nothing for a host read
+            super().report(node, message, **kwargs)  # type: ignore[arg-type]
+
+
+EXPLANATION_COMMON = (
+    "CUDA kernels run asynchronously: the Python loop normally races ahead of the GPU, queueing the next "
+    "step's work while the current one computes. Reading a device value on the host ({what}) makes the CPU wait "
+    "until every queued kernel has finished and the value has been copied back; only then does Python go on to "
+    "queue more work. Done every step, the GPU idles while the host prepares the next step, and the pipeline "
+    "never fills again. The cost is the GPU's idle time per step, so it is largest for small models and short "
+    "steps, where the queue is what keeps the GPU busy. PyTorch's Performance Tuning Guide (\"Avoid unnecessary "
+    "CPU-GPU synchronization\") lists exactly these operations: `print(cuda_tensor)`, `cuda_tensor.item()`, "
+    "`cuda_tensor.cpu()`, `cuda_tensor.nonzero()`, and Python control flow on CUDA results such as "
+    "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything, "
+    "so the rule stays silent in a file that puts nothing on an accelerator (no `.cuda()`, `.to(device)`, "
+    "`device=`, `torch.device(\"cuda\")`, `Accelerator`, outside comments; listing GPUs or calling "
+    "`torch.cuda.is_available()` is not enough), and in one that moves only its model and never a batch (the "
+    "script then runs on the CPU)."
+)

@@ -1,0 +1,58 @@
+"""TL205 cuda-synchronize-in-training-loop."""
+
+from __future__ import annotations
+
+
+import libcst as cst
+
+from torchlint.lint.names import last_name
+from torchlint.rules.sync._common import CLOCK_CALLS, EXPLANATION_COMMON, SyncRule
+from torchlint.semantic import loops
+from torchlint.semantic.loops import per_step
+
+
+class CudaSynchronizeInTrainingLoop(SyncRule):
+    code = "TL205"
+    name = "cuda-synchronize-in-training-loop"
+    summary = "`torch.cuda.synchronize()` on every step of a training or evaluation loop."
+    message = (
+        "`torch.cuda.synchronize()` on every step stalls the host until the GPU is idle: remove it, "
+        "or synchronise only on the steps you time or log"
+    )
+    explanation = EXPLANATION_COMMON.format(what="`torch.cuda.synchronize()` does nothing else")
+    bad = (
+        "for x, y in loader:\n"
+        "    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    torch.cuda.synchronize()\n"
+    )
+    good = (
+        "for x, y in loader:\n"
+        "    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    false_positives = (
+        "Timing each step needs a sync to measure the GPU's work; the rule stays silent in loops that read a "
+        "clock (`time.time()`, `time.perf_counter()`). Silence a deliberate one with `# noqa: TL205`."
+    )
+    requires = ("synchronize",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if last_name(node.func) != "synchronize":
+            return
+        qual = self.context.qualname(node)
+        if qual not in ("torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize"):
+            return
+        loop = per_step(self.context, node)
+        if loop is None or self._timed(loop):
+            return
+        self.report(node)
+
+    def _timed(self, loop: loops.Loop) -> bool:
+        for call in loops.hot_calls_in(self.context, loop):
+            name = last_name(call.func)
+            if name in CLOCK_CALLS:
+                return True
+        return False

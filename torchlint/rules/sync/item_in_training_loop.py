@@ -1,0 +1,239 @@
+"""TL201 item-in-training-loop."""
+
+from __future__ import annotations
+
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.context import Context
+from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants, scope_nodes
+from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
+from torchlint.semantic import loops
+from torchlint.semantic.loops import per_step
+from torchlint.semantic.values import CPU, PY, T, UNK
+
+
+# Python-number checks a NaN guard uses.
+_FINITE_CHECKS = frozenset(
+    {"math.isfinite", "math.isnan", "math.isinf", "numpy.isfinite", "numpy.isnan", "numpy.isinf"}
+)
+
+# Variables that hold a loss (`loss`, `loss2`, `g_loss`, `loss_D`, `total_loss`, `losses`); not `loss_fn`.
+_LOSS_VARIABLE = re.compile(r"^(?:\w+_)?loss(?:es)?(?:\d+|_?[a-z])?$", re.IGNORECASE)
+
+
+def _in_test(context: "Context", node: cst.CSTNode, test: cst.BaseExpression) -> bool:
+    return node is test or any(ancestor is test for ancestor in context.ancestors(node))
+
+
+def _exits(context: "Context", block: cst.CSTNode) -> bool:
+    """The block stops the run or skips the step: `raise`, `sys.exit(...)`, `return`, `break`, `continue`."""
+    for node in scope_nodes(block):
+        if isinstance(node, (cst.Raise, cst.Return, cst.Break, cst.Continue)):
+            return True
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in ("exit", "quit"):
+                return True
+            if context.qualname(node) in ("sys.exit", "os._exit", "os.abort"):
+                return True
+    return False
+
+
+# Methods that may sit between `.cpu()` and the number it is reduced to.
+_REDUCTIONS = frozenset(
+    {"sum", "mean", "count_nonzero", "all", "any", "max", "min", "float", "double", "long", "int", "numpy", "squeeze", "detach"}
+)
+
+
+class ItemInTrainingLoop(SyncRule):
+    code = "TL201"
+    name = "item-in-training-loop"
+    summary = (
+        "`.item()`, `.tolist()` or `.cpu()` of a device tensor on every step of a training or evaluation loop."
+    )
+    message = (
+        "`.item()` waits for the GPU and copies to the host on every step: " + ADVICE
+    )
+    explanation = EXPLANATION_COMMON.format(what="`.item()`, `.tolist()`, `.cpu()`, `.cpu().numpy()`")
+    bad = (
+        "for images, labels in train_loader:\n"
+        "    loss = criterion(model(images.cuda()), labels.cuda())\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    running_loss += loss.item()\n"
+    )
+    good = (
+        "running_loss = torch.zeros((), device=\"cuda\")\n"
+        "for step, (images, labels) in enumerate(train_loader):\n"
+        "    loss = criterion(model(images.cuda()), labels.cuda())\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    running_loss += loss.detach()\n"
+        "    if step % 100 == 0:\n"
+        "        print(running_loss.item() / (step + 1))\n"
+    )
+    false_positives = (
+        "A value that lives on the CPU (a model trained on the CPU, a tensor already copied with `.cpu()` earlier) "
+        "does not synchronise; the rule cannot always tell where a tensor lives. A NaN guard that stops the run "
+        "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
+        "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
+        "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported only "
+        "in training loops: there, copy once after the loop instead; one reduced to a number at once "
+        "(`pred.eq(y).cpu().sum().item()`) is reported everywhere. `return loss.item()` at the end of a one-step "
+        "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter) is reported: its "
+        "caller runs it every step. A statement that reads several values "
+        "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
+        "Silence a deliberate one with `# noqa: TL201`."
+    )
+    requires = (".item(", ".tolist(", ".cpu(")
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[cst.CSTNode] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if method not in ("item", "tolist", "cpu") or node.args:
+            return
+        statement = self.context.enclosing_statement(node)
+        if statement in self._reported:
+            return  # the first sync of a statement empties the queue: later ones wait for nothing
+        loop: Optional[cst.CSTNode] = per_step(self.context, node)
+        if loop is None:
+            loop = self._returned_by_step_function(node)
+            if loop is None:
+                return
+        kind = self.values.kind(func.value)
+        if method == "item":
+            if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
+                return
+        elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(func.value)):
+            return
+        if (
+            method == "cpu"
+            and isinstance(loop, (cst.For, cst.While))
+            and not loops.is_training_loop(self.context, loop)
+            and not self._reduced_at_once(node)
+        ):
+            return  # predictions gathered in an evaluation loop: copied once each, to be used after it
+        self._reported.add(statement)  # type: ignore[arg-type]
+        if method == "cpu" and self._is_numpy_of(node):
+            self.report(node, "`.cpu().numpy()` waits for the GPU and copies to the host on every step: " + ADVICE)
+            return
+        self.report(node, f"`.{method}()` waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _returned_by_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
+        """`return loss.item()` at the end of a one-step training function (`loss.backward();
+        optimizer.step()`, no loop): the caller runs it once per step (`agent.replay()`). A function that
+        takes the epoch (`def train(epoch):`, full-batch training) is called once per epoch and is left alone."""
+        context = self.context
+        statement = context.enclosing_statement(node)
+        if not isinstance(statement, cst.SimpleStatementLine) or context.enclosing(node, cst.Return) is None:
+            return None
+        function = loops.step_function(context, node)
+        if function is None or loops.gated(context, node, function):  # type: ignore[arg-type]
+            return None
+        params = (*function.params.params, *function.params.kwonly_params)
+        if any("epoch" in p.name.value.lower() for p in params):
+            return None
+        return function
+
+    def _reduced_at_once(self, node: cst.Call) -> bool:
+        """`pred.eq(target).cpu().sum().item()`, `correct += (pred == y).cpu().sum()`: the copy is reduced to
+        a number straight away (which could have been done on the device), not kept for after the loop."""
+        context = self.context
+        current: cst.CSTNode = node
+        reduced = False
+        while True:
+            parent = context.parent(current)
+            if not isinstance(parent, cst.Attribute) or parent.value is not current:
+                break
+            call = context.parent(parent)
+            if not isinstance(call, cst.Call) or call.func is not parent:
+                break
+            method = parent.attr.value
+            if method == "item":
+                return True
+            if method not in _REDUCTIONS:
+                return False
+            reduced = reduced or method in ("sum", "mean", "count_nonzero", "all", "any", "max", "min")
+            current = call
+        parent = context.parent(current)
+        return reduced and isinstance(parent, cst.AugAssign) and parent.value is current
+
+    def _copies_a_tensor(self, receiver: cst.BaseExpression) -> bool:
+        """`.cpu()` of a value of unknown kind that is still a tensor: `out.data.cpu()` (`.data`, like
+        `.detach()`, is a tensor's), `loss.cpu()` (only tensors and modules have `.cpu()`, and a name that
+        reads like a loss is not a module)."""
+        expr = receiver
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            base = expr.value
+            return not (isinstance(base, cst.Name) and base.value == "self") and self.values.kind(base) == UNK
+        return isinstance(expr, cst.Name) and bool(_LOSS_VARIABLE.match(expr.value)) and self.context.qualname(expr) is None
+
+    def _guards_non_finite(self, node: cst.Call) -> bool:
+        """`loss_value = loss.item()` followed by `if not math.isfinite(loss_value): sys.exit(1)`, or
+        `assert math.isfinite(loss.item())`: a deliberate guard that stops training on a NaN/inf loss."""
+        context = self.context
+        parent = context.parent(node)
+        if isinstance(parent, cst.Arg):
+            check = context.parent(parent)
+            if not isinstance(check, cst.Call) or not self._is_finite_check(check):
+                return False
+            statement = context.enclosing_statement(node)
+            if isinstance(statement, cst.If):
+                return _in_test(context, check, statement.test) and _exits(context, statement.body)
+            assertion = context.enclosing(node, cst.Assert)
+            return assertion is not None and _in_test(context, check, assertion.test)
+        if not (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return False
+        name = parent.targets[0].target.value
+        line = context.parent(parent)
+        block = context.parent(line) if line is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return False
+        siblings = list(block.body)
+        following = siblings[siblings.index(line) + 1 :]
+        for statement in following:
+            tests: list[tuple[cst.BaseExpression, Optional[cst.CSTNode]]] = []
+            if isinstance(statement, cst.If):
+                tests.append((statement.test, statement.body))
+            elif isinstance(statement, cst.SimpleStatementLine):
+                tests.extend((small.test, None) for small in statement.body if isinstance(small, cst.Assert))
+            for test, body in tests:
+                for check in [test, *descendants(test)]:
+                    if (
+                        isinstance(check, cst.Call)
+                        and self._is_finite_check(check)
+                        and any(isinstance(a.value, cst.Name) and a.value.value == name for a in check.args)
+                        and (body is None or _exits(context, body))
+                    ):
+                        return True
+        return False
+
+    def _is_finite_check(self, call: cst.Call) -> bool:
+        if last_name(call.func) not in ("isfinite", "isnan", "isinf"):
+            return False
+        return self.context.qualname(call) in _FINITE_CHECKS
+
+    def _feeds_environment(self, node: cst.Call) -> bool:
+        """`env.step(action.item())`: a simulator on the host needs the value; the sync is the algorithm's."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            return isinstance(call, cst.Call) and last_name(call.func) == "step"
+        return False
+
+    def _is_numpy_of(self, node: cst.Call) -> bool:
+        parent = self.context.parent(node)
+        return isinstance(parent, cst.Attribute) and parent.attr.value == "numpy"

@@ -1,0 +1,77 @@
+"""TL203 print-tensor-in-training-loop."""
+
+from __future__ import annotations
+
+
+import libcst as cst
+
+from torchlint.lint.calls import keyword, positional
+from torchlint.lint.names import last_name
+from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
+from torchlint.semantic.loops import per_step
+
+
+class PrintTensorInTrainingLoop(SyncRule):
+    code = "TL203"
+    name = "print-tensor-in-training-loop"
+    summary = (
+        "Printing or formatting a device tensor (`print(loss)`, `f\"{loss:.3f}\"`, `\"{}\".format(loss)`, "
+        "`writer.add_scalar(..., loss)`) on every step."
+    )
+    message = "Formatting a tensor waits for the GPU and copies it to the host on every step: " + ADVICE
+    explanation = EXPLANATION_COMMON.format(
+        what="printing or formatting a tensor, and TensorBoard's `add_scalar`, read its values"
+    )
+    bad = (
+        "for step, (x, y) in enumerate(loader):\n"
+        "    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    print(f\"step {step}: loss {loss:.4f}\")\n"
+    )
+    good = (
+        "for step, (x, y) in enumerate(loader):\n"
+        "    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    if step % 100 == 0:\n"
+        "        print(f\"step {step}: loss {loss.item():.4f}\")\n"
+    )
+    false_positives = (
+        "A tensor on the CPU prints without a sync; the rule cannot always tell where a tensor lives. Silence a "
+        "deliberate one with `# noqa: TL203`."
+    )
+
+    _SINKS = {"print": None, "add_scalar": 1, "add_scalars": 1}
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        if self.values.is_tensor(node.expression) and per_step(self.context, node) is not None:
+            self.report(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = last_name(node.func)
+        if name == "format" and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.SimpleString):
+            values = [a.value for a in node.args if a.star == ""]
+        elif name == "print" and isinstance(node.func, cst.Name):
+            values = [a.value for a in positional(node)]
+        elif name in ("add_scalar",) and isinstance(node.func, cst.Attribute):
+            arg = node.args[1] if len(node.args) > 1 and node.args[1].keyword is None else keyword(node, "scalar_value")
+            values = [arg.value] if arg is not None else []
+        else:
+            return
+        if not values or per_step(self.context, node) is None:
+            return
+        for value in values:
+            if self.values.is_tensor(value):
+                self.report(value)
+                return
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        # "%.3f" % loss
+        if not isinstance(node.operator, cst.Modulo) or not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
+            return
+        right = node.right
+        items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+        tensors = [i for i in items if not isinstance(i, cst.StarredElement) and self.values.is_tensor(i)]
+        if tensors and per_step(self.context, node) is not None:
+            self.report(tensors[0])

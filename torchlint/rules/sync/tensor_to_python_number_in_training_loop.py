@@ -1,0 +1,49 @@
+"""TL202 tensor-to-python-number-in-training-loop."""
+
+from __future__ import annotations
+
+
+import libcst as cst
+
+from torchlint.lint.calls import positional
+from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
+from torchlint.semantic.loops import per_step
+
+
+class TensorToPythonNumberInTrainingLoop(SyncRule):
+    code = "TL202"
+    name = "tensor-to-python-number-in-training-loop"
+    summary = "`float(t)`, `int(t)` or `bool(t)` of a device tensor on every step of a training or evaluation loop."
+    message = "`float(tensor)` waits for the GPU and copies to the host on every step: " + ADVICE
+    explanation = EXPLANATION_COMMON.format(what="`float(t)`, `int(t)` and `bool(t)` call `t.item()`")
+    bad = (
+        "for x, y in loader:\n"
+        "    loss = criterion(model(x.cuda()), y.cuda())\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    losses.append(float(loss))\n"
+    )
+    good = (
+        "for x, y in loader:\n"
+        "    loss = criterion(model(x.cuda()), y.cuda())\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    losses.append(loss.detach())\n"
+        "losses = torch.stack(losses).tolist()  # one copy after the loop\n"
+    )
+    false_positives = (
+        "A tensor that lives on the CPU does not synchronise; the rule cannot always tell. Silence a deliberate "
+        "conversion with `# noqa: TL202`."
+    )
+    requires = ("float(", "int(", "bool(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Name) or func.value not in ("float", "int", "bool"):
+            return
+        args = positional(node)
+        if len(args) != 1 or len(node.args) != 1 or self.context.lookup(func):
+            return  # rebound builtin
+        if per_step(self.context, node) is None or not self.values.is_tensor(args[0].value):
+            return
+        self.report(node, f"`{func.value}(tensor)` waits for the GPU and copies to the host on every step: " + ADVICE)

@@ -1,0 +1,293 @@
+"""TODO."""
+
+from __future__ import annotations
+
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import argument, keyword
+from torchlint.lint.context import Context
+from torchlint.lint.names import last_name
+from torchlint.semantic.loaders import SAME_TENSOR, element_at, flow, is_builtin, is_dataloader, is_transfer, method_named, return_statements
+
+
+_COLLATE_AT = 6
+
+TENSOR_FACTORIES = frozenset(
+    {
+        "tensor", "as_tensor", "from_numpy", "randn", "rand", "randint", "zeros", "ones", "arange", "stack", "cat",
+        "linspace", "load", "array", "asarray", "concatenate",
+    }
+)
+
+
+def in_memory_loader(context: Context, call: cst.Call) -> bool:
+    """A DataLoader over data already in memory as tensors (or a list), batched by the default collate."""
+    collate = argument(call, "collate_fn", position=_COLLATE_AT)
+    if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
+        return False
+    dataset = argument(call, "dataset", position=0)
+    return dataset is not None and _in_memory_dataset(context, dataset.value, 0)
+
+
+def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+    if expr is None or depth > 5:
+        return False
+    if isinstance(expr, (cst.List, cst.ListComp, cst.Tuple)):
+        return True
+    if isinstance(expr, cst.Subscript):
+        return _in_memory_dataset(context, expr.value, depth + 1)  # `data[:n_train]` of a tensor or list
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Multiply)):
+        # `[item] * 100`, `train_items + extra_items`
+        return isinstance(expr.left, (cst.List, cst.ListComp)) or isinstance(expr.right, (cst.List, cst.ListComp))
+    if isinstance(expr, cst.Call):
+        name = context.qualname(expr) or ""
+        if name == "torch.utils.data.TensorDataset":
+            return True
+        if name == "torch.utils.data.Subset" and expr.args:
+            return _in_memory_dataset(context, expr.args[0].value, depth + 1)
+        if name.startswith(("torch.", "numpy.")) and name.rsplit(".", 1)[-1] in TENSOR_FACTORIES:
+            return True
+        if is_builtin(context, expr.func, "list") or is_builtin(context, expr.func, "tuple"):
+            return len(expr.args) == 1 and _in_memory_items(context, expr.args[0].value, depth)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("clone", "float", "long", "to", "cuda"):
+            return _in_memory_dataset(context, expr.func.value, depth + 1)  # a tensor, converted
+        if isinstance(expr.func, cst.Name):
+            bindings = context.lookup(expr.func)
+            if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+                return _indexes_memory(bindings[0].node)
+        function = flow(context).function_called(expr)
+        if function is not None:
+            # `train_data = get_data(root)` where get_data builds and returns a list of ready samples
+            values = [r.value for r in return_statements(function)]
+            return bool(values) and all(_in_memory_dataset(context, v, depth + 1) for v in values)
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if not bindings or len(bindings) != 1:
+            return False
+        binding = bindings[0]
+        if binding.kind == "assign" and binding.value is not None:
+            return _in_memory_dataset(context, binding.value, depth + 1)
+        node = binding.node
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
+            if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
+                return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
+    return False
+
+
+def _indexes_memory(cls: cst.ClassDef) -> bool:
+    """A Dataset class of this file whose `__getitem__` only indexes tensors it already holds.
+
+    `return self.features[idx].float(), self.labels[idx]`: the data was loaded in `__init__`, and an item
+    costs an index, nothing a worker process could take over.
+    """
+    getitem = method_named(cls, "__getitem__")
+    if getitem is None or not isinstance(getitem.body, cst.IndentedBlock):
+        return False
+    statements = list(getitem.body.body)
+    if statements and _is_docstring(statements[0]):
+        statements = statements[1:]
+    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return False
+    small = statements[0].body
+    if len(small) != 1 or not isinstance(small[0], cst.Return) or small[0].value is None:
+        return False
+    value = small[0].value
+    parts = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+    return all(_indexes_self(part) for part in parts)
+
+
+def _indexes_self(expr: cst.BaseExpression) -> bool:
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SAME_TENSOR:
+        expr = expr.func.value
+    return (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Attribute)
+        and isinstance(expr.value.value, cst.Name)
+        and expr.value.value.value == "self"
+    )
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _in_memory_items(context: Context, expr: cst.BaseExpression, depth: int) -> bool:
+    """`list(zip(x, y))` over tensors or lists."""
+    if isinstance(expr, cst.Call) and is_builtin(context, expr.func, "zip"):
+        return bool(expr.args) and all(_in_memory_dataset(context, a.value, depth + 1) for a in expr.args)
+    return _in_memory_dataset(context, expr, depth + 1)
+
+
+# Dataset methods that keep what a (prepared) `datasets.Dataset` holds: their result is prepared too.
+_HF_KEEPS = frozenset(
+    {"select", "shuffle", "filter", "remove_columns", "rename_column", "rename_columns", "select_columns", "sort",
+     "shard", "flatten", "train_test_split"}
+)
+
+_HF_FORMATS = frozenset({"torch", "pt", "numpy", "np"})
+
+# Signs that items are still decoded or transformed when read: a lazy transform, a stream, image, audio or
+# video features (decoded on every access), or columns named after them.
+_HF_LAZY = re.compile(
+    r"streaming\s*=\s*True|set_transform|with_transform|cast_column|\b(Image|Audio|Video)\s*\(|"
+    r"(image|audio|video)folder|pixel_values|input_values|[\"'](image|img|audio|video|pixels?)s?[\"']",
+    re.IGNORECASE,
+)
+
+
+def prepared_hf_loader(context: Context, call: cst.Call) -> bool:
+    """A DataLoader over a Hugging Face dataset tokenized ahead of time, batched by the default collate.
+
+    `ds = ds.map(tokenize, batched=True)` runs the tokenizer once, eagerly, and stores the result in Arrow
+    tables; with `set_format("torch")` / `with_format("torch")` an item is a row lookup turned into tensors,
+    nothing a worker process could take over. Not when the file shows items that are still decoded or
+    transformed when read (images, audio, `set_transform`, a streamed dataset).
+    """
+    collate = argument(call, "collate_fn", position=_COLLATE_AT)
+    if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
+        return False
+    dataset = argument(call, "dataset", position=0)
+    if dataset is None or _HF_LAZY.search(context.source.text):
+        return False
+    return _hf_prepared(context, dataset.value, 0)
+
+
+def _hf_format(context: Context, call: cst.Call) -> bool:
+    """`with_format("torch")`, `set_format(type="torch", columns=[...])`."""
+    arg = argument(call, "type", position=0)
+    return arg is not None and context.literal(arg.value) in _HF_FORMATS
+
+
+def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+    if expr is None or depth > 6:
+        return False
+    if isinstance(expr, cst.Subscript):
+        return _hf_prepared(context, expr.value, depth + 1)  # `tokenized["train"]`
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            attr = func.attr.value
+            if attr == "map":
+                batched = keyword(expr, "batched")
+                return batched is not None and context.literal(batched.value) is True
+            if attr == "with_format":
+                return _hf_format(context, expr) or _hf_prepared(context, func.value, depth + 1)
+            if attr in _HF_KEEPS:
+                return _hf_prepared(context, func.value, depth + 1)
+        function = flow(context).function_called(expr)
+        if function is not None:
+            values = [r.value for r in return_statements(function)]
+            return bool(values) and all(_hf_prepared(context, v, depth + 1) for v in values)
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if not bindings:
+            return False
+        found = False
+        for binding in bindings:
+            node = binding.node
+            if binding.kind == "assign" and binding.value is not None:
+                found = found or _hf_prepared(context, binding.value, depth + 1)
+            elif isinstance(node, cst.Assign) and binding.kind == "other":
+                value = _unpacked_value(context, node, expr.value)
+                found = found or (value is not None and _hf_prepared(context, value, depth + 1))
+            else:
+                return False  # a parameter, a loop variable, an import: not followed
+        return found or _set_format_on(context, expr)
+    return False
+
+
+def _unpacked_value(context: Context, assign: cst.Assign, name: str) -> Optional[cst.BaseExpression]:
+    """`a, b, c = prepare(...)` where `prepare` returns `x, y, z`: the expression bound to `name`."""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, (cst.Tuple, cst.List)):
+        return None
+    target = assign.targets[0].target
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    index = next(
+        (i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None
+    )
+    if index is None or not isinstance(assign.value, cst.Call):
+        return None
+    function = flow(context).function_called(assign.value)
+    returns = list(return_statements(function)) if function is not None else []
+    if len(returns) != 1 or not isinstance(returns[0].value, (cst.Tuple, cst.List)):
+        return None
+    return element_at(returns[0].value, index, len(target.elements))
+
+
+def _set_format_on(context: Context, name: cst.Name) -> bool:
+    """`name.set_format("torch")` in the scope that binds `name`."""
+    scope = context.enclosing(name, cst.FunctionDef) or context.module
+    for use in flow(context)._uses(name.value):
+        attribute = context.parent(use)
+        if not (isinstance(attribute, cst.Attribute) and attribute.value is use and attribute.attr.value == "set_format"):
+            continue
+        call = context.parent(attribute)
+        if isinstance(call, cst.Call) and call.func is attribute and _hf_format(context, call):
+            if (context.enclosing(call, cst.FunctionDef) or context.module) is scope:
+                return True
+    return False
+
+
+def dataset_given_device(context: Context, call: cst.Call) -> bool:
+    """The loader's dataset was built by a call that receives a (CUDA) device: `MyDataset(x, y, device)`.
+
+    Its items are, or may be, GPU tensors: worker processes cannot create them (CUDA does not start in a
+    forked worker) and have no decoding to take over.
+    """
+    dataset = argument(call, "dataset", position=0)
+    return dataset is not None and _built_with_device(context, dataset.value, 0)
+
+
+def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+    if expr is None or depth > 5:
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if not bindings or len(bindings) != 1:
+            return False
+        binding = bindings[0]
+        if binding.kind == "assign":
+            return _built_with_device(context, binding.value, depth + 1)
+        node = binding.node
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and node.value.args:
+            # `train_ds, val_ds = random_split(dataset, [n_train, n_val])`
+            if context.qualname(node.value) == "torch.utils.data.random_split":
+                return _built_with_device(context, node.value.args[0].value, depth + 1)
+        return False
+    if not isinstance(expr, cst.Call):
+        return False
+    name = context.qualname(expr) or ""
+    if name == "torch.utils.data.Subset" and expr.args:
+        return _built_with_device(context, expr.args[0].value, depth + 1)
+    if name.startswith("torch.") or is_dataloader(context, expr):
+        return False  # TensorDataset and friends: TL102's business, and in memory anyway
+    data = flow(context)
+    for arg in expr.args:
+        value = arg.value
+        if arg.keyword is not None and arg.keyword.value == "device":
+            if context.literal(value) is not None and data._may_be_cuda(value, 0):
+                return True
+            continue
+        if isinstance(value, cst.Call):
+            if context.qualname(value) == "torch.device" and data._may_be_cuda(value, 0):
+                return True
+            if is_transfer(value) and data.to_accelerator(value):
+                return True  # tensors moved to the GPU before the Dataset wraps them
+        elif isinstance(value, (cst.Name, cst.Attribute)):
+            last = last_name(value) or ""
+            if "device" in last.lower() and data._may_be_cuda(value, 0):
+                return True
+    return False

@@ -1,0 +1,419 @@
+"""TODO."""
+
+from __future__ import annotations
+
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Union
+
+import libcst as cst
+
+from torchlint.lint.context import Context
+from torchlint.lint.names import dotted
+from torchlint.semantic.file_kind import is_test_file
+
+
+# Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
+# cannot be decided is the train/eval switch `set_grad_enabled(phase == "train")`, which we leave alone).
+GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"})
+
+GRAD_ON = frozenset({"torch.enable_grad"})
+
+_GRAD_WORDS = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"})
+
+# Framework hooks that run under no_grad / in eval mode already (Lightning, MMEngine, ...).
+_HOOK_SUFFIXES = ("_step", "_step_end", "_epoch_end", "_batch_end")
+
+# Method names on a module that are not forward passes.
+_FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
+
+_HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+
+TRAIN_STEP_OWNERS = re.compile(r"optim|opt\b|^opt|scaler|sched", re.IGNORECASE)
+
+
+@dataclass
+class CallFact:
+    node: cst.Call
+    callee: Optional[str]  # dotted text of the callee, None when not a Name/Attribute chain
+    order: int
+    covered: bool  # under a grad-off context inside its scope (or after set_grad_enabled(False))
+    loops: tuple[cst.CSTNode, ...]  # enclosing loops (For/While/comprehension) inside the scope, outermost first
+    withs: tuple[cst.With, ...]  # enclosing grad-off With statements inside the scope
+
+
+@dataclass
+class ScopeFacts:
+    """What one function (or the module's top-level code) does, not counting nested functions and classes."""
+
+    node: Union[cst.FunctionDef, cst.Module]
+    name: str
+    cls: Optional[cst.ClassDef]
+    parent: Optional["ScopeFacts"]
+    decorated_grad_off: Optional[cst.Decorator] = None
+    decorated_other_grad: bool = False  # enable_grad, jit, or an unknown decorator about grad
+    calls: list[CallFact] = field(default_factory=list)
+    grad_off: list[int] = field(default_factory=list)  # orders of grad-off constructs (with items, calls)
+    grad_off_withs: list[cst.With] = field(default_factory=list)
+    set_grad_false: list[int] = field(default_factory=list)  # orders of bare set_grad_enabled(False) calls
+    training: list[int] = field(default_factory=list)  # orders of backward/step/autograd.grad/requires_grad
+    host: bool = False  # .item()/.cpu()/.numpy()/.tolist()
+    evals: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.eval() / T.train(False)
+    trains: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.train() / T.train(True)
+    mode_unknown: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.train(flag)
+    loops: list[tuple[cst.CSTNode, int, int, tuple]] = field(default_factory=list)  # (loop, start, end, iter text)
+    yields: bool = False
+    end: int = 0
+    start: int = 0
+    is_async: bool = False
+
+    @property
+    def is_method(self) -> bool:
+        return self.cls is not None
+
+
+class FileFacts:
+    """Per-file facts, filled in by `FactsCollector` during the engine's single walk of the file."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.scopes: list[ScopeFacts] = []
+        self.by_node: dict[cst.CSTNode, ScopeFacts] = {}
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.parents = context.parents  # complete once the walk is over
+        self.orders: dict[cst.CSTNode, int] = {}
+        self.is_test_file = is_test_file(context.source.path, context.source.text)
+        text = context.source.text
+        self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
+        self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
+        self._covered: Optional[set[str]] = None
+        # walk state
+        self.counter = 0
+        top = ScopeFacts(context.module, "<module>", None, None)
+        self.scopes.append(top)
+        self.by_node[context.module] = top
+        self.scope_stack: list[ScopeFacts] = [top]
+        self.class_stack: list[Optional[cst.ClassDef]] = [None]
+        self.withs: list[tuple[ScopeFacts, cst.With]] = []
+        self.loops: list[tuple[ScopeFacts, cst.CSTNode]] = []
+
+    @property
+    def covered_names(self) -> set[str]:
+        if self._covered is None:
+            self._covered = self._covered_names()
+        return self._covered
+
+    def is_frozen(self, target: str) -> bool:
+        """`target`'s parameters get requires_grad False somewhere (then no graph is built anyway)."""
+        last = target.rsplit(".", 1)[-1]
+        return target in self.frozen or last in {f.rsplit(".", 1)[-1] for f in self.frozen}
+
+    # -- collection (called from the engine walk) --------------------------------------------------------------
+    def tick(self, node: cst.CSTNode) -> int:
+        self.counter += 1
+        self.orders[node] = self.counter
+        return self.counter
+
+    @property
+    def scope(self) -> ScopeFacts:
+        return self.scope_stack[-1]
+
+    def _covered_now(self) -> bool:
+        scope = self.scope
+        return bool(self.withs) and self.withs[-1][0] is scope
+
+    def _state(self) -> tuple[bool, tuple, tuple]:
+        scope = self.scope
+        loops = tuple(loop for owner, loop in self.loops if owner is scope)
+        withs = tuple(w for owner, w in self.withs if owner is scope)
+        return bool(withs), loops, withs
+
+    def enter_body(self, func: cst.FunctionDef) -> None:
+        order = self.tick(func.body)
+        scope = ScopeFacts(func, func.name.value, self.class_stack[-1], self.scope, start=order)
+        scope.is_async = func.asynchronous is not None
+        self.scopes.append(scope)
+        self.by_node[func] = scope
+        self._decorators(func, scope)
+        self.scope_stack.append(scope)
+        self.class_stack.append(None)
+
+    def leave_body(self) -> None:
+        self.scope.end = self.counter
+        self.scope_stack.pop()
+        self.class_stack.pop()
+
+    def enter_class(self, node: cst.ClassDef) -> None:
+        self.tick(node)
+        self.classes.setdefault(node.name.value, node)
+
+    def enter_class_body(self, node: cst.ClassDef) -> None:
+        self.class_stack.append(node)
+
+    def leave_class_body(self) -> None:
+        self.class_stack.pop()
+
+    def enter_with(self, node: cst.With) -> None:
+        order = self.tick(node)
+        if any(self._grad_item(item.item) for item in node.items):
+            self.scope.grad_off.append(order)
+            self.scope.grad_off_withs.append(node)
+            self.withs.append((self.scope, node))
+
+    def leave_with(self, node: cst.With) -> None:
+        if self.withs and self.withs[-1][1] is node:
+            self.withs.pop()
+
+    def enter_loop(self, node: cst.CSTNode) -> None:
+        order = self.tick(node)
+        self.scope.loops.append((node, order, order, ()))
+        self.loops.append((self.scope, node))
+        if isinstance(node, cst.For) and isinstance(node.iter, cst.Call):
+            owner = node.iter.func
+            if isinstance(owner, cst.Attribute) and owner.attr.value in ("parameters", "named_parameters"):
+                body = self.context.code(node.body)
+                if re.search(r"requires_grad(_\(\s*False|\s*=\s*False)", body):
+                    self.frozen.add(strip_mode_calls(self.context.code(owner.value)))
+
+    def leave_loop(self, node: cst.CSTNode) -> None:
+        if self.loops and self.loops[-1][1] is node:
+            self.loops.pop()
+        scope = self.scope
+        for i in range(len(scope.loops) - 1, -1, -1):
+            entry = scope.loops[i]
+            if entry[0] is node:
+                scope.loops[i] = (entry[0], entry[1], self.counter, entry[3])
+                break
+
+    def enter_attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in ("requires_grad", "grad", "retain_grad", "register_hook"):
+            self.scope.training.append(self.tick(node))
+
+    def enter_yield(self, node: cst.CSTNode) -> None:
+        self.scope.yields = True
+
+    def enter_call(self, node: cst.Call) -> None:
+        order = self.tick(node)
+        covered, loops, withs = self._state()
+        self._call(node, self.scope, order, covered, loops, withs, self.context.qualname)
+
+    def finish(self) -> None:
+        self.scopes[0].end = self.counter
+
+    def _grad_item(self, expr: cst.BaseExpression) -> bool:
+        """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(...)` (resolved or by spelling)."""
+        if not isinstance(expr, cst.Call):
+            return False
+        name = self.context.qualname(expr)
+        if name in GRAD_OFF:
+            if name == "torch.inference_mode" and expr.args and self.context.literal(expr.args[0].value) is False:
+                return False
+            return True
+        text = dotted(expr.func) if isinstance(expr.func, (cst.Name, cst.Attribute)) else None
+        return bool(text) and name is None and text.rsplit(".", 1)[-1] in _GRAD_WORDS - {"enable_grad"}
+
+    def _decorators(self, node: cst.FunctionDef, scope: ScopeFacts) -> None:
+        for decorator in node.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            name = self.context.qualname(target)
+            text = dotted(target) if isinstance(target, (cst.Name, cst.Attribute)) else self.context.code(target)
+            if name in GRAD_OFF or (name is None and text and text.rsplit(".", 1)[-1] in ("no_grad", "inference_mode")):
+                if name == "torch.set_grad_enabled" or (isinstance(expr, cst.Call) and expr.args and
+                                                          self.context.literal(expr.args[0].value) is False):
+                    scope.decorated_other_grad = True
+                else:
+                    scope.decorated_grad_off = decorator
+            elif (name or "").startswith("torch.jit") or name in GRAD_ON:
+                scope.decorated_other_grad = True
+            elif text and re.search(r"grad|inference|jit", text):
+                scope.decorated_other_grad = True
+
+    def _call(self, node: cst.Call, scope: ScopeFacts, order: int, covered: bool, loops: tuple, withs: tuple,
+              qualname) -> None:
+        func = node.func
+        callee = dotted(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        last = callee.rsplit(".", 1)[-1] if callee else (func.attr.value if isinstance(func, cst.Attribute) else None)
+        if scope.set_grad_false and not covered:
+            covered = True
+        scope.calls.append(CallFact(node, callee, order, covered, loops, withs))
+        if last is None:
+            return
+        if last in ("backward", "manual_backward") or last.endswith("_backward"):
+            scope.training.append(order)
+        elif last == "step" and isinstance(func, cst.Attribute):
+            owner = self.context.code(func.value)
+            if TRAIN_STEP_OWNERS.search(owner):
+                scope.training.append(order)
+        elif last in ("zero_grad", "requires_grad_", "clip_grad_norm_", "clip_grad_value_"):
+            scope.training.append(order)
+        elif last in ("grad", "vjp", "jvp", "jacobian", "hessian", "functional_call") and callee:
+            name = qualname(func) or ""
+            if name.startswith("torch.autograd") or name.startswith("torch.func"):
+                scope.training.append(order)
+        elif last in _HOST_METHODS and isinstance(func, cst.Attribute):
+            scope.host = True
+        elif last == "enable_grad":
+            scope.training.append(order)  # grad deliberately on
+        elif last in ("set_grad_enabled", "no_grad", "inference_mode"):
+            parent = self.parents.get(node)
+            if not isinstance(parent, (cst.WithItem, cst.Decorator)):  # those are recorded with the With / def
+                scope.grad_off.append(order)
+                if last == "set_grad_enabled" and node.args and self.context.literal(node.args[0].value) is False:
+                    scope.set_grad_false.append(order)
+        if last == "requires_grad_" and isinstance(func, cst.Attribute):
+            if node.args and self.context.literal(node.args[0].value) is False:
+                self.frozen.add(strip_mode_calls(self.context.code(func.value)))
+        if isinstance(func, cst.Attribute) and last in ("eval", "train"):
+            target = self.context.code(func.value)
+            args = node.args
+            if last == "eval" and not args:
+                scope.evals.append((node, target, order))
+            elif last == "train":
+                if not args:
+                    scope.trains.append((node, target, order))
+                else:
+                    value = self.context.literal(args[0].value)
+                    if value is False:
+                        scope.evals.append((node, target, order))
+                    elif value is True:
+                        scope.trains.append((node, target, order))
+                    else:
+                        scope.mode_unknown.append((node, target, order))
+
+    # -- callers -----------------------------------------------------------------------------------------------
+    def _covered_names(self) -> set[str]:
+        """Names of functions called somewhere in the file under a grad-off context (to a fixpoint)."""
+        covered: set[str] = set()
+        for scope in self.scopes:
+            for call in scope.calls:
+                # torch.no_grad()(fn)
+                if isinstance(call.node.func, cst.Call) and self._grad_item(call.node.func):
+                    for arg in call.node.args:
+                        if isinstance(arg.value, cst.Name):
+                            covered.add(arg.value.value)
+        changed = True
+        while changed:
+            changed = False
+            for scope in self.scopes:
+                scope_off = scope.decorated_grad_off is not None or (
+                    isinstance(scope.node, cst.FunctionDef) and scope.name in covered
+                )
+                for call in scope.calls:
+                    if not call.callee:
+                        continue
+                    if call.covered or scope_off:
+                        name = call.callee.rsplit(".", 1)[-1]
+                        if name not in covered:
+                            covered.add(name)
+                            changed = True
+        return covered
+
+    def callers(self, name: str) -> list[tuple[ScopeFacts, CallFact]]:
+        found = []
+        for scope in self.scopes:
+            for call in scope.calls:
+                if call.callee and call.callee.rsplit(".", 1)[-1] == name and call.node.func is not None:
+                    if isinstance(scope.node, cst.FunctionDef) and scope.node.name.value == name:
+                        continue  # recursion
+                    found.append((scope, call))
+        return found
+
+    def is_grad_free(self, scope: ScopeFacts) -> bool:
+        """Autograd is off for the whole function: decorated, or called under no_grad somewhere in the file."""
+        return scope.decorated_grad_off is not None or scope.name in self.covered_names
+
+    def framework_hook(self, scope: ScopeFacts) -> bool:
+        """A method the framework calls with grad off / in eval mode already (Lightning, MMEngine, ...)."""
+        if not scope.is_method:
+            return False
+        name = scope.name
+        return name.endswith(_HOOK_SUFFIXES) or name.startswith("on_") or name in ("forward", "__call__")
+
+    def is_test_case(self, scope: ScopeFacts) -> bool:
+        if self.is_test_file:
+            return True
+        if scope.name.startswith("test") and self.imports_test_framework:
+            return True
+        cls = scope.cls
+        if cls is not None and self.imports_test_framework and any(
+            "TestCase" in (dotted(b.value) or "") for b in cls.bases
+        ):
+            return True
+        return False
+
+    def is_module_class(self, cls: Optional[cst.ClassDef]) -> bool:
+        """A subclass of nn.Module (resolved, or a base named like one, or a class with a `forward` method)."""
+        if cls is None:
+            return False
+        for base in cls.bases:
+            name = self.context.qualname(base.value) or dotted(base.value) or ""
+            if name.startswith("torch.nn.") or name.endswith("Module") or name.endswith("Model"):
+                return True
+        if isinstance(cls.body, cst.IndentedBlock):
+            return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body)
+        return False
+
+    def top_statement_in(self, node: cst.CSTNode, block: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The statement directly in `block` (an IndentedBlock or the Module) that contains `node`."""
+        current = node
+        while current is not None:
+            parent = self.parents.get(current)
+            if parent is block:
+                return current
+            current = parent
+        return None
+
+    def block_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The IndentedBlock or Module whose statement list holds the statement around `node`."""
+        current = node
+        while current is not None:
+            parent = self.parents.get(current)
+            if isinstance(parent, (cst.IndentedBlock, cst.Module)) and isinstance(
+                current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+            ):
+                return parent
+            current = parent
+        return None
+
+    def indent_of(self, node: cst.CSTNode) -> str:
+        """The indentation of the statement `node` (its enclosing blocks' indents)."""
+        default = self.context.module.default_indent
+        parts = []
+        current = self.parents.get(node)
+        while current is not None:
+            if isinstance(current, cst.IndentedBlock):
+                parts.append(current.indent if current.indent is not None else default)
+            current = self.parents.get(current)
+        return "".join(reversed(parts))
+
+
+# Methods that return the module itself (`model.eval().to(device)`).
+MODE_CHAIN = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "requires_grad_"})
+
+
+def strip_mode_calls(text: str) -> str:
+    """`model.eval().to(device)` -> `model` (calls that return the module itself)."""
+    while True:
+        new = re.sub(r"\.(eval|train|to|cuda|cpu|float|half|requires_grad_)\([^()]*\)$", "", text)
+        if new == text:
+            return text
+        text = new
+
+
+def file_facts(context: Context) -> Optional[FileFacts]:
+    """The facts collected for this file during the walk (None when no rule of the family collected them)."""
+    return getattr(context, "_grad_file_facts", None)
+
+
+def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:
+    """Calls `target(...)`, `target.forward(...)`, `target.forward_features(...)` in `scope`."""
+    for call in scope.calls:
+        callee = call.callee
+        if callee is None:
+            continue
+        if callee == target:
+            yield call
+        elif callee.startswith(target + ".") and _FORWARD_METHODS.match(callee[len(target) + 1:]):
+            yield call

@@ -1,0 +1,511 @@
+"""TODO."""
+
+from __future__ import annotations
+
+
+import re
+from typing import Iterator, Optional, Union
+
+import libcst as cst
+
+from torchlint.lint.context import Context, UNKNOWN
+from torchlint.lint.names import dotted, last_name
+from torchlint.lint.walk import semantic_children
+
+
+def per_step(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
+    """The hot loop that runs `node` on every trip (not under a logging interval), or None."""
+    loop = hot_loop(context, node)
+    if loop is None or gated(context, node, loop):
+        return None
+    return loop
+
+
+Loop = Union[cst.For, cst.While]
+
+# Names of objects that are data loaders by convention (matched on the last segment, lower-cased).
+LOADER_NAME = re.compile(
+    r"^(?:\w*_)?(?:data|train|val|valid|test|eval|dev|calib|source|target|labeled|unlabeled)?_?"
+    r"(?:loader|dataloader|dl)s?$"
+    r"|^(?:train|val|valid|test|eval|data|dev)_?iter$"
+)
+
+# Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
+_WRAPPERS = {
+    "enumerate": "first",
+    "iter": "first",
+    "tqdm": "first",
+    "trange": None,  # tqdm's trange(n) is a range
+    "track": "first",  # rich.progress.track
+    "progress_bar": "first",
+    "progressbar": "first",
+    "islice": "first",
+    "zip": "any",
+    "chain": "any",
+    "cycle": "first",
+}
+
+_BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+_LOOPS = (cst.For, cst.While)
+
+# `.step()` receivers that are optimizers or grad scalers (last name segment, lower-cased).
+_STEPPER = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser|optimizers|scaler|grad_scaler)(?:_\w+)?$|^optimizer\w*$|^opt_\w+$|^\w*optimizer$")
+
+_SCHEDULER = re.compile(r"sched|lr_|warmup|ema|swa", re.IGNORECASE)
+
+# Callee names that run a model's forward pass (criterion 3, `is_forward_call`).
+_MODEL_NAME = re.compile(
+    r"^(?:model|net|network|module|generator|discriminator|netg|netd|g|d|encoder|decoder|classifier|backbone|"
+    r"student|teacher|policy|critic|actor|unet|vae|autoencoder|ddp_model|raw_model|base_model|\w+_model|\w+_net|model_\w+)$",
+    re.IGNORECASE,
+)
+
+_MODULE_CONSTRUCTOR = re.compile(r"^torch\.nn\.[A-Z]\w*$|^torchvision\.models\.\w+$|^timm\.create_model$")
+
+_NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict"})
+
+
+class _Cache:
+    def __init__(self, context: "Context") -> None:
+        self.hot: dict[cst.CSTNode, bool] = {}
+        self.calls: dict[cst.CSTNode, list[cst.Call]] = {}
+        self.training: dict[cst.CSTNode, bool] = {}
+        self.loader: dict[cst.CSTNode, bool] = {}
+        self.step_functions: dict[cst.CSTNode, bool] = {}
+
+
+def _cache(context: "Context") -> _Cache:
+    return context.shared(_Cache)
+
+
+def _own_nodes(root: cst.CSTNode, *, into_loops: bool = False) -> Iterator[cst.CSTNode]:
+    """Nodes below `root` that run in its own frame: not in nested functions/classes/lambdas and,
+    unless `into_loops`, not in nested loops' bodies (a nested loop's iterable is still included)."""
+    stack = list(semantic_children(root))
+    stack.reverse()
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _BOUNDARIES):
+            continue
+        if not into_loops and isinstance(node, _LOOPS):
+            if isinstance(node, cst.For):
+                stack.append(node.iter)
+            continue
+        children = list(semantic_children(node))
+        children.reverse()
+        stack.extend(children)
+
+
+def hot_calls_in(context: "Context", loop: Loop) -> list[cst.Call]:
+    """The calls made by `loop`'s body itself (nested loops' bodies and functions excluded)."""
+    cache = _cache(context)
+    found = cache.calls.get(loop)
+    if found is None:
+        body = loop.body
+        nodes = _own_nodes(body)
+        found = cache.calls[loop] = [n for n in nodes if isinstance(n, cst.Call)]
+        if isinstance(loop, cst.While):
+            found.extend(n for n in _own_nodes(loop.test) if isinstance(n, cst.Call))
+            if isinstance(loop.test, cst.Call):
+                found.append(loop.test)
+    return found
+
+
+def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return isinstance(func, cst.Name) and func.value == "backward" and False
+    attr = func.attr.value
+    if attr in ("backward", "manual_backward"):
+        return True
+    if attr != "step":
+        return False
+    receiver = func.value
+    name = last_name(receiver)
+    if name is None:
+        return False
+    lower = name.lower()
+    if _SCHEDULER.search(lower):
+        return False
+    qual = context.qualname(receiver)
+    if qual is not None and qual.startswith("torch.optim.lr_scheduler"):
+        return False
+    return bool(_STEPPER.search(lower))
+
+
+def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0) -> bool:
+    """Whether a `for` over `expr` iterates a data loader (see the module docstring)."""
+    if _depth > 6:
+        return False
+    if isinstance(expr, cst.Call):
+        qual = context.qualname(expr)
+        if qual == "torch.utils.data.DataLoader":
+            return True
+        name = last_name(expr.func)
+        if name is None:
+            return False
+        lower = name.lower()
+        how = _WRAPPERS.get(lower)
+        if how is not None:
+            args = [a.value for a in expr.args if a.keyword is None and a.star == ""]
+            if how == "first":
+                args = args[:1]
+            return any(is_loader_expr(context, a, _depth + 1) for a in args)
+        # self.train_dataloader(), build_loader(cfg), get_dataloader(...)
+        return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
+    if isinstance(expr, cst.Subscript):
+        # dataloaders[phase], loaders["train"]
+        return is_loader_expr(context, expr.value, _depth + 1)
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        name = last_name(expr)
+        if name is not None and LOADER_NAME.match(name.lower()):
+            return True
+        if isinstance(expr, cst.Name):
+            value = context.assigned_value(expr)
+            if value is not None:
+                return is_loader_expr(context, value, _depth + 1)
+    return False
+
+
+def _range_of_steps(context: "Context", loop: cst.For) -> bool:
+    it = loop.iter
+    if not isinstance(it, cst.Call):
+        return False
+    name = last_name(it.func)
+    if name not in ("range", "trange", "tqdm"):
+        return False
+    if name == "tqdm":
+        args = [a.value for a in it.args if a.keyword is None]
+        if not args or not isinstance(args[0], cst.Call) or last_name(args[0].func) != "range":
+            return False
+        it = args[0]
+    return True
+
+
+def _fetches_batch(calls: list[cst.Call]) -> bool:
+    """`next(it)`, `get_batch("train")`, `sample_batch(...)`: the body draws a new batch each trip."""
+    for call in calls:
+        name = last_name(call.func)
+        if name is not None and (name == "next" or "batch" in name.lower()):
+            return True
+    return False
+
+
+def is_forward_call(context: "Context", call: cst.Call) -> bool:
+    """`call` runs a model's forward pass: `model(x)`, `self.net(x)`, a name bound to an nn.Module."""
+    func = call.func
+    name = last_name(func)
+    if name is None:
+        return False
+    if isinstance(func, cst.Attribute) and not (
+        isinstance(func.value, cst.Name) and func.value.value in ("self", "args", "cfg")
+    ):
+        # `x.model(...)` where x is not self: still a model if the attribute reads like one
+        if not _MODEL_NAME.match(name):
+            return False
+    if _MODEL_NAME.match(name):
+        return context.qualname(func) is None
+    if isinstance(func, cst.Name):
+        value = context.assigned_value(func)
+        if isinstance(value, cst.Call):
+            qual = context.qualname(value)
+            return qual is not None and bool(_MODULE_CONSTRUCTOR.match(qual)) and qual not in _NOT_MODULES
+    return False
+
+
+def is_hot(context: "Context", loop: Loop) -> bool:
+    """Whether one trip through `loop`'s body is one training or inference step."""
+    cache = _cache(context)
+    found = cache.hot.get(loop)
+    if found is None:
+        cache.hot[loop] = False  # guards recursion through nested loops
+        found = cache.hot[loop] = _decide(context, loop)
+    return found
+
+
+def _runs_once(loop: Loop) -> bool:
+    """The body ends in an unconditional `break` or `return` and never `continue`s: one trip at most
+    (`for images, _ in val_loader: ...; break`, a quick check on one batch)."""
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return False
+    last = body.body[-1]
+    if not isinstance(last, cst.SimpleStatementLine) or not isinstance(last.body[-1], (cst.Break, cst.Return)):
+        return False
+    return not any(isinstance(n, cst.Continue) for n in _own_nodes(body))
+
+
+def _decide(context: "Context", loop: Loop) -> bool:
+    if _runs_once(loop):
+        return False
+    if isinstance(loop, cst.For) and is_loader_expr(context, loop.iter):
+        return not _shows_a_few(context, loop)
+    calls = hot_calls_in(context, loop)
+    if any(_is_backward_or_step(context, c) for c in calls):
+        return True
+    if (
+        isinstance(loop, cst.For)
+        and _range_of_steps(context, loop)
+        and _fetches_batch(calls)
+        and any(is_forward_call(context, c) for c in calls)
+    ):
+        nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
+        return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
+    return False
+
+
+_SMALL_BOUND = 64
+
+# Names of bounds that count pictures to show (`num_images=6`).
+_DISPLAY_BOUND = re.compile(
+    r"^(?:num|n|nb|max|n_max)_?(?:images|imgs|pics|figures|figs|plots|rows|cols|show|shown|to_show|vis|display)$",
+    re.IGNORECASE,
+)
+
+
+def _shows_a_few(context: "Context", loop: Loop) -> bool:
+    """A loader loop that displays a few predictions (`visualize_model`): no backward pass or optimizer
+    step, and it plots or stops after a small number of trips."""
+    calls = [n for n in _own_nodes(loop.body, into_loops=True) if isinstance(n, cst.Call)]
+    if any(_is_backward_or_step(context, c) for c in calls):
+        return False
+    if any(_plots(context, c) for c in calls):
+        return True
+    # (node, inside a nested loop, under an `if` that tests a small count); parents of nodes not yet
+    # visited are unknown to the context, so the walk keeps its own.
+    function = context.enclosing_function(loop)
+    stack: list[tuple[cst.CSTNode, bool, bool]] = [(loop.body, False, False)]
+    while stack:
+        node, nested, counted = stack.pop()
+        if isinstance(node, cst.Return) or (isinstance(node, cst.Break) and not nested):
+            if counted:
+                return True
+            continue
+        if isinstance(node, _BOUNDARIES):
+            continue
+        if isinstance(node, cst.If):
+            stack.append((node.body, nested, counted or _reaches_small_count(context, node.test, function)))
+            if node.orelse is not None:
+                stack.append((node.orelse, nested, counted))
+            continue
+        inner = nested or isinstance(node, _LOOPS)
+        for child in semantic_children(node):
+            stack.append((child, inner, counted))
+    return False
+
+
+def _plots(context: "Context", call: cst.Call) -> bool:
+    """`plt.subplot(...)`, `matplotlib.pyplot.imshow(...)`, `imshow(img)`, `ax.imshow(img)`."""
+    func = call.func
+    name = last_name(func)
+    if name == "imshow":
+        return True
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "plt":
+        return True
+    qual = context.qualname(func)
+    return qual is not None and qual.startswith("matplotlib.")
+
+
+def _reaches_small_count(context: "Context", test: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
+    """`images_so_far == num_images`, `i >= 5`, `10 <= count`: a counter reaching a small bound."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    operator = target.operator
+    if isinstance(operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+        counter, bound = test.left, target.comparator
+    elif isinstance(operator, (cst.LessThanEqual, cst.LessThan)):
+        counter, bound = target.comparator, test.left
+    else:
+        return False
+    if not isinstance(counter, cst.Name):
+        return False
+    return _is_small_bound(context, bound, function)
+
+
+def _is_small_bound(context: "Context", bound: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
+    value = context.literal(bound)
+    if value is not UNKNOWN:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _SMALL_BOUND
+    name = last_name(bound)
+    if name is None:
+        return False
+    if isinstance(bound, cst.Name) and function is not None:
+        for param in (*function.params.params, *function.params.kwonly_params):
+            if param.name.value == name and param.default is not None:
+                default = context.literal(param.default)
+                if isinstance(default, int) and not isinstance(default, bool):
+                    return 0 < default <= _SMALL_BOUND
+    return bool(_DISPLAY_BOUND.match(name))
+
+
+def _contains_hot(context: "Context", loop: Loop) -> bool:
+    if is_hot(context, loop):
+        return True
+    return any(_contains_hot(context, n) for n in _own_nodes(loop.body) if isinstance(n, _LOOPS))
+
+
+def is_training_loop(context: "Context", loop: Loop) -> bool:
+    """A hot loop whose body (nested blocks and loops included, functions excluded) does a backward
+    pass or an optimizer step."""
+    cache = _cache(context)
+    found = cache.training.get(loop)
+    if found is None:
+        found = is_hot(context, loop) and any(
+            isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(loop.body, into_loops=True)
+        )
+        cache.training[loop] = found
+    return found
+
+
+def is_step_function(context: "Context", function: cst.FunctionDef) -> bool:
+    """`function` is one training step: its own body, outside any loop, calls `.backward()` and steps an
+    optimizer (`loss.backward(); optimizer.step(); return loss.item()`), and no loop in it does either. It
+    is called once per step from a loop elsewhere (`agent.replay()`, `train_step(batch)`)."""
+    cache = _cache(context)
+    found = cache.step_functions.get(function)
+    if found is None:
+        backward = step = False
+        for node in _own_nodes(function.body):
+            if isinstance(node, cst.Call) and _is_backward_or_step(context, node):
+                attr = node.func.attr.value  # type: ignore[attr-defined]
+                if attr == "step":
+                    step = True
+                else:
+                    backward = True
+        found = backward and step
+        if found:
+            for node in _own_nodes(function.body):
+                if isinstance(node, _LOOPS) and any(
+                    isinstance(n, cst.Call) and _is_backward_or_step(context, n)
+                    for n in _own_nodes(node.body, into_loops=True)
+                ):
+                    found = False
+                    break
+        cache.step_functions[function] = found
+    return found
+
+
+def step_function(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The one-step training function (`is_step_function`) that runs `node` once per call: not inside a
+    loop, lambda or class within it. None otherwise."""
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.Lambda, cst.ClassDef, *_LOOPS)):
+            return None
+        if isinstance(ancestor, cst.FunctionDef):
+            return ancestor if is_step_function(context, ancestor) else None
+    return None
+
+
+def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
+    """The innermost hot loop whose body runs `node` on every trip (None when there is none).
+
+    Does not cross a function, lambda or class boundary. A node in a `for` loop's iterable or in a
+    loop's `else:` clause is not in that loop's body.
+    """
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, _BOUNDARIES):
+            return None
+        if isinstance(ancestor, _LOOPS):
+            in_body = child is ancestor.body or (isinstance(ancestor, cst.While) and child is ancestor.test)
+            if in_body and is_hot(context, ancestor):
+                return ancestor
+        child = ancestor
+    return None
+
+
+# Names in an `if` test that say "only on some steps" (`if should_log:`, `if step_is_log_step():`).
+_GATE_NAME = re.compile(
+    r"should_|^do_(?:log|print|eval|save)|^is_(?:log|print|eval|save|last)|(?:log|print|eval|save|display)_(?:step|now|time)$"
+    r"|interval|every|freq|period|^last_|_last$|is_last",
+    re.IGNORECASE,
+)
+
+
+def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int = 0) -> bool:
+    """A test that is true on only some steps: a modulo, `i == N`, or a name assigned one."""
+    if _depth > 3:
+        return False
+    for node in [test, *_own_nodes(test)]:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+                return True
+        if isinstance(node, cst.Comparison) and not _is_device_check(context, node):
+            for target in node.comparisons:
+                if isinstance(target.operator, cst.Equal):
+                    return True
+        if isinstance(node, cst.Name) and _depth < 3:
+            value = context.assigned_value(node)
+            if value is not None and is_interval_test(context, value, _depth + 1):
+                return True
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = last_name(node)
+            if name is not None and _GATE_NAME.search(name):
+                return True
+    return False
+
+
+_DEVICE_WORDS = ("cpu", "cuda", "mps", "xpu", "npu", "hpu", "tpu", "gpu")
+
+
+def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
+    """`device == "cuda"`, `device.type == "cuda"`, `args.device == "cpu"`: the same on every step, not a
+    logging interval."""
+    for side in (comparison.left, *(c.comparator for c in comparison.comparisons)):
+        value = context.literal(side)
+        if isinstance(value, str) and value.lower().startswith(_DEVICE_WORDS):
+            return True
+        name = last_name(side)
+        if name is not None and ("device" in name.lower() or (name == "type" and "device" in (dotted(side) or "").lower())):
+            return True
+    return False
+
+
+def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
+    """`if step % N: continue` / `if not should_log: continue`."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return False
+    body = statement.body
+    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        return False
+    only = body.body[0]
+    if not (isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 and isinstance(only.body[0], cst.Continue)):
+        return False
+    return is_interval_test(context, statement.test)
+
+
+def _steps(context: "Context", block: cst.CSTNode) -> bool:
+    """The block does an optimizer step itself (gradient accumulation's `if (i + 1) % accum == 0:`)."""
+    return any(isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(block))
+
+
+def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
+    """Whether `node` runs on only some trips of `loop` (a logging interval, a last-batch check).
+
+    The `if` of gradient accumulation, which does the optimizer step, is not a logging interval:
+    code in it runs once per optimizer step, which is a step.
+    """
+    child = node
+    for ancestor in context.ancestors(node):
+        if ancestor is loop:
+            return False
+        if (
+            isinstance(ancestor, cst.If)
+            and child is ancestor.body
+            and is_interval_test(context, ancestor.test)
+            and not _steps(context, ancestor.body)
+        ):
+            return True
+        if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):
+            return True
+        if isinstance(ancestor, cst.IndentedBlock) and isinstance(child, cst.BaseStatement):
+            for sibling in ancestor.body:
+                if sibling is child:
+                    break
+                if _skips_most(context, sibling):
+                    return True
+        child = ancestor
+    return False

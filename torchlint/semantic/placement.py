@@ -1,0 +1,216 @@
+"""TODO."""
+
+from __future__ import annotations
+
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import positional
+from torchlint.lint.context import Context, UNKNOWN
+from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants
+from torchlint.semantic.modules import is_module_like_receiver
+
+
+_DEVICE_STRING = re.compile(r"^(?:cuda|mps|xpu|hpu|npu|xla)(?::\d+)?$|^(?:cuda|mps|xpu|hpu|npu|xla):")
+
+# Names that hold a device (or a CUDA device index) by convention.
+_DEVICE_NAME = re.compile(r"^(?:\w+_)?(?:device|dev|gpu)(?:_id|_type)?$|^(?:local_)?rank$")
+
+_DEVICE_LIST_NAME = re.compile(r"^(?:\w+_)?(?:devices|gpus)$")
+
+_DTYPE_NAMES = frozenset(
+    {
+        "float", "float32", "float64", "double", "float16", "half", "bfloat16", "int", "int8", "int16", "int32",
+        "int64", "long", "short", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble",
+        "float8_e4m3fn", "float8_e5m2",
+    }
+)  # fmt: skip
+
+_DTYPE_NAME = re.compile(r"^(?:\w+_)?dtype$")
+
+
+def is_dtype_expr(context, node: cst.BaseExpression) -> bool:
+    """`torch.float16`, `x.dtype`, a name called `dtype`."""
+    qual = context.qualname(node)
+    if qual is not None:
+        head, _, last = qual.rpartition(".")
+        return head == "torch" and last in _DTYPE_NAMES
+    if isinstance(node, cst.Attribute):
+        return bool(_DTYPE_NAME.match(node.attr.value))
+    if isinstance(node, cst.Name):
+        return bool(_DTYPE_NAME.match(node.value))
+    return False
+
+
+def device_kind(context, node: cst.BaseExpression, _depth: int = 0) -> Optional[str]:
+    """"accel" when `node` is clearly an accelerator device, "cpu" when clearly the CPU, else None."""
+    if _depth > 4:
+        return None
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        value = context.literal(node)
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return "accel"  # a CUDA device index
+        if isinstance(value, str):
+            if value == "cpu":
+                return "cpu"
+            return "accel" if _DEVICE_STRING.match(value) else None
+        return None
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringText) and _DEVICE_STRING.match(first.value):
+            return "accel"
+        return None
+    if isinstance(node, cst.Call):
+        if context.qualname(node) == "torch.device" and node.args:
+            # torch.device(anything but "cpu") names a device by construction
+            return device_kind(context, node.args[0].value, _depth + 1) or "accel"
+        return None
+    if isinstance(node, cst.IfExp):
+        kinds = {device_kind(context, node.body, _depth + 1), device_kind(context, node.orelse, _depth + 1)}
+        if None in kinds:
+            return None
+        return "cpu" if kinds == {"cpu"} else "accel"
+    if isinstance(node, cst.Subscript):
+        base = node.value
+        name = base.attr.value if isinstance(base, cst.Attribute) else base.value if isinstance(base, cst.Name) else None
+        return "accel" if name is not None and _DEVICE_LIST_NAME.match(name) else None
+    if isinstance(node, cst.Attribute):
+        if node.attr.value == "device" or _DEVICE_NAME.match(node.attr.value):
+            return "accel"
+        return None
+    if isinstance(node, cst.Name):
+        value = context.literal(node)
+        if value is not UNKNOWN:
+            if isinstance(value, str):
+                return "cpu" if value == "cpu" else ("accel" if _DEVICE_STRING.match(value) else None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return "accel"
+            return None
+        assigned = context.assigned_value(node)
+        if assigned is not None:
+            kind = device_kind(context, assigned, _depth + 1)
+            if kind is not None:
+                return kind
+        return "accel" if _DEVICE_NAME.match(node.value) else None
+    return None
+
+
+def is_cpu_literal(context: "Context", expr: cst.BaseExpression) -> bool:
+    value = context.literal(expr)
+    if isinstance(value, str):
+        return value.startswith("cpu")
+    if isinstance(expr, cst.Call) and context.qualname(expr) == "torch.device":
+        args = positional(expr)
+        return bool(args) and is_cpu_literal(context, args[0].value)
+    return False
+
+
+def is_device_argument(context: "Context", expr: cst.BaseExpression) -> bool:
+    """`device`, `args.device`, `"cuda"`, `torch.device("cuda", 0)`, `x.device`, `rank`: not a dtype."""
+    qual = context.qualname(expr)
+    if qual is not None:
+        if qual.startswith("torch.") and qual != "torch.device":
+            return False  # torch.float16 and friends
+    value = context.literal(expr)
+    if isinstance(value, str):
+        return value.startswith(("cuda", "mps", "xpu", "npu", "hpu"))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return True
+    if isinstance(expr, cst.Call):
+        return qual == "torch.device" or (last_name(expr.func) or "") in ("device", "get_device", "current_device")
+    name = last_name(expr)
+    if name is None:
+        return False
+    lower = name.lower()
+    return "device" in lower or lower in ("dev", "gpu", "rank", "local_rank", "gpu_id", "cuda")
+
+
+def on_accelerator(context: "Context") -> bool:
+    """Whether the file shows any sign of an accelerator (shared per file): on a CPU-only run nothing is
+    asynchronous, so reading a value on the host costs nothing."""
+    return context.shared(_OnAccelerator).value
+
+
+class _OnAccelerator:
+    def __init__(self, context: "Context") -> None:
+        self.value = uses_accelerator(context.source.text) and not _moves_only_models(context)
+
+
+_DEVICE_NAMES = re.compile(r"device|^dev$|^gpus?$|^gpu_ids?$|^cuda$|^rank$|^local_rank$", re.IGNORECASE)
+
+
+def _moves_only_models(context: "Context") -> bool:
+    """The file puts its models on the device (`net.to(device)`, `model.cuda()`) but never any data: no
+    other `.to(...)`/`.cuda()`, no `device=` keyword, no device handed to any other call, no
+    `DataParallel` (which scatters host batches itself). Its batches stay on the host, so the script runs
+    on the CPU (on a GPU its first forward pass would fail) and a host read costs nothing."""
+    text = context.source.text
+    if re.search(r"DataParallel|[Aa]ccelerat|Fabric|local_rank|\.prepare\(|cuda\.\w*Tensor", text):
+        return False
+    moved_model = False
+    for node in descendants(context.module):
+        if isinstance(node, cst.Arg):
+            if node.keyword is not None and node.keyword.value == "device":
+                return False
+            continue
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        name = last_name(func)
+        if isinstance(func, cst.Attribute) and name in ("to", "cuda"):
+            if not is_module_like_receiver(context, func.value):
+                return False
+            moved_model = True
+            continue
+        if context.qualname(func) == "torch.device":
+            continue
+        if name is not None and "device" in name.lower() and not name.startswith(("get_", "is_")):
+            return False  # to_device(batch, device), move_to_device(...)
+        for arg in node.args:
+            value = arg.value
+            last = last_name(value)
+            if last is not None and _DEVICE_NAMES.search(last) and context.qualname(value) is None:
+                return False  # train(model, loader, device): a helper that may move the batches
+    return moved_model
+
+
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
+
+_TRAILING_COMMENT = re.compile(r"#[^'\"\n]*$", re.MULTILINE)
+
+# Evidence that code runs on an accelerator. Merely asking (`torch.cuda.is_available()`, listing
+# `torch.cuda.device(i)`) or naming a device is not enough: something must be placed on one.
+_DEVICE_NAME_PATTERN = r"(?:[\w.]*\.)?(?:\w*device\w*|\w*DEVICE\w*|dev|gpu|gpus|gpu_id|gpu_ids\[\w*\]|cuda|rank|local_rank)"
+
+_ACCELERATOR = re.compile(
+    r"\.cuda\("  # x.cuda(), model.cuda(0)
+    r"|\.to\(\s*(?:" + _DEVICE_NAME_PATTERN + r"\s*[,)]"  # .to(device), .to(args.device, non_blocking=True), .to(rank)
+    r"|f?[\"'](?:cuda|mps|xpu|npu|hpu)"  # .to("cuda:0")
+    r"|torch\.device\(|device\s*=|[\w.]+\.device\b)"  # .to(torch.device(...)), .to(device=...), .to(x.device)
+    r"|[(,]\s*device\s*=(?!=)"  # torch.zeros(n, device=device), Tensor.to(..., device=...)
+    r"|torch\.device\(\s*f?[\"'](?:cuda|mps|xpu|npu|hpu)"  # torch.device("cuda" if ... else "cpu")
+    r"|\b[Aa]ccelerator\b"  # HF accelerate, Lightning's accelerator=
+    r"|\blocal_rank\b"
+    r"|\bcuda\.(?:set_device|synchronize|amp|FloatTensor|LongTensor|current_device)\b"
+    r"|\bDistributedDataParallel\b|\bDataParallel\b|\bgpus\s*=",
+)
+
+
+def uses_accelerator(text: str) -> bool:
+    """Whether the code (comments aside) puts something on a GPU or another accelerator: a `.cuda()`
+    call, `.to(device)` (a device-like name, `"cuda"`, `torch.device(...)`, `x.device`), a `device=`
+    keyword, `torch.device("cuda")`, an `Accelerator`/`accelerator`, `local_rank`, `DataParallel`,
+    `torch.cuda.set_device`/`synchronize`/`amp`.
+
+    A script with every `.to(device)` commented out, an MNIST tutorial that never leaves the CPU, or one
+    that only prints `torch.cuda.is_available()` pays nothing for an `.item()` and little for loading data
+    in the main process.
+    """
+    code = _TRAILING_COMMENT.sub("", _COMMENT_LINE.sub("", text))
+    return bool(_ACCELERATOR.search(code))

@@ -13,7 +13,7 @@ from torchlint.lint.scope import Binding, ScopeBindings, ScopeNode
 from torchlint.lint.source import SourceFile
 
 if TYPE_CHECKING:
-    from torchlint.lint.rule import Fix, Rule
+    from torchlint.lint.proposal import Fix
 
 
 class _Unknown:
@@ -206,8 +206,8 @@ class Context:
         self.current = None
 
     # -- findings ------------------------------------------------------------------------------
-    def add_finding(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional["Fix"]) -> None:
-        self.raw_findings.append(RawFinding(rule.code, node, self.enclosing_statement(node), message, fix))
+    def add_finding(self, code: str, node: cst.CSTNode, message: str, fix: Optional["Fix"]) -> None:
+        self.raw_findings.append(RawFinding(code, node, self.enclosing_statement(node), message, fix))
 
 
 def render(module: cst.Module, node: cst.CSTNode, indents: list[str]) -> str:

@@ -1,16 +1,18 @@
-"""The rule base class, the registry, and the fix types rules hand to the engine."""
+"""The rule base class and the registry."""
 
 from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar
+
+from torchlint.lint.proposal import Fix, InsertBefore, Replace  # noqa: F401  (rules import them from here)
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from torchlint.lint.context import Context
+    from torchlint.semantic.model import SemanticModel
 
 
 class FixSafety(str, enum.Enum):
@@ -20,32 +22,6 @@ class FixSafety(str, enum.Enum):
     SAFE = "safe"  # behaviour-preserving: applied by --fix
     UNSAFE = "unsafe"  # can change behaviour: applied only with --unsafe-fixes
     SOMETIMES = "sometimes"  # some findings get a safe fix, others an unsafe one
-
-
-@dataclass(frozen=True)
-class Replace:
-    """Replace `node` with `new` (a node or source text)."""
-
-    node: cst.CSTNode
-    new: Union[cst.CSTNode, str]
-
-
-@dataclass(frozen=True)
-class InsertBefore:
-    """Insert source text right before `node` (for a statement: on its own line, same indentation)."""
-
-    node: cst.CSTNode
-    text: str
-
-
-@dataclass(frozen=True)
-class Fix:
-    """What a rule proposes: node-level changes plus `import` statements the new code needs."""
-
-    description: str
-    changes: Sequence[Union[Replace, InsertBefore]]
-    safe: bool = True
-    imports: Sequence[str] = ()  # module names that must be bound by `import NAME`
 
 
 _REGISTRY: dict[str, type["Rule"]] = {}
@@ -93,7 +69,16 @@ class Rule:
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
         """Report a finding at `node` (with this rule's default message unless one is given)."""
-        self.context.add_finding(self, node, message or self.message, fix)
+        self.context.add_finding(self.code, node, message or self.message, fix)
+
+    @property
+    def semantic(self) -> "SemanticModel":
+        """What the file's code means, shared by every rule (see `torchlint.semantic`)."""
+        from torchlint.semantic.model import (
+            semantic_model,  # libcst loads only when a file is linted
+        )
+
+        return semantic_model(self.context)
 
     @classmethod
     def url(cls) -> str:

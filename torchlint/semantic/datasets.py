@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
@@ -11,8 +10,16 @@ import libcst as cst
 from torchlint.lint.calls import argument, keyword
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.semantic.loaders import SAME_TENSOR, element_at, flow, is_builtin, is_dataloader, is_transfer, method_named, return_statements
-
+from torchlint.semantic.loaders import (
+    SAME_TENSOR,
+    element_at,
+    flow,
+    is_builtin,
+    is_dataloader,
+    is_transfer,
+    method_named,
+    return_statements,
+)
 
 _COLLATE_AT = 6
 

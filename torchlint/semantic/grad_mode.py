@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
@@ -11,8 +10,8 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
+from torchlint.lint.walk import semantic_children
 from torchlint.semantic.file_kind import is_test_file
-
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
 # cannot be decided is the train/eval switch `set_grad_enabled(phase == "train")`, which we leave alone).
@@ -74,7 +73,7 @@ class ScopeFacts:
 
 
 class FileFacts:
-    """Per-file facts, filled in by `FactsCollector` during the engine's single walk of the file."""
+    """What each scope of the file does about autograd (built by `collect_grad_facts`)."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -402,9 +401,46 @@ def strip_mode_calls(text: str) -> str:
         text = new
 
 
-def file_facts(context: Context) -> Optional[FileFacts]:
-    """The facts collected for this file during the walk (None when no rule of the family collected them)."""
-    return getattr(context, "_grad_file_facts", None)
+_LOOP_TYPES = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_BLOCK_TYPES = (cst.IndentedBlock, cst.SimpleStatementSuite)
+
+
+def collect_grad_facts(context: Context) -> FileFacts:
+    """Walk the file once, in source order, and record what every scope does about autograd."""
+    facts = FileFacts(context)
+    parents = context.parents
+    stack: list[tuple[cst.CSTNode, bool]] = [(context.module, False)]
+    while stack:
+        node, leaving = stack.pop()
+        kind = type(node)
+        if kind in _BLOCK_TYPES:
+            owner = type(parents.get(node))
+            if owner is cst.FunctionDef:
+                facts.leave_body() if leaving else facts.enter_body(parents[node])  # type: ignore[arg-type]
+            elif owner is cst.ClassDef:
+                facts.leave_class_body() if leaving else facts.enter_class_body(parents[node])  # type: ignore[arg-type]
+        elif kind is cst.With:
+            facts.leave_with(node) if leaving else facts.enter_with(node)  # type: ignore[arg-type]
+        elif kind in _LOOP_TYPES:
+            facts.leave_loop(node) if leaving else facts.enter_loop(node)
+        elif leaving:
+            pass
+        elif kind is cst.ClassDef:
+            facts.enter_class(node)  # type: ignore[arg-type]
+        elif kind is cst.Attribute:
+            facts.enter_attribute(node)  # type: ignore[arg-type]
+        elif kind is cst.Yield:
+            facts.enter_yield(node)
+        elif kind is cst.Call:
+            facts.enter_call(node)  # type: ignore[arg-type]
+        if leaving:
+            continue
+        stack.append((node, True))
+        for child in reversed(semantic_children(node)):
+            parents[child] = node
+            stack.append((child, False))
+    facts.finish()
+    return facts
 
 
 def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-
 from typing import Iterable, Iterator, Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keyword, positional
-from torchlint.lint.context import Context, UNKNOWN
+from torchlint.lint.calls import (
+    argument,
+    has_star_args,
+    has_star_kwargs,
+    keyword,
+    positional,
+)
+from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
-
 
 DATALOADER = "torch.utils.data.DataLoader"
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Iterator, Optional, Union
 
 import libcst as cst
 
-from torchlint.lint.context import Context, UNKNOWN
+from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, last_name
 from torchlint.lint.walk import semantic_children
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import re
 
 import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-
 
 # Function names that mark an evaluation / prediction entry point, split into words.
 STRONG_EVAL_WORDS = frozenset(

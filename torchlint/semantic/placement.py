@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.calls import positional
-from torchlint.lint.context import Context, UNKNOWN
+from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic.modules import is_module_like_receiver
-
 
 _DEVICE_STRING = re.compile(r"^(?:cuda|mps|xpu|hpu|npu|xla)(?::\d+)?$|^(?:cuda|mps|xpu|hpu|npu|xla):")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Callable, Optional
 
@@ -14,7 +13,6 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
-
 
 # Value kinds.
 T = "tensor"  # a tensor that may live on the accelerator

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -10,98 +9,21 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Replace, Rule
 from torchlint.lint.walk import semantic_children
-from torchlint.semantic.grad_mode import FileFacts, file_facts
-
+from torchlint.semantic.grad_mode import FileFacts
 
 FAMILY = "Autograd and inference"
 
 
-class FactsCollector(Rule):
-    """Base of the rules that share `FileFacts`: the first such rule whose text gate passes collects them."""
+class GradRule(Rule):
+    """Base of the rules that judge what a file does about autograd: they read the semantic model's
+    grad facts once the walk is over."""
 
     def gate(self, text: str) -> bool:
         return True
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self._collecting = False
-        if getattr(self.context, "_grad_file_facts", None) is not None:
-            return
-        if not self.gate(self.context.source.text):
-            return
-        self.context._grad_file_facts = FileFacts(self.context)  # type: ignore[attr-defined]
-        self._collecting = True
-        self._facts = self.context._grad_file_facts  # type: ignore[attr-defined]
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        if self._collecting:
-            parent = self.context.parents.get(node)
-            if type(parent) is cst.FunctionDef:
-                self._facts.enter_body(parent)
-            elif type(parent) is cst.ClassDef:
-                self._facts.enter_class_body(parent)
-
-    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        if self._collecting:
-            parent = self.context.parents.get(node)
-            if type(parent) is cst.FunctionDef:
-                self._facts.leave_body()
-            elif type(parent) is cst.ClassDef:
-                self._facts.leave_class_body()
-
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.visit_IndentedBlock(node)  # type: ignore[arg-type]
-
-    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.leave_IndentedBlock(node)  # type: ignore[arg-type]
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if self._collecting:
-            self._facts.enter_class(node)
-
-    def visit_With(self, node: cst.With) -> None:
-        if self._collecting:
-            self._facts.enter_with(node)
-
-    def leave_With(self, node: cst.With) -> None:
-        if self._collecting:
-            self._facts.leave_with(node)
-
-    def visit_For(self, node: cst.For) -> None:
-        if self._collecting:
-            self._facts.enter_loop(node)
-
-    def leave_For(self, node: cst.For) -> None:
-        if self._collecting:
-            self._facts.leave_loop(node)
-
-    visit_While = visit_For  # type: ignore[assignment]
-    leave_While = leave_For  # type: ignore[assignment]
-    visit_ListComp = visit_For  # type: ignore[assignment]
-    leave_ListComp = leave_For  # type: ignore[assignment]
-    visit_SetComp = visit_For  # type: ignore[assignment]
-    leave_SetComp = leave_For  # type: ignore[assignment]
-    visit_DictComp = visit_For  # type: ignore[assignment]
-    leave_DictComp = leave_For  # type: ignore[assignment]
-    visit_GeneratorExp = visit_For  # type: ignore[assignment]
-    leave_GeneratorExp = leave_For  # type: ignore[assignment]
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self._collecting:
-            self._facts.enter_attribute(node)
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        if self._collecting:
-            self._facts.enter_yield(node)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if self._collecting:
-            self._facts.enter_call(node)
-
     def leave_Module(self, node: cst.Module) -> None:
-        facts = file_facts(self.context)
-        if facts is not None and self.gate(self.context.source.text):
-            facts.finish()  # the walk is over: every rule sees complete facts
-            self.check(facts)
+        if self.gate(self.context.source.text):
+            self.check(self.semantic.grad)
 
     def check(self, facts: FileFacts) -> None:
         raise NotImplementedError

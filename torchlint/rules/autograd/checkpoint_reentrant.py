@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
@@ -10,7 +9,6 @@ import libcst as cst
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.rules.autograd._common import FAMILY
-
 
 _CHECKPOINT = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
@@ -13,8 +12,6 @@ from torchlint.lint.names import dotted
 from torchlint.lint.rule import Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.autograd._common import FAMILY
-from torchlint.semantic.file_kind import is_test_file
-
 
 _ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 
@@ -91,7 +88,7 @@ class DebugAutogradLeftOn(Rule):
     requires = ("anomaly", "profile", "emit_nvtx", "gradcheck")
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._test_file = is_test_file(self.context.source.path, self.context.source.text)
+        self._test_file = self.semantic.is_test_module
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._test_file:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.walk import descendants
-from torchlint.rules.autograd._common import FAMILY, FactsCollector
+from torchlint.rules.autograd._common import FAMILY, GradRule
 from torchlint.semantic.grad_mode import FileFacts
 from torchlint.semantic.modules import is_model_like
 
 
-class FrozenModelWithGrad(FactsCollector):
+class FrozenModelWithGrad(GradRule):
     code = "TL305"
     name = "frozen-model-with-grad"
     family = FAMILY

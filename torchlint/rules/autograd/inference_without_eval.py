@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety
-from torchlint.rules.autograd._common import FAMILY, FactsCollector
+from torchlint.rules.autograd._common import FAMILY, GradRule
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.modules import eval_name_strength, is_model_like, words
-
 
 LOADER_WORDS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "dev", "holdout"})
 
@@ -24,7 +22,7 @@ def _loader_like(text: str) -> bool:
     return any(w in LOADER_WORDS for w in words(lowered))
 
 
-class InferenceWithoutEval(FactsCollector):
+class InferenceWithoutEval(GradRule):
     code = "TL306"
     name = "inference-without-eval"
     family = FAMILY

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
@@ -10,11 +9,28 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace
-from torchlint.rules.autograd._common import FAMILY, FactsCollector, all_descendants, wrap_statements
+from torchlint.rules.autograd._common import (
+    FAMILY,
+    GradRule,
+    all_descendants,
+    wrap_statements,
+)
 from torchlint.semantic.file_kind import uses_torch
-from torchlint.semantic.grad_mode import CallFact, FileFacts, MODE_CHAIN, ScopeFacts, TRAIN_STEP_OWNERS, forward_calls, strip_mode_calls
-from torchlint.semantic.modules import eval_name_strength, is_model_like, is_network_callee, words
-
+from torchlint.semantic.grad_mode import (
+    MODE_CHAIN,
+    TRAIN_STEP_OWNERS,
+    CallFact,
+    FileFacts,
+    ScopeFacts,
+    forward_calls,
+    strip_mode_calls,
+)
+from torchlint.semantic.modules import (
+    eval_name_strength,
+    is_model_like,
+    is_network_callee,
+    words,
+)
 
 # Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
 _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
@@ -22,7 +38,7 @@ _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template
 _TL301_GATE = re.compile(r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)")
 
 
-class InferenceWithoutNoGrad(FactsCollector):
+class InferenceWithoutNoGrad(GradRule):
     code = "TL301"
     name = "inference-without-no-grad"
     family = FAMILY

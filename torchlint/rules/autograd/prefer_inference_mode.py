@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
@@ -10,12 +9,12 @@ import libcst as cst
 from torchlint.lint.names import dotted
 from torchlint.lint.rule import Fix, FixSafety, Replace
 from torchlint.lint.walk import scope_nodes
-from torchlint.rules.autograd._common import FAMILY, FactsCollector
+from torchlint.rules.autograd._common import FAMILY, GradRule
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.modules import eval_name_strength, is_model_like
 
 
-class PreferInferenceMode(FactsCollector):
+class PreferInferenceMode(GradRule):
     code = "TL307"
     name = "prefer-inference-mode"
     family = FAMILY

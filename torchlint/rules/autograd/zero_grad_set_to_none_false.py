@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_args, has_star_kwargs

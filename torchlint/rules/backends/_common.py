@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional, Union
 
 import libcst as cst
 
 from torchlint.lint.rule import Fix, InsertBefore, Rule
-from torchlint.semantic import loops
-
 
 CONV_LAYER = re.compile(r"^torch\.nn\.(?:Lazy)?Conv(?:Transpose)?[123]d$")
 
@@ -45,8 +42,8 @@ class TrainingScript(Rule):
             if attr == "cuda" and self.context.qualname(func) is None:
                 self.uses_cuda = True
             elif attr == "backward" and self.loop is None:
-                loop = loops.hot_loop(self.context, node)
-                if loop is not None and loops.is_training_loop(self.context, loop):
+                loop = self.semantic.hot_loop(node)
+                if loop is not None and self.semantic.is_training_loop(loop):
                     self.loop = loop
         self.facts(node)
 

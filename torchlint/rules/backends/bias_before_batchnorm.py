@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Iterable, Iterator, Optional, Union
 
 import libcst as cst
@@ -11,7 +10,6 @@ from torchlint.lint.calls import argument, has_star_args, positional, with_keywo
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
-
 
 # qualname -> (kind, bias position, out-channels position); kind 1/2/3 for convolutions, "linear" for Linear.
 _LAYERS: dict[str, tuple[Union[int, str], int, int]] = {}

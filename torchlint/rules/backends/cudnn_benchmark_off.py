@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import re
 
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety
 from torchlint.rules.backends._common import CONV_LAYER, CONV_MODEL, TrainingScript
-
 
 _BENCHMARK_SET = re.compile(r"cudnn\.benchmark|\bbenchmark\s*=|deterministic|cudnn\.enabled")
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import re
 
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety
 from torchlint.rules.backends._common import CONV_LAYER, CONV_MODEL, TrainingScript
-
 
 _MATMUL_LAYER = re.compile(
     r"^torch\.nn\.(?:Transformer\w*|MultiheadAttention|LSTM|GRU|RNN|LSTMCell|GRUCell|RNNCell|Bilinear)$"

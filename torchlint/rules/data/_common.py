@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
@@ -11,7 +10,6 @@ from torchlint.lint.calls import keyword, positional, with_keyword
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.rule import Fix, Replace
-
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 NUM_WORKERS_AT = 5

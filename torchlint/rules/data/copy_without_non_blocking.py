@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.rules.data._common import PIN_MEMORY_AT, with_keyword_fix
-from torchlint.semantic.file_kind import is_test_file
-from torchlint.semantic.loaders import flow, is_transfer
+from torchlint.semantic.loaders import is_transfer
 
 
 class CopyWithoutNonBlocking(Rule):
@@ -52,9 +50,9 @@ class CopyWithoutNonBlocking(Rule):
     requires = ("pin_memory",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.source.path, self.context.source.text):
+        if self.semantic.is_test_module:
             return
-        data = flow(self.context)
+        data = self.semantic.loaders
         seen: set[int] = set()
         for loader in data.loaders:
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
@@ -13,11 +12,8 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import NUM_WORKERS_AT, enclosing_loops, set_argument
-from torchlint.semantic.datasets import dataset_given_device, in_memory_loader, prepared_hf_loader
-from torchlint.semantic.file_kind import has_main_guard, is_test_file, main_guarded
-from torchlint.semantic.loaders import flow, is_builtin, is_dataloader
-from torchlint.semantic.placement import uses_accelerator
-
+from torchlint.semantic.file_kind import has_main_guard, main_guarded
+from torchlint.semantic.loaders import is_builtin
 
 # Words of a comment (on the line above) that explains a single-process loader.
 _REASON = re.compile(
@@ -98,9 +94,9 @@ class DataloaderNumWorkersZero(Rule):
         self.candidates: list[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not is_dataloader(self.context, node):
+        if not self.semantic.is_dataloader(node):
             return
-        if has_star_kwargs(node) or is_test_file(self.context.source.path, self.context.source.text):
+        if has_star_kwargs(node) or self.semantic.is_test_module:
             return
         arg = argument(node, "num_workers", position=NUM_WORKERS_AT)
         if arg is None and len(positional(node)) > NUM_WORKERS_AT:
@@ -112,12 +108,12 @@ class DataloaderNumWorkersZero(Rule):
     def leave_Module(self, module: cst.Module) -> None:
         if not self.candidates:
             return
-        cpu_only = not uses_accelerator(self.context.source.text)
+        cpu_only = not self.semantic.uses_accelerator
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if in_memory_loader(self.context, node) or self._one_batch_only(node) or self._never_read(node):
+            if self.semantic.loads_from_memory(node) or self._one_batch_only(node) or self._never_read(node):
                 continue
-            if prepared_hf_loader(self.context, node) or dataset_given_device(self.context, node):
+            if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue
             if cpu_only and self._consumed_here(node):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
@@ -125,7 +121,7 @@ class DataloaderNumWorkersZero(Rule):
 
     def _consumed_here(self, node: cst.Call) -> bool:
         """This file iterates the loader or trains: the whole program is here, not only its data module."""
-        if flow(self.context).loops_over(node):
+        if self.semantic.loaders.loops_over(node):
             return True
         return ".backward(" in self.context.source.text
 
@@ -204,7 +200,7 @@ class DataloaderNumWorkersZero(Rule):
             return False
         if self.context.enclosing(call, cst.FunctionDef, cst.ClassDef) is not None:
             return True
-        data = flow(self.context)
+        data = self.semantic.loaders
         return ".backward(" in text or any(data.loops_over(loader) for loader in data.loaders)
 
     def _unguarded_script(self, call: cst.Call) -> bool:

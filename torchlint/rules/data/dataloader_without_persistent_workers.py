@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import argument
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.data._common import NUM_WORKERS_AT, enclosing_loops, is_inside, with_keyword_fix
-from torchlint.semantic.file_kind import is_test_file
-from torchlint.semantic.loaders import Flow, MISSING, flow, positive_workers, return_statements, setting_value
-
+from torchlint.rules.data._common import (
+    NUM_WORKERS_AT,
+    enclosing_loops,
+    is_inside,
+    with_keyword_fix,
+)
+from torchlint.semantic.loaders import (
+    MISSING,
+    Flow,
+    positive_workers,
+    return_statements,
+    setting_value,
+)
 
 # Lightning hooks whose loader the trainer iterates once per epoch.
 _EPOCH_HOOKS = frozenset({"train_dataloader", "val_dataloader"})
@@ -73,9 +81,9 @@ class DataloaderWithoutPersistentWorkers(Rule):
     requires = ("DataLoader",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.source.path, self.context.source.text):
+        if self.semantic.is_test_module:
             return
-        data = flow(self.context)
+        data = self.semantic.loaders
         for loader in data.loaders:
             if setting_value(self.context, loader, "persistent_workers", None) is not MISSING:
                 continue

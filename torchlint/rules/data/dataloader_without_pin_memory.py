@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_kwargs, keyword
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.data._common import NUM_WORKERS_AT, PIN_MEMORY_AT, snippet, with_keyword_fix
-from torchlint.semantic.file_kind import is_test_file
-from torchlint.semantic.loaders import Flow, MISSING, flow, is_transfer
+from torchlint.rules.data._common import (
+    NUM_WORKERS_AT,
+    PIN_MEMORY_AT,
+    snippet,
+    with_keyword_fix,
+)
+from torchlint.semantic.loaders import MISSING, Flow, is_transfer
 
 
 class DataloaderWithoutPinMemory(Rule):
@@ -70,9 +73,9 @@ class DataloaderWithoutPinMemory(Rule):
     requires = ("DataLoader",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.source.path, self.context.source.text):
+        if self.semantic.is_test_module:
             return
-        data = flow(self.context)
+        data = self.semantic.loaders
         for loader in data.loaders:
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:

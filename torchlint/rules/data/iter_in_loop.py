@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.data._common import LOOPS, enclosing_loops, is_inside, looks_like_loader, snippet
-from torchlint.semantic.file_kind import is_test_file
+from torchlint.rules.data._common import (
+    LOOPS,
+    enclosing_loops,
+    is_inside,
+    looks_like_loader,
+    snippet,
+)
 from torchlint.semantic.loaders import flow, is_builtin, root_name, target_names
 from torchlint.semantic.loops import gated, hot_loop, is_hot
 
@@ -89,7 +93,7 @@ class IterInLoop(Rule):
         return not gated(context, call, innermost)  # type: ignore[arg-type]
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.candidates or is_test_file(self.context.source.path, self.context.source.text):
+        if not self.candidates or self.semantic.is_test_module:
             return
         context = self.context
         data = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import argument
@@ -10,9 +9,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.rules.data._common import looks_like_loader, snippet
 from torchlint.semantic.datasets import TENSOR_FACTORIES
-from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.loaders import flow, is_builtin
-
 
 _MAP_STYLE = frozenset(
     {"torch.utils.data.TensorDataset", "torch.utils.data.Subset", "torch.utils.data.ConcatDataset"}
@@ -63,7 +60,7 @@ class LenOfListLoader(Rule):
         self.candidates.append((node, inner.args[0].value))
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.candidates or is_test_file(self.context.source.path, self.context.source.text):
+        if not self.candidates or self.semantic.is_test_module:
             return
         context = self.context
         data = flow(context)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.names import last_name
 from torchlint.lint.rule import FixSafety, Rule
-
 
 # Wrappers that show a script already runs one process per GPU.
 _DISTRIBUTED = frozenset(

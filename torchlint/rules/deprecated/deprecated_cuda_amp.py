@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.calls import has_star_args, keyword, positional, with_keyword
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
-
 
 # Deprecated name -> (what replaces it, the device type).
 _AUTOCAST = {

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional, with_keyword
+from torchlint.lint.calls import (
+    has_star_args,
+    has_star_kwargs,
+    keyword,
+    positional,
+    with_keyword,
+)
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
-from torchlint.semantic.placement import device_kind, is_dtype_expr
-
+from torchlint.semantic.placement import is_dtype_expr
 
 # Factories whose result does not depend on where it is built (values are exact on every device).
 _EXACT = frozenset({"zeros", "ones", "empty", "full", "eye", "arange"})
@@ -178,13 +182,13 @@ class HostTensorThenMove(Rule):
             if args:
                 return None
             device = device_arg.value
-            if device_kind(self.context, device) == "cpu":
+            if self.semantic.device_kind(device) == "cpu":
                 return None
         else:
             if not args:
                 return None
             device = args[0].value
-            kind = device_kind(self.context, device)
+            kind = self.semantic.device_kind(device)
             if kind != "accel":
                 return None  # a dtype, another tensor, the CPU, or undecidable
         dtype = dtype_arg.value if dtype_arg is not None else None

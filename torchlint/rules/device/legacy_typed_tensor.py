@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
@@ -10,7 +9,6 @@ import libcst as cst
 
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
-
 
 _TYPED = frozenset(
     {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 
 import libcst as cst
@@ -12,10 +11,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
 from torchlint.semantic import loops
-from torchlint.semantic.loops import per_step
-from torchlint.semantic.placement import is_device_argument
-from torchlint.semantic.values import CPU, value_kinds
-
+from torchlint.semantic.values import CPU
 
 _MODULE_BASES = ("torch.nn.Module", "torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict")
 
@@ -77,8 +73,8 @@ class MoveInLoop(Rule):
             return
         if func.attr.value == "to" and not self._moves_to_device(node):
             return
-        loop = per_step(self.context, node)
-        if loop is None or not loops.is_training_loop(self.context, loop):
+        loop = self.semantic.per_step(node)
+        if loop is None or not self.semantic.is_training_loop(loop):
             return
         receiver = func.value
         if self._is_model(receiver, loop):
@@ -89,9 +85,9 @@ class MoveInLoop(Rule):
     def _moves_to_device(self, node: cst.Call) -> bool:
         device = keyword(node, "device")
         if device is not None:
-            return is_device_argument(self.context, device.value)
+            return self.semantic.is_device(device.value)
         args = positional(node)
-        return bool(args) and is_device_argument(self.context, args[0].value)
+        return bool(args) and self.semantic.is_device(args[0].value)
 
     def _is_model(self, receiver: cst.BaseExpression, loop: loops.Loop) -> bool:
         name = receiver
@@ -132,7 +128,7 @@ class MoveInLoop(Rule):
         qual = self.context.qualname(value)
         if qual is None or not qual.startswith("torch."):
             return False
-        return value_kinds(self.context).kind(value) == CPU  # one built on the device moves for free
+        return self.semantic.values.kind(value) == CPU  # one built on the device moves for free
 
     def _bound_in(self, name: cst.Name, loop: loops.Loop) -> bool:
         bindings = self.context.lookup(name) or []

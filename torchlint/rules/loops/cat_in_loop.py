@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
@@ -10,7 +9,6 @@ import libcst as cst
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
-
 
 _LOOPS = (cst.For, cst.While)
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.calls import argument
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
-
 
 # --------------------------------------------------------------------------------------------------
 _SOFTMAX = {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Union
@@ -13,7 +12,6 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.names import flatten_targets, last_name
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants, scope_nodes, semantic_children
-
 
 # What an iterable or a callee is called, when the spelling is the only evidence.
 _LOADER = re.compile(r"(^|_)(data)?loaders?($|_)|(^|_)dl$|^(train|val|valid|test|eval)_?(dl|iter)$", re.IGNORECASE)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.semantic.loops import per_step
 
 
 class EmptyCacheInLoop(Rule):
@@ -57,5 +55,5 @@ class EmptyCacheInLoop(Rule):
             return
         if self.context.qualname(node) not in ("torch.cuda.empty_cache", "torch.mps.empty_cache", "torch.xpu.empty_cache"):
             return
-        if per_step(self.context, node) is not None:
+        if self.semantic.per_step(node) is not None:
             self.report(node)

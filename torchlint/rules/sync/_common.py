@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.semantic.placement import on_accelerator
-from torchlint.semantic.values import ValueKinds, value_kinds
-
+from torchlint.semantic.values import ValueKinds
 
 FAMILY = "Host-device synchronisation"
 
-# Calls that read a clock or a CUDA event: a sync next to them is there to time the step.
-CLOCK_CALLS = frozenset(
-    {"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "record", "elapsed_time", "time_sync", "tic", "toc"}
-)
 
 ADVICE = "keep the running value on the device (`running += loss.detach()`) and read it every N steps"
 
@@ -28,10 +21,10 @@ class SyncRule(Rule):
 
     @property
     def values(self) -> ValueKinds:
-        return value_kinds(self.context)
+        return self.semantic.values
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
-        if on_accelerator(self.context):  # a CPU-only script pays nothing for a host read
+        if self.semantic.uses_accelerator:  # a CPU-only script pays nothing for a host read
             super().report(node, message, **kwargs)  # type: ignore[arg-type]
 
 

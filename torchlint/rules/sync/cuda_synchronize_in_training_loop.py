@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.names import last_name
-from torchlint.rules.sync._common import CLOCK_CALLS, EXPLANATION_COMMON, SyncRule
+from torchlint.rules.sync._common import EXPLANATION_COMMON, SyncRule
 from torchlint.semantic import loops
-from torchlint.semantic.loops import per_step
+from torchlint.semantic.calls import CLOCK_CALLS
 
 
 class CudaSynchronizeInTrainingLoop(SyncRule):
@@ -45,13 +44,13 @@ class CudaSynchronizeInTrainingLoop(SyncRule):
         qual = self.context.qualname(node)
         if qual not in ("torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize"):
             return
-        loop = per_step(self.context, node)
+        loop = self.semantic.per_step(node)
         if loop is None or self._timed(loop):
             return
         self.report(node)
 
     def _timed(self, loop: loops.Loop) -> bool:
-        for call in loops.hot_calls_in(self.context, loop):
+        for call in self.semantic.calls_in(loop):
             name = last_name(call.func)
             if name in CLOCK_CALLS:
                 return True

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.names import last_name
 from torchlint.rules.sync._common import EXPLANATION_COMMON, SyncRule
-from torchlint.semantic import loops
-from torchlint.semantic.loops import per_step
 
 
 class DataDependentShapeInTrainingLoop(SyncRule):
@@ -99,7 +96,7 @@ class DataDependentShapeInTrainingLoop(SyncRule):
         statement = self.context.enclosing_statement(node)
         if statement is not None and statement is getattr(self, "_last_statement", None):
             return  # one finding per statement
-        loop = per_step(self.context, node)
-        if loop is not None and loops.is_training_loop(self.context, loop):
+        loop = self.semantic.per_step(node)
+        if loop is not None and self.semantic.is_training_loop(loop):
             self._last_statement = statement
             self.report(node)

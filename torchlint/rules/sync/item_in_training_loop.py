@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 from typing import Optional
 
@@ -13,9 +12,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants, scope_nodes
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
 from torchlint.semantic import loops
-from torchlint.semantic.loops import per_step
-from torchlint.semantic.values import CPU, PY, T, UNK
-
+from torchlint.semantic.values import CPU, PY, UNK, T
 
 # Python-number checks a NaN guard uses.
 _FINITE_CHECKS = frozenset(
@@ -104,7 +101,7 @@ class ItemInTrainingLoop(SyncRule):
         statement = self.context.enclosing_statement(node)
         if statement in self._reported:
             return  # the first sync of a statement empties the queue: later ones wait for nothing
-        loop: Optional[cst.CSTNode] = per_step(self.context, node)
+        loop: Optional[cst.CSTNode] = self.semantic.per_step(node)
         if loop is None:
             loop = self._returned_by_step_function(node)
             if loop is None:
@@ -118,7 +115,7 @@ class ItemInTrainingLoop(SyncRule):
         if (
             method == "cpu"
             and isinstance(loop, (cst.For, cst.While))
-            and not loops.is_training_loop(self.context, loop)
+            and not self.semantic.is_training_loop(loop)
             and not self._reduced_at_once(node)
         ):
             return  # predictions gathered in an evaluation loop: copied once each, to be used after it

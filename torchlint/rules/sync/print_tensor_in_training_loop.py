@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.names import last_name
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
-from torchlint.semantic.loops import per_step
 
 
 class PrintTensorInTrainingLoop(SyncRule):
@@ -45,7 +43,7 @@ class PrintTensorInTrainingLoop(SyncRule):
     _SINKS = {"print": None, "add_scalar": 1, "add_scalars": 1}
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
-        if self.values.is_tensor(node.expression) and per_step(self.context, node) is not None:
+        if self.values.is_tensor(node.expression) and self.semantic.per_step(node) is not None:
             self.report(node)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -59,7 +57,7 @@ class PrintTensorInTrainingLoop(SyncRule):
             values = [arg.value] if arg is not None else []
         else:
             return
-        if not values or per_step(self.context, node) is None:
+        if not values or self.semantic.per_step(node) is None:
             return
         for value in values:
             if self.values.is_tensor(value):
@@ -73,5 +71,5 @@ class PrintTensorInTrainingLoop(SyncRule):
         right = node.right
         items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
         tensors = [i for i in items if not isinstance(i, cst.StarredElement) and self.values.is_tensor(i)]
-        if tensors and per_step(self.context, node) is not None:
+        if tensors and self.semantic.per_step(node) is not None:
             self.report(tensors[0])

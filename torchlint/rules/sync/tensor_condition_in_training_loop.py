@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-
 from typing import Iterator
 
 import libcst as cst
 
 from torchlint.rules.sync._common import EXPLANATION_COMMON, SyncRule
-from torchlint.semantic import loops
-from torchlint.semantic.loops import per_step
 
 
 class TensorConditionInTrainingLoop(SyncRule):
@@ -61,7 +58,7 @@ class TensorConditionInTrainingLoop(SyncRule):
     def _check(self, test: cst.BaseExpression, where: cst.CSTNode) -> None:
         for part in self._operands(test):
             if self.values.is_tensor(part):
-                if per_step(self.context, test) is not None:
+                if self.semantic.per_step(test) is not None:
                     self.report(test)
                 return
 
@@ -70,7 +67,7 @@ class TensorConditionInTrainingLoop(SyncRule):
         (`step % 100 == 0 and torch.isnan(loss)` reads the tensor only every 100 steps)."""
         if isinstance(test, cst.BooleanOperation):
             yield from self._operands(test.left)
-            if isinstance(test.operator, cst.And) and loops.is_interval_test(self.context, test.left):
+            if isinstance(test.operator, cst.And) and self.semantic.is_interval_test(test.left):
                 return
             yield from self._operands(test.right)
         elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):

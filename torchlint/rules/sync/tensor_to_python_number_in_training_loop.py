@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from torchlint.lint.calls import positional
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
-from torchlint.semantic.loops import per_step
 
 
 class TensorToPythonNumberInTrainingLoop(SyncRule):
@@ -44,6 +42,6 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
         args = positional(node)
         if len(args) != 1 or len(node.args) != 1 or self.context.lookup(func):
             return  # rebound builtin
-        if per_step(self.context, node) is None or not self.values.is_tensor(args[0].value):
+        if self.semantic.per_step(node) is None or not self.values.is_tensor(args[0].value):
             return
         self.report(node, f"`{func.value}(tensor)` waits for the GPU and copies to the host on every step: " + ADVICE)

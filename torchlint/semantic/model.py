@@ -1,0 +1,141 @@
+"""The semantic model of one file: every question a rule asks about what the code means, in one place.
+
+Each answer is computed on first use and kept for the file, so rules that ask the same question share
+the work and, above all, get the same answer. The analyses live in the sibling modules (one concept
+each); this class is the one door rules go through.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.semantic import datasets, file_kind, loops, modules, placement
+from torchlint.semantic.calls import FunctionSummaries
+from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
+from torchlint.semantic.loaders import Flow, is_dataloader
+from torchlint.semantic.values import ValueKinds
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+
+
+class SemanticModel:
+    """What one file's code means. Reach it as `rule.semantic` (one instance per file)."""
+
+    def __init__(self, context: "Context") -> None:
+        self.context = context
+
+    # -- the file ---------------------------------------------------------------------------------
+    @cached_property
+    def is_test_module(self) -> bool:
+        """A module of a test suite (not a user's own evaluation script named test.py)."""
+        source = self.context.source
+        return file_kind.is_test_file(source.path, source.text)
+
+    @cached_property
+    def uses_torch(self) -> bool:
+        return file_kind.uses_torch(self.context.source.text)
+
+    # -- placement --------------------------------------------------------------------------------
+    @cached_property
+    def uses_accelerator(self) -> bool:
+        """Whether the program puts data on a GPU or another accelerator at all. When it does not, nothing
+        runs asynchronously: host reads and main-process loading cost nothing extra."""
+        return placement.on_accelerator(self.context)
+
+    def is_device(self, expr: cst.BaseExpression) -> bool:
+        """`device`, `args.device`, `"cuda"`, `torch.device(...)`, `rank`: an expression naming a device."""
+        return placement.is_device_argument(self.context, expr)
+
+    def device_kind(self, expr: cst.BaseExpression) -> Optional[str]:
+        """"accel" for an accelerator device, "cpu" for the CPU, None when it cannot be told."""
+        return placement.device_kind(self.context, expr)
+
+    # -- values -----------------------------------------------------------------------------------
+    @cached_property
+    def values(self) -> ValueKinds:
+        """What an expression evaluates to: a (possibly device) tensor, a host value, or unknown."""
+        return ValueKinds(self.context)
+
+    def is_tensor(self, expr: cst.CSTNode) -> bool:
+        return self.values.is_tensor(expr)
+
+    def is_module(self, expr: cst.BaseExpression) -> bool:
+        """An `nn.Module` instance (a name bound to one, or a model-like receiver such as `self.net`)."""
+        return modules.is_module_like_receiver(self.context, expr)
+
+    def runs_forward(self, call: cst.Call) -> bool:
+        """`call` runs a model's forward pass."""
+        return loops.is_forward_call(self.context, call)
+
+    # -- data loading -----------------------------------------------------------------------------
+    @cached_property
+    def loaders(self) -> Flow:
+        """Which DataLoaders an expression may hold, their settings, the loops over them and the copies
+        of their batches."""
+        return Flow(self.context)
+
+    def is_dataloader(self, call: cst.CSTNode) -> bool:
+        return is_dataloader(self.context, call)
+
+    def loads_from_memory(self, loader: cst.Call) -> bool:
+        """The loader's dataset is already in memory (tensors, a list of ready samples)."""
+        return datasets.in_memory_loader(self.context, loader)
+
+    def loads_prepared_hf_data(self, loader: cst.Call) -> bool:
+        """The loader reads a Hugging Face dataset tokenized ahead of time."""
+        return datasets.prepared_hf_loader(self.context, loader)
+
+    def dataset_on_device(self, loader: cst.Call) -> bool:
+        """The loader's dataset was built on a device (its items are already there)."""
+        return datasets.dataset_given_device(self.context, loader)
+
+    # -- loops ------------------------------------------------------------------------------------
+    def hot_loop(self, node: cst.CSTNode) -> Optional[loops.Loop]:
+        """The innermost loop whose body runs `node` once per step."""
+        return loops.hot_loop(self.context, node)
+
+    def per_step(self, node: cst.CSTNode) -> Optional[loops.Loop]:
+        """The step loop that runs `node` on every trip (not only under a logging interval)."""
+        return loops.per_step(self.context, node)
+
+    def is_hot(self, loop: loops.Loop) -> bool:
+        return loops.is_hot(self.context, loop)
+
+    def is_training_loop(self, loop: loops.Loop) -> bool:
+        return loops.is_training_loop(self.context, loop)
+
+    def gated(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """`node` runs on only some trips of `loop` (a logging interval)."""
+        return loops.gated(self.context, node, loop)  # type: ignore[arg-type]
+
+    def is_interval_test(self, test: cst.BaseExpression) -> bool:
+        return loops.is_interval_test(self.context, test)
+
+    def step_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The one-step training function that runs `node` once per call."""
+        return loops.step_function(self.context, node)
+
+    def calls_in(self, loop: loops.Loop) -> list[cst.Call]:
+        """The calls a loop's body makes itself."""
+        return loops.hot_calls_in(self.context, loop)
+
+    # -- calls ------------------------------------------------------------------------------------
+    @cached_property
+    def calls(self) -> FunctionSummaries:
+        """The functions and methods this file defines, and what each does for its callers."""
+        return FunctionSummaries(self.context, self.values)
+
+    # -- grad mode --------------------------------------------------------------------------------
+    @cached_property
+    def grad(self) -> FileFacts:
+        """What each function does about autograd: no-grad blocks, decorators, callers, modes."""
+        return collect_grad_facts(self.context)
+
+
+def semantic_model(context: "Context") -> SemanticModel:
+    """The file's one semantic model."""
+    return context.shared(SemanticModel)

@@ -1,7 +1,9 @@
 """Every rule against its fixtures: fixtures/lint/<CODE>/{bad.py, good.py, bad.fixed.py}.
 
 bad.py marks each line that must be reported with a trailing `# expect: CODE` comment; good.py holds
-near misses that must stay silent; bad.fixed.py is what `--fix --unsafe-fixes` must make of bad.py.
+near misses that must stay silent; bad.fixed.py is what `--fix --unsafe-fixes` must make of bad.py;
+snapshot.txt pins every finding on bad.py: position, message and fix. After a deliberate change, rewrite
+the snapshots with `python -m pytest tests/test_rule_fixtures.py --update-snapshots` and review the diff.
 """
 
 from __future__ import annotations
@@ -77,3 +79,33 @@ def test_unsafe_fix_needs_opt_in(code: str) -> None:
     bad = FIXTURES / code / "bad.py"
     result = lint_source(bad.read_text(encoding="utf-8"), str(bad), select=_selection(code), fix=True)
     assert result.fixed_text is None
+
+
+def _snapshot(code: str, text: str, path: Path) -> str:
+    """Every finding of `code` on `text` as stable, reviewable lines: where, what, and the fix's edits."""
+    result = lint_source(text, str(path), select=_selection(code))
+    lines = []
+    for finding in sorted(result.findings, key=lambda f: f.sort_key):
+        if finding.code != code:
+            continue
+        lines.append(
+            f"{finding.line}:{finding.column}-{finding.end_line}:{finding.end_column} {finding.code} {finding.message}"
+        )
+        if finding.fix is not None:
+            safety = "safe" if finding.fix.safe else "unsafe"
+            lines.append(f"    fix ({safety}): {finding.fix.message}")
+            for edit in finding.fix.edits:
+                lines.append(f"        {edit.row}:{edit.column}-{edit.end_row}:{edit.end_column} -> {edit.content!r}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_findings_match_snapshot(code: str, update_snapshots: bool) -> None:
+    bad = FIXTURES / code / "bad.py"
+    snapshot = FIXTURES / code / "snapshot.txt"
+    current = _snapshot(code, bad.read_text(encoding="utf-8"), bad)
+    if update_snapshots:
+        snapshot.write_text(current, encoding="utf-8")
+        return
+    assert snapshot.exists(), f"no {snapshot}: run pytest {__file__} --update-snapshots"
+    assert current == snapshot.read_text(encoding="utf-8")

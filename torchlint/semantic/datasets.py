@@ -1,4 +1,7 @@
-"""TODO."""
+"""Where a loader's samples come from: a dataset already in memory (tensors, lists of ready samples), a
+Hugging Face dataset tokenized ahead of time, or one built on a device. Loading such data costs little, so
+worker processes and pinning gain little.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO."""
+"""The kind of file: a test module, a script run as `__main__`, PyTorch code at all."""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""TODO."""
+"""Grad mode: whether autograd is on where a forward pass runs.
+
+`collect_grad_facts` walks the file once and records, per function (and for the module's top-level code),
+its calls in order, which of them run under `no_grad`/`inference_mode`/`set_grad_enabled(False)` blocks,
+its grad decorators, its training signs (backward, optimizer steps, gradient reads), its `eval()`/`train()`
+calls and its loops. A function called only from grad-off code is grad-off itself (`covered_names`, to a
+fixpoint across the file).
+"""
 
 from __future__ import annotations
 
@@ -353,6 +360,74 @@ class FileFacts:
         if isinstance(cls.body, cst.IndentedBlock):
             return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body)
         return False
+
+    def mode_evals(self, scope: ScopeFacts) -> list[tuple[cst.Call, str, int]]:
+        """The `.eval()` / `.train(False)` calls of `scope` that put a module in eval mode for the code that
+        follows: a statement (`model.eval()`, `model.cuda().eval()`) or a chain assigned back to the module's
+        name (`model = model.eval().to(device)`), with the module's name. Not `.eval()` inside the argument of
+        another call (`f = torch.jit.freeze(f.eval())`): the name then holds a different object."""
+        found = []
+        for call_node, target, order in scope.evals:
+            current: cst.CSTNode = call_node
+            while True:
+                parent = self.parents.get(current)
+                if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in MODE_CHAIN:
+                    outer = self.parents.get(parent)
+                    if isinstance(outer, cst.Call) and outer.func is parent:
+                        current = outer
+                        continue
+                break
+            parent = self.parents.get(current)
+            module = strip_mode_calls(target)
+            if isinstance(parent, cst.Expr) and parent.value is current:
+                found.append((call_node, module, order))
+            elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
+                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+                if all(self.context.code(t) == module for t in targets):
+                    found.append((call_node, module, order))
+        return found
+
+    def inference_segments(self, scope: ScopeFacts) -> Iterator[tuple[cst.Call, str, int, int]]:
+        """(eval call, module, start, stop): stretches of `scope` from a module's `.eval()` to its next
+        `.train()` (or the end) with no training, no grad switch and no mode set from a variable inside."""
+        for call_node, target, order in self.mode_evals(scope):
+            trains = [o for _, t, o in scope.trains if t == target and o > order]
+            stop = min(trains) if trains else scope.end + 1
+            if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
+                continue
+            if any(order < o < stop for _, _, o in scope.mode_unknown):
+                continue
+            yield call_node, target, order, stop
+
+    def eval_forwards(self, scope: ScopeFacts) -> list[tuple[CallFact, str]]:
+        """Forward calls of a module after its `.eval()` in the same function (not re-enabled by `.train()`)."""
+        found = []
+        for call_node, target, order in self.mode_evals(scope):
+            trains = [o for _, t, o in scope.trains if t == target and o > order]
+            stop = min(trains) if trains else scope.end + 1
+            for call in forward_calls(scope, target):
+                if order < call.order < stop and not call.covered:
+                    found.append((call, target))
+        return found
+
+    def stepped_before(self, scope: ScopeFacts, order: int) -> bool:
+        """A backward pass or an optimizer step runs before `order` in the function."""
+        for call in scope.calls:
+            if call.order >= order:
+                break
+            func = call.node.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            last = func.attr.value
+            if last == "backward" or (last == "step" and TRAIN_STEP_OWNERS.search(self.context.code(func.value))):
+                return True
+        return False
+
+    def statement_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        current: Optional[cst.CSTNode] = node
+        while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            current = self.parents.get(current)
+        return current
 
     def top_statement_in(self, node: cst.CSTNode, block: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The statement directly in `block` (an IndentedBlock or the Module) that contains `node`."""

@@ -1,4 +1,7 @@
-"""TODO."""
+"""DataLoaders: which loaders an expression may hold (through assignments, containers, dicts of options,
+function returns and parameters), with which settings (`num_workers`, `pin_memory`, `**kwargs` dicts,
+argparse defaults), the loops that iterate them, and the copies of their batches to a device.
+"""
 
 from __future__ import annotations
 

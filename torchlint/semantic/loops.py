@@ -1,4 +1,54 @@
-"""TODO."""
+"""Is this loop hot? Which loop does a node run in once per training (or inference) step?
+
+A cost paid once per step (a host-device sync, an allocator flush, a copy of the model) matters; the
+same cost paid once per epoch does not. This module decides, per `for`/`while` loop, whether one trip
+through its body is one step.
+
+A loop is **hot** when any of these holds:
+
+1. it iterates a data loader: the iterable, after unwrapping `enumerate`, `zip`, `tqdm`/`track`/
+   progress-bar wrappers, `iter`, `islice` and `chain`, and following names through a single
+   assignment, is `DataLoader(...)` (resolved through imports), a name bound to one, or a loader-like
+   name (`LOADER_NAME`: `train_loader`, `dataloader`, `loader`, `val_dl`, `trainloader`, `train_iter`,
+   `dataloaders[phase]`, `self.train_dataloader()`, `build_loader(...)`, ...);
+2. its own body (not a nested loop's, not a nested function's) calls `.backward()`, or `.step()` on an
+   optimizer or grad scaler (`optimizer.step()`, `opt.step()`, `scaler.step(optimizer)`,
+   `self.optimizer.step()`; a scheduler's `.step()` does not count);
+3. it iterates a `range(...)` (of steps) and its own body draws a batch (`next(it)`, `get_batch(...)`) and runs a
+   forward pass (`model(x)`, `self.net(x)`), unless it contains a nested hot loop. A range loop
+   over decoding positions or benchmark repetitions (`for _ in range(num_steps): y = net(x)`) is
+   not hot by this criterion: it draws no batch.
+
+A loop that would be hot by these criteria is still **not** hot when it shows a few predictions rather
+than running steps: it does no backward pass or optimizer step, and either plots (a `matplotlib` call,
+`plt.*`, `imshow(...)`) or stops after a handful of trips (`if images_so_far == num_images: return`,
+`if i >= 5: break`, where the bound is an integer of at most 64, a parameter defaulting to one, or a name
+such as `num_images`). Its syncs, copies and allocations are paid a few times, not once per step.
+
+An epoch loop that wraps a hot batch loop is therefore *not* hot: the code in its body outside the
+inner loop runs once per epoch. A loop nested inside a hot loop (over the parameters, the keys of a
+metrics dict, micro-batches) is not hot itself, but the hot loop around it still encloses it, so
+`hot_loop()` returns the outer one.
+
+Functions (all results are cached per file and loop; rules reach them through `SemanticModel`):
+
+- `hot_loop(context, node)`: the innermost hot loop whose *body* runs `node` on every trip, without
+  crossing a function, lambda or class boundary (a loop's iterable and `else:` clause run once and
+  are not in it); None when there is none.
+- `is_hot(context, loop)`: whether `loop` (a `cst.For` or `cst.While`) is hot.
+- `is_training_loop(context, loop)`: a hot loop whose body (nested blocks included) calls
+  `.backward()` or an optimizer/scaler step.
+- `is_loader_expr(context, expr)`: whether iterating `expr` iterates a data loader (criterion 1).
+- `gated(context, node, loop)`: whether `node` runs only on some trips of `loop`: inside an
+  `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
+  `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`), or after an
+  `if step % N: continue` in the same body.
+- `is_interval_test(context, test)`: whether an `if` test is true on only some steps (the test
+  `gated` uses).
+- `is_forward_call(context, call)`: `call` runs a model's forward pass (a module-like callee).
+- `hot_calls_in(context, loop)`: the calls made directly by the loop body (a cheap index rules can
+  reuse).
+"""
 
 from __future__ import annotations
 

@@ -15,7 +15,9 @@ import libcst as cst
 from torchlint.semantic import datasets, file_kind, loops, modules, placement
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
+from torchlint.semantic.layers import LayerOrder
 from torchlint.semantic.loaders import Flow, is_dataloader
+from torchlint.semantic.samples import PerSampleLoops
 from torchlint.semantic.values import ValueKinds
 
 if TYPE_CHECKING:
@@ -70,6 +72,11 @@ class SemanticModel:
     def runs_forward(self, call: cst.Call) -> bool:
         """`call` runs a model's forward pass."""
         return loops.is_forward_call(self.context, call)
+
+    @cached_property
+    def layer_order(self) -> LayerOrder:
+        """Which layer feeds which (nn.Sequential runs, forward() of module classes)."""
+        return LayerOrder(self.context)
 
     # -- data loading -----------------------------------------------------------------------------
     @cached_property
@@ -128,6 +135,11 @@ class SemanticModel:
     def calls(self) -> FunctionSummaries:
         """The functions and methods this file defines, and what each does for its callers."""
         return FunctionSummaries(self.context, self.values)
+
+    @cached_property
+    def per_sample_loops(self) -> PerSampleLoops:
+        """Which loops and comprehensions run per sample of a batch."""
+        return PerSampleLoops(self.context)
 
     # -- grad mode --------------------------------------------------------------------------------
     @cached_property

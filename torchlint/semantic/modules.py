@@ -1,4 +1,7 @@
-"""TODO."""
+"""Modules: whether an expression is an `nn.Module` (a model, a layer, a loss module) rather than data, and
+the name conventions that are the only evidence when nothing is imported (`net`, `self.encoder`,
+`build_model(...)`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""TODO."""
+"""Placement: where tensors live, and whether the program uses an accelerator at all.
+
+A program that never puts data on a GPU (or another accelerator) runs everything synchronously on the
+host, so host reads cost nothing and loading in the main process competes with nothing asynchronous.
+Also: which expressions name a device, and whether a device is the CPU or an accelerator.
+"""
 
 from __future__ import annotations
 

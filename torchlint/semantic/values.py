@@ -1,4 +1,10 @@
-"""TODO."""
+"""Values: what an expression evaluates to.
+
+`ValueKinds` answers "tensor that may live on the accelerator", "host value" (a raw batch, `.cpu()`,
+NumPy), "Python value" or "unknown", following names to the assignment that precedes the use in the same
+scope, loader loop targets, tuple unpacking, torch ops, tensor methods, module calls and loss functions.
+`looks_like_tensor` is the cheaper, syntax-only test some rules use on a single expression.
+"""
 
 from __future__ import annotations
 

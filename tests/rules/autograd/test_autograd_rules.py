@@ -7,7 +7,11 @@ import textwrap
 import libcst as cst
 
 from torchlint.lint.api import lint_source
-from torchlint.semantic.modules import eval_name_strength, is_model_like, is_network_callee
+from torchlint.semantic.modules import (
+    eval_name_strength,
+    is_model_like,
+    is_network_callee,
+)
 
 
 def lines(code: str, rule: str, path: str = "train.py") -> list[int]:

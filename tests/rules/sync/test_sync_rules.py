@@ -164,14 +164,6 @@ def test_helper_defined_after_the_loop_and_shadowed_helper() -> None:
     assert _lines(shadowed) == []
 
 
-def test_empty_cache_and_move_in_loop() -> None:
-    assert _in_loop("torch.cuda.empty_cache()", select=["TL501"]) == ["TL501"]
-    assert _in_loop("if i % 500 == 0: torch.cuda.empty_cache()", select=["TL501"]) == []
-    assert _in_loop("model.to(device)", select=["TL602"]) == ["TL602"]
-    assert _in_loop("model.to(torch.float16)", select=["TL602"]) == []
-    assert _in_loop("z = x.to(device)", select=["TL602"]) == []
-
-
 def test_move_of_a_constant_built_before_the_loop() -> None:
     source = """
     import torch

@@ -110,8 +110,6 @@ class DebugAutogradLeftOn(Rule):
             parent = self.context.parent(node)
             if not isinstance(parent, (cst.WithItem, cst.Decorator)):
                 return
-            enabled = keyword(node, "check_nan")
-            del enabled
             if self._deliberate(node):
                 return
             self.report(node)

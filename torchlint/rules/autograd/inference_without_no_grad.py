@@ -17,13 +17,10 @@ from torchlint.rules.autograd._common import (
 )
 from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.grad_mode import (
-    MODE_CHAIN,
-    TRAIN_STEP_OWNERS,
     CallFact,
     FileFacts,
     ScopeFacts,
     forward_calls,
-    strip_mode_calls,
 )
 from torchlint.semantic.modules import (
     eval_name_strength,
@@ -134,7 +131,7 @@ class InferenceWithoutNoGrad(GradRule):
             return
         if scope.mode_unknown:
             return
-        evaluated = [e for e in self._eval_forwards(facts, scope) if not facts.is_frozen(e[1])]
+        evaluated = [e for e in facts.eval_forwards(scope) if not facts.is_frozen(e[1])]
         named = None if evaluated else self._named_entry_point(facts, scope)
         if not evaluated and not named:
             return
@@ -145,43 +142,6 @@ class InferenceWithoutNoGrad(GradRule):
             f"3-6x the memory): decorate it with @{torch_name}.no_grad()"
         )
         self.report(scope.node.name, message, fix=fix)  # type: ignore[union-attr]
-
-    def _mode_evals(self, facts: FileFacts, scope: ScopeFacts) -> list[tuple[cst.Call, str, int]]:
-        """The `.eval()` / `.train(False)` calls of `scope` that put a module in eval mode for the code that
-        follows: a statement (`model.eval()`, `model.cuda().eval()`) or a chain assigned back to the module's
-        name (`model = model.eval().to(device)`), with the module's name. Not `.eval()` inside the argument of
-        another call (`f = torch.jit.freeze(f.eval())`): the name then holds a different object."""
-        found = []
-        for call_node, target, order in scope.evals:
-            current: cst.CSTNode = call_node
-            while True:
-                parent = facts.parents.get(current)
-                if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in MODE_CHAIN:
-                    outer = facts.parents.get(parent)
-                    if isinstance(outer, cst.Call) and outer.func is parent:
-                        current = outer
-                        continue
-                break
-            parent = facts.parents.get(current)
-            module = strip_mode_calls(target)
-            if isinstance(parent, cst.Expr) and parent.value is current:
-                found.append((call_node, module, order))
-            elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
-                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-                if all(self.context.code(t) == module for t in targets):
-                    found.append((call_node, module, order))
-        return found
-
-    def _eval_forwards(self, facts: FileFacts, scope: ScopeFacts) -> list[tuple[CallFact, str]]:
-        """Forward calls of a module after its `.eval()` in the same function (not re-enabled by `.train()`)."""
-        found = []
-        for call_node, target, order in self._mode_evals(facts, scope):
-            trains = [o for _, t, o in scope.trains if t == target and o > order]
-            stop = min(trains) if trains else scope.end + 1
-            for call in forward_calls(scope, target):
-                if order < call.order < stop and not call.covered:
-                    found.append((call, target))
-        return found
 
     def _named_entry_point(self, facts: FileFacts, scope: ScopeFacts) -> Optional[str]:
         """The network an evaluation entry point (by name) runs with grad on, or None."""
@@ -213,7 +173,7 @@ class InferenceWithoutNoGrad(GradRule):
                 return base
             if strength == 2:
                 if evals is None:
-                    evals = bool(self._mode_evals(facts, scope))
+                    evals = bool(facts.mode_evals(scope))
                 if scope.host or evals:
                     return base
         return None
@@ -235,13 +195,7 @@ class InferenceWithoutNoGrad(GradRule):
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
     def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
-        for call_node, target, order in self._mode_evals(facts, scope):
-            trains = [o for _, t, o in scope.trains if t == target and o > order]
-            stop = min(trains) if trains else scope.end + 1
-            if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
-                continue
-            if any(order < o < stop for _, _, o in scope.mode_unknown):
-                continue
+        for call_node, target, order, stop in facts.inference_segments(scope):
             loops = []
             single = []
             for call in forward_calls(scope, target):
@@ -253,7 +207,7 @@ class InferenceWithoutNoGrad(GradRule):
                     continue
                 loops.append(outer[0])
             if not loops:
-                if single and self._stepped_before(scope, order) and not facts.is_frozen(target):
+                if single and facts.stepped_before(scope, order) and not facts.is_frozen(target):
                     # `loss.backward(); optimizer.step(); model.eval(); out = model(val_x)`: a validation
                     # forward pass after the training step that no backward pass follows
                     message = (
@@ -268,7 +222,7 @@ class InferenceWithoutNoGrad(GradRule):
                 continue
             statements = []
             for loop in loops:
-                stmt = self._statement_of(facts, loop)
+                stmt = facts.statement_of(loop)
                 if stmt is not None and stmt not in statements:
                     statements.append(stmt)
             fix = None
@@ -290,34 +244,9 @@ class InferenceWithoutNoGrad(GradRule):
             )
             self.report(call_node, message, fix=fix)
 
-    def _stepped_before(self, scope: ScopeFacts, order: int) -> bool:
-        """A backward pass or an optimizer step runs before `order` in the function."""
-        for call in scope.calls:
-            if call.order >= order:
-                break
-            func = call.node.func
-            if not isinstance(func, cst.Attribute):
-                continue
-            last = func.attr.value
-            if last == "backward" or (last == "step" and TRAIN_STEP_OWNERS.search(self.context.code(func.value))):
-                return True
-        return False
-
-    def _statement_of(self, facts: FileFacts, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        current: Optional[cst.CSTNode] = node
-        while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            current = facts.parents.get(current)
-        return current
-
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
-        for call_node, target, order in self._mode_evals(facts, scope):
-            trains = [o for _, t, o in scope.trains if t == target and o > order]
-            stop = min(trains) if trains else scope.end + 1
-            if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
-                continue
-            if any(order < o < stop for _, _, o in scope.mode_unknown):
-                continue
+        for call_node, target, order, stop in facts.inference_segments(scope):
             forwards = [c for c in forward_calls(scope, target) if order < c.order < stop and not c.covered]
             if not forwards:
                 continue

@@ -39,22 +39,22 @@ class PreferInferenceMode(GradRule):
         "`no_grad` block that only prepares inputs is left alone."
     )
     bad = (
-        "def evaluate(model, loader):\n"
-        "    model.eval()\n"
-        "    correct = 0\n"
+        "def accuracy(net, batches):\n"
+        "    net.eval()\n"
+        "    hits = 0\n"
         "    with torch.no_grad():\n"
-        "        for x, y in loader:\n"
-        "            correct += (model(x).argmax(1) == y).sum().item()\n"
-        "    return correct\n"
+        "        for images, labels in batches:\n"
+        "            hits += (net(images).argmax(1) == labels).sum().item()\n"
+        "    return hits\n"
     )
     good = (
-        "def evaluate(model, loader):\n"
-        "    model.eval()\n"
-        "    correct = 0\n"
+        "def accuracy(net, batches):\n"
+        "    net.eval()\n"
+        "    hits = 0\n"
         "    with torch.inference_mode():\n"
-        "        for x, y in loader:\n"
-        "            correct += (model(x).argmax(1) == y).sum().item()\n"
-        "    return correct\n"
+        "        for images, labels in batches:\n"
+        "            hits += (net(images).argmax(1) == labels).sum().item()\n"
+        "    return hits\n"
     )
     false_positives = (
         "Tensors created under inference mode cannot be saved for backward or updated in place outside it. "

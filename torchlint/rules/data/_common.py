@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.lint.calls import keyword, positional, with_keyword
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.rule import Fix, Replace
+from torchlint.lint.rule import Fix, Replace, Rule
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 NUM_WORKERS_AT = 5
@@ -68,3 +68,8 @@ def snippet(context: Context, node: cst.CSTNode, limit: int = 40) -> str:
 def looks_like_loader(expr: cst.BaseExpression) -> bool:
     name = (last_name(expr) or "").lower()
     return "loader" in name or name == "dl" or name.endswith("_dl") or name.startswith("dl_")
+
+
+def loaders_to_check(rule: Rule) -> list[cst.Call]:
+    """The file's DataLoader constructions, or none in a test module (its loaders serve the tests)."""
+    return [] if rule.semantic.is_test_module else list(rule.semantic.loaders.loaders)

@@ -11,6 +11,7 @@ from torchlint.rules.data._common import (
     NUM_WORKERS_AT,
     enclosing_loops,
     is_inside,
+    loaders_to_check,
     with_keyword_fix,
 )
 from torchlint.semantic.loaders import (
@@ -81,10 +82,8 @@ class DataloaderWithoutPersistentWorkers(Rule):
     requires = ("DataLoader",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if self.semantic.is_test_module:
-            return
         data = self.semantic.loaders
-        for loader in data.loaders:
+        for loader in loaders_to_check(self):
             if setting_value(self.context, loader, "persistent_workers", None) is not MISSING:
                 continue
             workers = argument(loader, "num_workers", NUM_WORKERS_AT)

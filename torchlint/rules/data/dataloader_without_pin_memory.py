@@ -10,6 +10,7 @@ from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import (
     NUM_WORKERS_AT,
     PIN_MEMORY_AT,
+    loaders_to_check,
     snippet,
     with_keyword_fix,
 )
@@ -73,10 +74,8 @@ class DataloaderWithoutPinMemory(Rule):
     requires = ("DataLoader",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if self.semantic.is_test_module:
-            return
         data = self.semantic.loaders
-        for loader in data.loaders:
+        for loader in loaders_to_check(self):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:
                 continue

@@ -1,0 +1,175 @@
+"""TL6xx rules: device placement and transfers."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.lint.api import lint_source
+
+
+def lint(code: str, rule: str, **kwargs):
+    result = lint_source(textwrap.dedent(code), "example.py", select=[rule], **kwargs)
+    assert result.error is None, result.error
+    assert not result.notes, result.notes
+    return result
+
+def lines(code: str, rule: str) -> list[int]:
+    return [f.line for f in lint(code, rule).findings if f.code == rule]
+
+def fixed(code: str, rule: str, unsafe: bool = True) -> str:
+    result = lint(code, rule, fix=True, unsafe_fixes=unsafe)
+    text = result.fixed_text if result.fixed_text is not None else textwrap.dedent(code)
+    cst.parse_module(text)
+    again = lint_source(text, "example.py", select=[rule], fix=True, unsafe_fixes=unsafe)
+    assert again.fixed_text is None, "fixing twice changed the file"
+    return text
+
+
+def test_tl601_resolves_factories_through_imports():
+    code = """
+        import torch as th
+        from torch import ones as make_ones
+        from myproject import zeros
+
+        def f(device):
+            a = th.zeros(3).to(device)
+            b = make_ones(3).cuda()
+            c = zeros(3).to(device)
+    """
+    assert lines(code, "TL601") == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "move, expected",
+    [
+        (".cuda()", 'torch.zeros(n, device="cuda")'),
+        (".cuda(0)", 'torch.zeros(n, device="cuda:0")'),
+        (".cuda(non_blocking=True)", 'torch.zeros(n, device="cuda")'),
+        (".to(device)", "torch.zeros(n, device=device)"),
+        (".to(device, non_blocking=True)", "torch.zeros(n, device=device)"),
+        (".to(device, torch.float16)", "torch.zeros(n, device=device, dtype=torch.float16)"),
+        (".to(x.device, dtype=torch.long)", "torch.zeros(n, device=x.device, dtype=torch.long)"),
+        ('.to("cuda:1")', 'torch.zeros(n, device="cuda:1")'),
+        (".to(torch.device('cuda', 1))", "torch.zeros(n, device=torch.device('cuda', 1))"),
+    ],
+)
+def test_tl601_fix_moves_the_device_into_the_factory(move, expected):
+    code = f"import torch\n\ndef f(x, n, device):\n    return torch.zeros(n){move}\n"
+    result = lint(code, "TL601")
+    assert [f.fix.safe for f in result.findings] == [True]
+    assert fixed(code, "TL601", unsafe=False).splitlines()[-1] == f"    return {expected}"
+
+
+def test_tl601_keeps_a_cast_for_factories_whose_values_depend_on_the_dtype():
+    code = "import torch\n\ndef f(device):\n    return torch.full((2,), 0.1).to(device, torch.half)\n"
+    assert fixed(code, "TL601").splitlines()[-1] == "    return torch.full((2,), 0.1, device=device).to(torch.half)"
+
+
+@pytest.mark.parametrize(
+    "factory, safe",
+    [
+        ("torch.arange(10)", True),
+        ("torch.arange(len(items))", True),
+        ("torch.arange(x.shape[1])", True),
+        ("torch.arange(x.size(0) - 1)", True),
+        ("torch.arange(n)", False),  # a parameter: maybe a float
+        ("torch.arange(0, 1, 0.1)", False),
+        ("torch.arange(10, dtype=torch.float32)", False),
+        ("torch.arange(*bounds)", False),
+        ("torch.randn(3)", False),  # another generator
+        ("torch.randint(0, 10, (3,))", False),
+        ("torch.linspace(0, 1, 5)", False),
+        ("torch.eye(3)", True),
+        ("torch.empty(3, 3)", True),
+    ],
+)
+def test_tl601_fix_safety(factory, safe):
+    code = f"import torch\n\ndef f(x, n, items, bounds, device):\n    return {factory}.to(device)\n"
+    assert [f.fix.safe for f in lint(code, "TL601").findings] == [safe]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "torch.zeros(3, requires_grad=True).to(device)",  # the moved tensor is not a leaf
+        "torch.zeros(3, pin_memory=True).cuda(non_blocking=True)",
+        "torch.zeros(3).cuda(gpu)",  # .cuda(None) is the current GPU, device=None the CPU
+        "torch.zeros(3).to(device, memory_format=torch.channels_last)",
+        "torch.zeros(3).to(device, torch.half, True)",
+    ],
+)
+def test_tl601_reports_without_a_fix_when_no_rewrite_is_equivalent(expr):
+    code = f"import torch\n\ndef f(device, gpu):\n    return {expr}\n"
+    findings = lint(code, "TL601").findings
+    assert len(findings) == 1 and findings[0].fix is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "torch.zeros(3).to(other)",  # a tensor, a dtype or a device: cannot tell
+        "torch.zeros(3).to(torch.float16)",
+        "torch.zeros(3).to(x.dtype)",
+        "torch.zeros(3).to('cpu')",
+        "torch.zeros(3).to(CPU)",
+        "torch.zeros(3).to(torch.device('cpu'))",
+        "torch.zeros(3).to('cpu' if x else CPU)",
+        "torch.zeros(3, device=device).to(device)",
+        "torch.zeros(3, **opts).to(device)",
+        "torch.rand(3, generator=g).to(device)",  # a CPU generator, on purpose
+        "torch.zeros_like(x).to(device)",
+        "torch.tensor([1, 2]).to(device)",
+        "torch.from_numpy(a).to(device)",
+        "torch.zeros(3).float().to(device)",
+    ],
+)
+def test_tl601_silent(expr):
+    code = f"import torch\nCPU = 'cpu'\n\ndef f(x, other, device, opts, g, a):\n    return {expr}\n"
+    assert lint(code, "TL601").findings == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["device", "dev", "self.device", "args.gpu", "local_rank", "devices[0]", "0", "f'cuda:{rank}'", "'cuda' if x else 'cpu'"],
+)
+def test_tl601_device_spellings(target):
+    code = f"import torch\n\ndef f(self, args, device, dev, local_rank, devices, rank, x):\n    return torch.ones(3).to({target})\n"
+    assert lines(code, "TL601") == [4]
+
+
+def test_tl603_constructors_aliases_and_type_calls():
+    code = """
+        import torch
+        from torch.cuda import FloatTensor as CF
+
+        Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+
+        def step(imgs, targets):
+            a = imgs.type(Tensor)
+            b = Tensor(imgs.size(0), 1)
+            c = CF(3, 4)
+            d = torch.cuda.LongTensor(targets)
+            e = imgs.type(dtype="torch.cuda.HalfTensor")
+            f = imgs.type(torch.FloatTensor)
+            g = torch.FloatTensor(targets)
+            h = isinstance(imgs, torch.cuda.FloatTensor)
+            return a, b, c, d, e, f, g, h
+    """
+    result = lint(code, "TL603")
+    assert [f.line for f in result.findings] == [8, 9, 10, 11, 12]
+    assert "torch.int64" in result.findings[3].message
+    assert "non_blocking=True" in result.findings[0].message
+    assert all(f.fix is None for f in result.findings)
+
+
+def test_tl603_an_alias_bound_twice_is_unknown():
+    code = """
+        import torch
+        Tensor = torch.cuda.FloatTensor
+        Tensor = MyTensor
+        x = Tensor([1.0])
+    """
+    assert lines(code, "TL603") == []

@@ -167,14 +167,6 @@ for step, (x, y) in enumerate(loader):
     ]
 
 
-def test_loader_names() -> None:
-    match = hotloop.LOADER_NAME.match
-    for name in ("train_loader", "dataloader", "loader", "train_dl", "val_dl", "trainloader", "test_loader", "dl", "train_iter", "dataloaders"):
-        assert match(name), name
-    for name in ("downloader", "uploader", "model", "items", "layers", "data", "batch", "iter"):
-        assert not match(name), name
-
-
 def test_loop_that_shows_a_few_predictions_is_not_hot() -> None:
     source = """
 import matplotlib.pyplot as plt

@@ -24,7 +24,7 @@ _CANONICAL_PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^torch\.amp\.autocast_mode\."), "torch.amp."),
     (re.compile(r"^torch\.amp\.grad_scaler\."), "torch.amp."),
     (re.compile(r"^torch\.cuda\.amp\.(autocast_mode|grad_scaler)\."), "torch.cuda.amp."),
-    (re.compile(r"^torch\.optim\.\w+\.(?=[A-Z])"), "torch.optim."),
+    (re.compile(r"^torch\.optim\.(?!lr_scheduler\.|swa_utils\.)\w+\.(?=[A-Z])"), "torch.optim."),
     (re.compile(r"^torch\.functional\."), "torch."),
     (re.compile(r"^torch\._tensor\.Tensor"), "torch.Tensor"),
 )

@@ -298,6 +298,7 @@ def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], dep
                 return True  # tensors moved to the GPU before the Dataset wraps them
         elif isinstance(value, (cst.Name, cst.Attribute)):
             last = last_name(value) or ""
+            # A dataset's `rank` is the shard it reads, not where its items go: only a `device` counts here.
             if "device" in last.lower() and data._may_be_cuda(value, 0):
                 return True
     return False

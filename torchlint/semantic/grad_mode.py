@@ -19,6 +19,8 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.file_kind import is_test_file
+from torchlint.semantic.loops import step_kind
+from torchlint.semantic.objects import objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
 # cannot be decided is the train/eval switch `set_grad_enabled(phase == "train")`, which we leave alone).
@@ -36,7 +38,6 @@ _FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 
-TRAIN_STEP_OWNERS = re.compile(r"optim|opt\b|^opt|scaler|sched", re.IGNORECASE)
 
 
 @dataclass
@@ -249,8 +250,7 @@ class FileFacts:
         if last in ("backward", "manual_backward") or last.endswith("_backward"):
             scope.training.append(order)
         elif last == "step" and isinstance(func, cst.Attribute):
-            owner = self.context.code(func.value)
-            if TRAIN_STEP_OWNERS.search(owner):
+            if step_kind(self.context, node) in ("optimizer", "scheduler"):  # a scheduler steps only in training
                 scope.training.append(order)
         elif last in ("zero_grad", "requires_grad_", "clip_grad_norm_", "clip_grad_value_"):
             scope.training.append(order)
@@ -350,16 +350,7 @@ class FileFacts:
         return False
 
     def is_module_class(self, cls: Optional[cst.ClassDef]) -> bool:
-        """A subclass of nn.Module (resolved, or a base named like one, or a class with a `forward` method)."""
-        if cls is None:
-            return False
-        for base in cls.bases:
-            name = self.context.qualname(base.value) or dotted(base.value) or ""
-            if name.startswith("torch.nn.") or name.endswith("Module") or name.endswith("Model"):
-                return True
-        if isinstance(cls.body, cst.IndentedBlock):
-            return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body)
-        return False
+        return objects(self.context).is_module_class(cls)
 
     def mode_evals(self, scope: ScopeFacts) -> list[tuple[cst.Call, str, int]]:
         """The `.eval()` / `.train(False)` calls of `scope` that put a module in eval mode for the code that
@@ -415,11 +406,7 @@ class FileFacts:
         for call in scope.calls:
             if call.order >= order:
                 break
-            func = call.node.func
-            if not isinstance(func, cst.Attribute):
-                continue
-            last = func.attr.value
-            if last == "backward" or (last == "step" and TRAIN_STEP_OWNERS.search(self.context.code(func.value))):
+            if step_kind(self.context, call.node) is not None:
                 return True
         return False
 

@@ -19,6 +19,7 @@ from torchlint.lint.calls import (
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic.devices import is_device_name
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -110,7 +111,6 @@ _TENSOR_VIEWS = frozenset({"items", "values"})
 
 SAME_TENSOR = frozenset({"float", "long", "half", "double", "int", "bool", "contiguous", "bfloat16"})
 
-_DEVICE_WORDS = ("device", "cuda", "gpu", "rank")
 
 _TQDM = frozenset({"tqdm", "track"})
 
@@ -755,19 +755,19 @@ class Flow:
             if name.startswith(("torch.cuda.", "torch.accelerator.")):
                 return True
             last = (last_name(expr.func) or "").lower()
-            return any(word in last for word in _DEVICE_WORDS)
+            return is_device_name(last)
         if isinstance(expr, cst.Name):
             if (context.qualname(expr) or "").startswith("torch."):
                 return False  # torch.float16 and friends, imported by name
             bindings = context.lookup(expr)
             if bindings and all(b.kind == "assign" for b in bindings):
                 return any(self._may_be_cuda(b.value, depth + 1) for b in bindings if b.value is not None)
-            return any(word in expr.value.lower() for word in _DEVICE_WORDS)
+            return is_device_name(expr.value)
         if isinstance(expr, cst.Attribute):
             name = context.qualname(expr) or ""
             if name.startswith("torch.") and "accelerator" not in name:
                 return False  # torch.float32, torch.bfloat16, ...
-            if any(word in expr.attr.value.lower() for word in _DEVICE_WORDS):
+            if is_device_name(expr.attr.value):
                 return True
             # torch.accelerator.current_accelerator().type
             return expr.attr.value == "type" and "accelerator" in context.code(expr.value)

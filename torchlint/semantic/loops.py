@@ -60,6 +60,17 @@ import libcst as cst
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, last_name
 from torchlint.lint.walk import semantic_children
+from torchlint.semantic.devices import is_device_name, is_device_string
+from torchlint.semantic.objects import (
+    LOADER,
+    MODEL_NAME,
+    MODULE,
+    OPTIMIZER,
+    SCALER,
+    SCHEDULER,
+    named,
+    objects,
+)
 
 
 def per_step(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
@@ -72,12 +83,6 @@ def per_step(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
 
 Loop = Union[cst.For, cst.While]
 
-# Names of objects that are data loaders by convention (matched on the last segment, lower-cased).
-LOADER_NAME = re.compile(
-    r"^(?:\w*_)?(?:data|train|val|valid|test|eval|dev|calib|source|target|labeled|unlabeled)?_?"
-    r"(?:loader|dataloader|dl)s?$"
-    r"|^(?:train|val|valid|test|eval|data|dev)_?iter$"
-)
 
 # Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
 _WRAPPERS = {
@@ -98,21 +103,6 @@ _BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 _LOOPS = (cst.For, cst.While)
 
-# `.step()` receivers that are optimizers or grad scalers (last name segment, lower-cased).
-_STEPPER = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser|optimizers|scaler|grad_scaler)(?:_\w+)?$|^optimizer\w*$|^opt_\w+$|^\w*optimizer$")
-
-_SCHEDULER = re.compile(r"sched|lr_|warmup|ema|swa", re.IGNORECASE)
-
-# Callee names that run a model's forward pass (criterion 3, `is_forward_call`).
-_MODEL_NAME = re.compile(
-    r"^(?:model|net|network|module|generator|discriminator|netg|netd|g|d|encoder|decoder|classifier|backbone|"
-    r"student|teacher|policy|critic|actor|unet|vae|autoencoder|ddp_model|raw_model|base_model|\w+_model|\w+_net|model_\w+)$",
-    re.IGNORECASE,
-)
-
-_MODULE_CONSTRUCTOR = re.compile(r"^torch\.nn\.[A-Z]\w*$|^torchvision\.models\.\w+$|^timm\.create_model$")
-
-_NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict"})
 
 
 class _Cache:
@@ -162,26 +152,34 @@ def hot_calls_in(context: "Context", loop: Loop) -> list[cst.Call]:
     return found
 
 
-def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
+def step_kind(context: "Context", call: cst.Call) -> Optional[str]:
+    """"backward" for a backward pass, "optimizer" for an optimizer's or a grad scaler's step, "scheduler" for
+    a learning-rate scheduler's step, None for anything else. The one answer every rule gets: a training step
+    is a backward pass or an optimizer step; a scheduler's step is not one."""
     func = call.func
     if not isinstance(func, cst.Attribute):
-        return isinstance(func, cst.Name) and func.value == "backward" and False
+        return None
     attr = func.attr.value
     if attr in ("backward", "manual_backward"):
-        return True
+        return "backward"
     if attr != "step":
-        return False
+        return None
     receiver = func.value
+    kind = objects(context).kind(receiver)
+    if kind is not None:
+        return {OPTIMIZER: "optimizer", SCALER: "optimizer", SCHEDULER: "scheduler"}.get(kind)
     name = last_name(receiver)
     if name is None:
-        return False
+        return None
     lower = name.lower()
-    if _SCHEDULER.search(lower):
-        return False
     qual = context.qualname(receiver)
-    if qual is not None and qual.startswith("torch.optim.lr_scheduler"):
-        return False
-    return bool(_STEPPER.search(lower))
+    if named(lower, SCHEDULER) or (qual is not None and qual.startswith("torch.optim.lr_scheduler")):
+        return "scheduler"
+    return "optimizer" if named(lower, OPTIMIZER) else None
+
+
+def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
+    return step_kind(context, call) in ("backward", "optimizer")
 
 
 def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0) -> bool:
@@ -208,8 +206,10 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
         # dataloaders[phase], loaders["train"]
         return is_loader_expr(context, expr.value, _depth + 1)
     if isinstance(expr, (cst.Name, cst.Attribute)):
+        if objects(context).kind(expr) == LOADER:
+            return True
         name = last_name(expr)
-        if name is not None and LOADER_NAME.match(name.lower()):
+        if name is not None and named(name, LOADER):
             return True
         if isinstance(expr, cst.Name):
             value = context.assigned_value(expr)
@@ -243,25 +243,23 @@ def _fetches_batch(calls: list[cst.Call]) -> bool:
 
 
 def is_forward_call(context: "Context", call: cst.Call) -> bool:
-    """`call` runs a model's forward pass: `model(x)`, `self.net(x)`, a name bound to an nn.Module."""
+    """`call` runs a model's forward pass: a module by its binding (`net = Net()`, `self.encoder` built in
+    `__init__`, a parameter annotated `nn.Module`), or, when nothing binds it, by its name (`model(x)`,
+    `self.net(x)`)."""
     func = call.func
     name = last_name(func)
     if name is None:
         return False
+    kind = objects(context).kind(func)
+    if kind is not None:
+        return kind == MODULE
     if isinstance(func, cst.Attribute) and not (
         isinstance(func.value, cst.Name) and func.value.value in ("self", "args", "cfg")
     ):
         # `x.model(...)` where x is not self: still a model if the attribute reads like one
-        if not _MODEL_NAME.match(name):
+        if not MODEL_NAME.match(name):
             return False
-    if _MODEL_NAME.match(name):
-        return context.qualname(func) is None
-    if isinstance(func, cst.Name):
-        value = context.assigned_value(func)
-        if isinstance(value, cst.Call):
-            qual = context.qualname(value)
-            return qual is not None and bool(_MODULE_CONSTRUCTOR.match(qual)) and qual not in _NOT_MODULES
-    return False
+    return bool(MODEL_NAME.match(name)) and context.qualname(func) is None
 
 
 def is_hot(context: "Context", loop: Loop) -> bool:
@@ -497,18 +495,15 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
     return False
 
 
-_DEVICE_WORDS = ("cpu", "cuda", "mps", "xpu", "npu", "hpu", "tpu", "gpu")
-
-
 def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
     """`device == "cuda"`, `device.type == "cuda"`, `args.device == "cpu"`: the same on every step, not a
     logging interval."""
     for side in (comparison.left, *(c.comparator for c in comparison.comparisons)):
         value = context.literal(side)
-        if isinstance(value, str) and value.lower().startswith(_DEVICE_WORDS):
+        if isinstance(value, str) and is_device_string(value):
             return True
         name = last_name(side)
-        if name is not None and ("device" in name.lower() or (name == "type" and "device" in (dotted(side) or "").lower())):
+        if name is not None and (is_device_name(name) or (name == "type" and is_device_name(dotted(side) or ""))):
             return True
     return False
 

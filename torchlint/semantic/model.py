@@ -17,6 +17,7 @@ from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
 from torchlint.semantic.layers import LayerOrder
 from torchlint.semantic.loaders import Flow, is_dataloader
+from torchlint.semantic.objects import Objects, objects
 from torchlint.semantic.samples import PerSampleLoops
 from torchlint.semantic.values import ValueKinds
 
@@ -65,6 +66,11 @@ class SemanticModel:
     def is_tensor(self, expr: cst.CSTNode) -> bool:
         return self.values.is_tensor(expr)
 
+    @property
+    def objects(self) -> Objects:
+        """What kind of object a name holds: module, optimizer, scheduler, scaler, loader, dataset, device."""
+        return objects(self.context)
+
     def is_module(self, expr: cst.BaseExpression) -> bool:
         """An `nn.Module` instance (a name bound to one, or a model-like receiver such as `self.net`)."""
         return modules.is_module_like_receiver(self.context, expr)
@@ -84,6 +90,10 @@ class SemanticModel:
         """Which DataLoaders an expression may hold, their settings, the loops over them and the copies
         of their batches."""
         return Flow(self.context)
+
+    def is_loader(self, expr: cst.BaseExpression) -> bool:
+        """Iterating `expr` iterates a DataLoader: built by one, bound to one, or (nothing binds it) named like one."""
+        return loops.is_loader_expr(self.context, expr)
 
     def is_dataloader(self, call: cst.CSTNode) -> bool:
         return is_dataloader(self.context, call)

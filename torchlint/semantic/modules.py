@@ -11,6 +11,7 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
+from torchlint.semantic.objects import MODULE, named, objects
 
 # Function names that mark an evaluation / prediction entry point, split into words.
 STRONG_EVAL_WORDS = frozenset(
@@ -97,24 +98,18 @@ def eval_name_strength(name: str) -> int:
     return 0
 
 
-# Receivers of `.to(device)` / `.cuda()` that are modules, not data (last name segment).
-_MODULE_RECEIVER = re.compile(
-    r"^(?:model|net|network|generator|discriminator|netg|netd|encoder|decoder|classifier|backbone|student|teacher|"
-    r"policy|critic|actor|unet|vae|autoencoder|\w+_model|\w+_net|model_\w+|net_\w+|criterion|\w+_criterion|"
-    r"loss_fn|loss_func|loss_function)$",
-    re.IGNORECASE,
-)
-
-
 def is_module_like_receiver(context: "Context", expr: cst.BaseExpression) -> bool:
     """`net`, `self.model`, `Net()`, `nn.Linear(4, 2)`, a name bound to `Net()`: a module, not data."""
+    known = objects(context).kind(expr)
+    if known is not None:
+        return known == MODULE
     if isinstance(expr, cst.Call):
         name = last_name(expr.func)
         return name is not None and name[:1].isupper() and not name.isupper() and not name.endswith("Tensor")
     name = last_name(expr)
     if name is None:
         return False
-    if _MODULE_RECEIVER.match(name):
+    if named(name, MODULE):
         return True
     if isinstance(expr, cst.Name):
         value = context.assigned_value(expr)

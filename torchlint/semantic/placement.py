@@ -16,14 +16,12 @@ from torchlint.lint.calls import positional
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic.devices import (
+    accelerator_in,
+    is_device_list_name,
+    is_device_name,
+)
 from torchlint.semantic.modules import is_module_like_receiver
-
-_DEVICE_STRING = re.compile(r"^(?:cuda|mps|xpu|hpu|npu|xla)(?::\d+)?$|^(?:cuda|mps|xpu|hpu|npu|xla):")
-
-# Names that hold a device (or a CUDA device index) by convention.
-_DEVICE_NAME = re.compile(r"^(?:\w+_)?(?:device|dev|gpu)(?:_id|_type)?$|^(?:local_)?rank$")
-
-_DEVICE_LIST_NAME = re.compile(r"^(?:\w+_)?(?:devices|gpus)$")
 
 _DTYPE_NAMES = frozenset(
     {
@@ -62,11 +60,11 @@ def device_kind(context, node: cst.BaseExpression, _depth: int = 0) -> Optional[
         if isinstance(value, str):
             if value == "cpu":
                 return "cpu"
-            return "accel" if _DEVICE_STRING.match(value) else None
+            return "accel" if accelerator_in(value) else None
         return None
     if isinstance(node, cst.FormattedString):
         first = node.parts[0] if node.parts else None
-        if isinstance(first, cst.FormattedStringText) and _DEVICE_STRING.match(first.value):
+        if isinstance(first, cst.FormattedStringText) and accelerator_in(first.value):
             return "accel"
         return None
     if isinstance(node, cst.Call):
@@ -82,16 +80,16 @@ def device_kind(context, node: cst.BaseExpression, _depth: int = 0) -> Optional[
     if isinstance(node, cst.Subscript):
         base = node.value
         name = base.attr.value if isinstance(base, cst.Attribute) else base.value if isinstance(base, cst.Name) else None
-        return "accel" if name is not None and _DEVICE_LIST_NAME.match(name) else None
+        return "accel" if name is not None and is_device_list_name(name) else None
     if isinstance(node, cst.Attribute):
-        if node.attr.value == "device" or _DEVICE_NAME.match(node.attr.value):
+        if is_device_name(node.attr.value):
             return "accel"
         return None
     if isinstance(node, cst.Name):
         value = context.literal(node)
         if value is not UNKNOWN:
             if isinstance(value, str):
-                return "cpu" if value == "cpu" else ("accel" if _DEVICE_STRING.match(value) else None)
+                return "cpu" if value == "cpu" else ("accel" if accelerator_in(value) else None)
             if isinstance(value, int) and not isinstance(value, bool):
                 return "accel"
             return None
@@ -100,7 +98,7 @@ def device_kind(context, node: cst.BaseExpression, _depth: int = 0) -> Optional[
             kind = device_kind(context, assigned, _depth + 1)
             if kind is not None:
                 return kind
-        return "accel" if _DEVICE_NAME.match(node.value) else None
+        return "accel" if is_device_name(node.value) else None
     return None
 
 
@@ -122,7 +120,7 @@ def is_device_argument(context: "Context", expr: cst.BaseExpression) -> bool:
             return False  # torch.float16 and friends
     value = context.literal(expr)
     if isinstance(value, str):
-        return value.startswith(("cuda", "mps", "xpu", "npu", "hpu"))
+        return accelerator_in(value) is not None
     if isinstance(value, int) and not isinstance(value, bool):
         return True
     if isinstance(expr, cst.Call):
@@ -130,8 +128,7 @@ def is_device_argument(context: "Context", expr: cst.BaseExpression) -> bool:
     name = last_name(expr)
     if name is None:
         return False
-    lower = name.lower()
-    return "device" in lower or lower in ("dev", "gpu", "rank", "local_rank", "gpu_id", "cuda")
+    return is_device_name(name)
 
 
 def on_accelerator(context: "Context") -> bool:
@@ -145,7 +142,6 @@ class _OnAccelerator:
         self.value = uses_accelerator(context.source.text) and not _moves_only_models(context)
 
 
-_DEVICE_NAMES = re.compile(r"device|^dev$|^gpus?$|^gpu_ids?$|^cuda$|^rank$|^local_rank$", re.IGNORECASE)
 
 
 def _moves_only_models(context: "Context") -> bool:
@@ -173,12 +169,12 @@ def _moves_only_models(context: "Context") -> bool:
             continue
         if context.qualname(func) == "torch.device":
             continue
-        if name is not None and "device" in name.lower() and not name.startswith(("get_", "is_")):
+        if name is not None and is_device_name(name) and not name.startswith(("get_", "is_")):
             return False  # to_device(batch, device), move_to_device(...)
         for arg in node.args:
             value = arg.value
             last = last_name(value)
-            if last is not None and _DEVICE_NAMES.search(last) and context.qualname(value) is None:
+            if last is not None and is_device_name(last) and context.qualname(value) is None:
                 return False  # train(model, loader, device): a helper that may move the batches
     return moved_model
 

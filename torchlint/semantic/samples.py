@@ -19,16 +19,18 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets, last_name
 from torchlint.lint.walk import descendants, scope_nodes, semantic_children
+from torchlint.semantic.loops import is_loader_expr
+from torchlint.semantic.objects import MODULE, objects
 
 # What an iterable or a callee is called, when the spelling is the only evidence.
-_LOADER = re.compile(r"(^|_)(data)?loaders?($|_)|(^|_)dl$|^(train|val|valid|test|eval)_?(dl|iter)$", re.IGNORECASE)
-
 _MODEL = re.compile(
     r"(^|_)(model|models|net|network|encoder|decoder|classifier|backbone|criterion|loss_fn|loss_func|lossfn|"
     r"loss_function|teacher|student|generator|discriminator|critic|actor|policy|mlp|fc|head|embed|embedding|"
     r"projector|projection|predictor|regressor|transformer|bert|vae|unet|cnn|rnn|lstm|gru|conv)\d*$",
     re.IGNORECASE,
 )
+
+_CONTAINERS = (cst.List, cst.ListComp, cst.Tuple, cst.GeneratorExp)
 
 _BATCH_SIZE = re.compile(r"^(batch_size|bs|bsz|n_batch|nbatch|batchsize|num_samples|n_samples|B)$")
 
@@ -291,6 +293,8 @@ class PerSampleLoops:
         return found
 
     def _batch_name_uncached(self, scope: _Scope, name: str, sequence: bool, depth: int) -> bool:
+        if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
+            return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
         if sequence and name not in scope.tensor_used and not self._loader_element(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
             # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor).
@@ -345,22 +349,7 @@ class PerSampleLoops:
         return False
 
     def _is_loader(self, scope: _Scope, iterable: cst.BaseExpression) -> bool:
-        while isinstance(iterable, cst.Call):
-            func = iterable.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if name in ("enumerate", "tqdm", "iter", "progress_bar", "track") and iterable.args:
-                iterable = iterable.args[0].value
-                continue
-            return False
-        if isinstance(iterable, cst.Attribute):
-            return bool(_LOADER.search(iterable.attr.value))
-        if isinstance(iterable, cst.Name):
-            if _LOADER.search(iterable.value):
-                return True
-            for value in self._assigned_anywhere(scope, iterable.value):
-                if isinstance(value, cst.Call) and self.context.qualname(value) == "torch.utils.data.DataLoader":
-                    return True
-        return False
+        return is_loader_expr(self.context, iterable)
 
     def _assigned_anywhere(self, scope: _Scope, name: str) -> list[cst.BaseExpression]:
         current: Optional[_Scope] = scope
@@ -432,12 +421,9 @@ class PerSampleLoops:
         return computes
 
     def _nn_module_class(self, call: cst.Call) -> bool:
+        """A module built here (a container of modules is not one that computes)."""
         qualname = self.context.qualname(call) or ""
-        if not qualname.startswith("torch.nn."):
-            return False
-        last = qualname.rsplit(".", 1)[1]
-        return last[:1].isupper() and last not in ("Parameter", "ParameterList", "ModuleList", "ModuleDict")
-
+        return objects(self.context).kind(call) == MODULE and not qualname.endswith(("ModuleList", "ModuleDict"))
     def _self_module(self, scope: _Scope, attr: str) -> bool:
         """`self.attr = nn.Something(...)` somewhere in the enclosing class."""
         cls = self.context.enclosing(scope.node, cst.ClassDef)
@@ -449,19 +435,7 @@ class PerSampleLoops:
         return False
 
     def _class_self_assigns(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
-        cached = getattr(self, "_self_assign_cache", None)
-        if cached is None:
-            cached = self._self_assign_cache = {}
-        found = cached.get(cls)
-        if found is None:
-            found = cached[cls] = {}
-            for node in descendants(cls):
-                if isinstance(node, cst.Assign) and len(node.targets) == 1:
-                    target = node.targets[0].target
-                    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-                        found.setdefault(target.attr.value, []).append(node.value)
-        return found
-
+        return objects(self.context).self_assignments(cls)
     # ------------------------------------------------------------------------------------------
     # the loop body
     def body_is_per_sample(self, loop: _Loop, body: cst.CSTNode) -> bool:
@@ -665,16 +639,10 @@ class PerSampleLoops:
                 scope.loops.setdefault(element.value, []).append((iterable, False))
 
     def _is_module_class(self, cls: cst.ClassDef) -> bool:
-        """`class Net(nn.Module)` (or a subclass named like one: `...Module`, `...Model`, `...Net`)."""
-        for base in cls.bases:
-            qualname = self.context.qualname(base.value) or ""
-            if qualname == "torch.nn.Module" or (qualname.startswith("torch.nn.") and qualname[9:10].isupper()):
-                return True
-            written = self.context.dotted(base.value) or ""
-            if re.search(r"(Module|Model|Net)$", written):
-                return True
-        return False
-
+        """`class Net(nn.Module)`, or a subclass of a base named like a network (`...Net`)."""
+        if objects(self.context).is_module_class(cls):
+            return True
+        return any((self.context.dotted(base.value) or "").endswith("Net") for base in cls.bases)
     def _methods_of(self, cls: cst.ClassDef) -> frozenset[str]:
         found = self._class_methods.get(cls)
         if found is None:

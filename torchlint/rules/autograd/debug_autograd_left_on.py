@@ -8,10 +8,11 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_kwargs, keyword, positional
-from torchlint.lint.names import dotted
+from torchlint.lint.context import Context
 from torchlint.lint.rule import Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.autograd._common import FAMILY
+from torchlint.semantic.loops import step_kind
 
 _ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 
@@ -149,7 +150,7 @@ class DebugAutogradLeftOn(Rule):
 
     def _training_loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While)) and _trains(ancestor):
+            if isinstance(ancestor, (cst.For, cst.While)) and _trains(self.context, ancestor):
                 return ancestor
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
                 return None
@@ -173,7 +174,7 @@ class DebugAutogradLeftOn(Rule):
         with_node = self.context.parent(parent)
         if not isinstance(with_node, cst.With) or self._deliberate(node):
             return
-        inside = any(isinstance(n, (cst.For, cst.While)) and _trains(n) for n in descendants(with_node.body))
+        inside = any(isinstance(n, (cst.For, cst.While)) and _trains(self.context, n) for n in descendants(with_node.body))
         around = self._training_loop_around(node) is not None
         if not (inside or around):
             return
@@ -184,15 +185,9 @@ class DebugAutogradLeftOn(Rule):
         )
 
 
-def _trains(loop: cst.CSTNode) -> bool:
+def _trains(context: Context, loop: cst.CSTNode) -> bool:
     """The loop runs a backward pass or an optimizer step."""
-    for node in descendants(loop):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            attr = node.func.attr.value
-            if attr == "backward":
-                return True
-            if attr == "step":
-                owner = dotted(node.func.value) or ""
-                if re.search(r"optim|opt$|^opt|scaler", owner, re.IGNORECASE):
-                    return True
-    return False
+    return any(
+        isinstance(node, cst.Call) and step_kind(context, node) in ("backward", "optimizer")
+        for node in descendants(loop)
+    )

@@ -8,6 +8,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from torchlint.lint.rule import Fix, InsertBefore, Rule
+from torchlint.semantic.devices import accelerator_in
 
 CONV_LAYER = re.compile(r"^torch\.nn\.(?:Lazy)?Conv(?:Transpose)?[123]d$")
 
@@ -17,7 +18,6 @@ CONV_MODEL = re.compile(
     r"inception_v3|mnasnet\w+)$"
 )
 
-_DEVICE_STRING = re.compile(r"^cuda(?::\d+)?$")
 
 
 class TrainingScript(Rule):
@@ -53,7 +53,7 @@ class TrainingScript(Rule):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if not self.off and not self.uses_cuda and "cuda" in node.value:
             value = self.context.literal(node)
-            if isinstance(value, str) and _DEVICE_STRING.match(value):
+            if isinstance(value, str) and accelerator_in(value) == "cuda":
                 self.uses_cuda = True
 
     def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:

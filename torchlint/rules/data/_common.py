@@ -8,7 +8,6 @@ import libcst as cst
 
 from torchlint.lint.calls import keyword, positional, with_keyword
 from torchlint.lint.context import Context
-from torchlint.lint.names import last_name
 from torchlint.lint.rule import Fix, Replace, Rule
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
@@ -63,11 +62,6 @@ def with_keyword_fix(
 def snippet(context: Context, node: cst.CSTNode, limit: int = 40) -> str:
     text = " ".join(context.code(node).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def looks_like_loader(expr: cst.BaseExpression) -> bool:
-    name = (last_name(expr) or "").lower()
-    return "loader" in name or name == "dl" or name.endswith("_dl") or name.startswith("dl_")
 
 
 def loaders_to_check(rule: Rule) -> list[cst.Call]:

@@ -11,7 +11,6 @@ from torchlint.rules.data._common import (
     LOOPS,
     enclosing_loops,
     is_inside,
-    looks_like_loader,
     snippet,
 )
 from torchlint.semantic.loaders import flow, is_builtin, root_name, target_names
@@ -109,7 +108,7 @@ class IterInLoop(Rule):
                 continue  # a different loader each time round
             if data is None:
                 data = flow(context)
-            if data.loaders_of(source) is None and not looks_like_loader(source):
+            if data.loaders_of(source) is None and not self.semantic.is_loader(source):
                 continue
             name = snippet(context, source, 30)
             self.report(

@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.lint.calls import argument
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
-from torchlint.rules.data._common import looks_like_loader, snippet
+from torchlint.rules.data._common import snippet
 from torchlint.semantic.datasets import TENSOR_FACTORIES
 from torchlint.semantic.loaders import flow, is_builtin
 
@@ -72,7 +72,7 @@ class LenOfListLoader(Rule):
             name = snippet(context, source, 30)
             message = f"{snippet(context, call, 50)} loads and collates every batch only to count them: use len({name})"
             if loaders is None:
-                if looks_like_loader(source):
+                if self.semantic.is_loader(source):
                     self.report(call, message=message)
                 continue
             safe = all(self._map_style(loader) for loader in loaders)

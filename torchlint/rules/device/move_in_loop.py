@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from torchlint.lint.calls import keyword, positional
@@ -11,9 +9,8 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
 from torchlint.semantic import loops
+from torchlint.semantic.objects import MODULE
 from torchlint.semantic.values import CPU
-
-_MODULE_BASES = ("torch.nn.Module", "torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict")
 
 
 class MoveInLoop(Rule):
@@ -57,12 +54,6 @@ class MoveInLoop(Rule):
     fix_notes = "Moving the call before the loop is a code motion the linter does not do for you."
     requires = (".to(", ".cuda(")
 
-    _MODEL_NAME = re.compile(
-        r"^(?:model|net|network|generator|discriminator|netg|netd|encoder|decoder|classifier|backbone|student|"
-        r"teacher|\w+_model|model_\w+|\w+_net)$",
-        re.IGNORECASE,
-    )
-
     def __init__(self, context: "Context") -> None:
         super().__init__(context)
         self._nodes_in: dict[cst.CSTNode, set[int]] = {}
@@ -90,29 +81,13 @@ class MoveInLoop(Rule):
         return bool(args) and self.semantic.is_device(args[0].value)
 
     def _is_model(self, receiver: cst.BaseExpression, loop: loops.Loop) -> bool:
-        name = receiver
-        if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name) and name.value.value == "self":
-            return bool(self._MODEL_NAME.match(name.attr.value))
-        if not isinstance(name, cst.Name):
+        """A module (by its binding, or by its name when nothing binds it) that the loop does not rebind."""
+        is_self_attr = isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self"
+        if not (is_self_attr or isinstance(receiver, cst.Name)):
             return False
-        if self._bound_in(name, loop):
+        if isinstance(receiver, cst.Name) and self._bound_in(receiver, loop):
             return False
-        if self._MODEL_NAME.match(name.value):
-            return self.context.qualname(name) is None
-        value = self.context.assigned_value(name)
-        if isinstance(value, cst.Call):
-            qual = self.context.qualname(value)
-            if qual is not None and qual.startswith("torch.nn.") and qual[len("torch.nn.") :][:1].isupper():
-                return qual not in ("torch.nn.Parameter",)
-            if isinstance(value.func, cst.Name) and self._is_module_class(value.func.value):
-                return True
-        return False
-
-    def _is_module_class(self, name: str) -> bool:
-        for stmt in self.context.module.body:
-            if isinstance(stmt, cst.ClassDef) and stmt.name.value == name:
-                return any(self.context.qualname(base.value) in _MODULE_BASES for base in stmt.bases)
-        return False
+        return self.semantic.objects.holds(receiver, MODULE)
 
     def _is_constant(self, receiver: cst.BaseExpression, loop: loops.Loop) -> bool:
         if not isinstance(receiver, cst.Name):

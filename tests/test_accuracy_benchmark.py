@@ -86,6 +86,8 @@ def test_matching_and_metrics(bench, labels):
     total = result.total
     assert (total.tp, total.fp, total.fn, total.unjudged) == (4, 1, 2, 3)
     assert total.precision == pytest.approx(4 / 5) and total.recall == pytest.approx(4 / 6)
+    five = result.five_families  # the TL701 finding is outside A..E
+    assert (five.tp, five.fp, five.fn, five.unjudged) == (4, 1, 2, 2)
     assert [(f.path, f.line, f.code) for f in result.unjudged] == [
         ("model.py", "7", "TL701"), ("train.py", "12", "TL202"), ("train.py", "30", "TL201")]
 
@@ -95,7 +97,18 @@ def test_rendered_table_has_rules_and_families(bench, labels):
     text = bench.render(result, "tune", 1, len(labels))
     assert "| TL201 [E] | 1 | 0 | 2 | 100% | 33% | 0 | 1 |" in text
     assert "| E (family, no single rule) [E] | 0 | 0 | 1 | - | 0% | 0 | 0 |" in text
-    assert "| **all** | 1 | 0 | 5 | 100% | 17% | 0 | 2 |" in text
+    assert "| **families A-E** | 1 | 0 | 5 | 100% | 17% | 0 | 2 |" in text
+    assert "| **all rules** | 1 | 0 | 5 | 100% | not hunted | 0 | 2 |" in text
+
+
+def test_recall_of_rules_outside_the_families_is_not_shown(bench, labels):
+    findings = [finding(bench, "model.py", "7", "TL701")]
+    extra = labels + [bench.Label("o/r", "model.py", "7", "TL701", "TP")]
+    result = bench.score(extra, findings)
+    assert result.by_rule["TL701"].tp == 1 and result.by_family["other"].tp == 1
+    text = bench.render(result, "tune", 1, len(extra))
+    assert "| TL701 [other] | 1 | 0 | 0 | 100% | not hunted | 0 | 0 |" in text
+    assert result.five_families.tp == 0
 
 
 def test_parse_findings_relative_paths_and_notebook_cells(bench, tmp_path):

@@ -1,4 +1,4 @@
-"""benchmarks/accuracy/score.py: label reading, matching of findings to labels, and the metrics (no linter run)."""
+"""benchmarks/accuracy/score.py: label reading, matching findings to labels, and the metrics (no linter run)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def test_parse_findings_relative_paths_and_notebook_cells(bench, tmp_path):
         {"code": None, "filename": str(tmp_path / "py2.py"), "location": {"row": 1}, "cell": None},
     ]
     found = bench.parse_findings("o/r", tmp_path, report)
-    assert [(f.path, f.line, f.code) for f in found] == [("pkg/train.py", "4", "TL201"), ("nb.ipynb", "cell 3:2", "TL101")]
+    assert [(f.path, f.line, f.code) for f in found] == [
+        ("pkg/train.py", "4", "TL201"), ("nb.ipynb", "cell 3:2", "TL101")]
 
 
 @pytest.mark.parametrize(("row", "problem"), [

@@ -134,8 +134,10 @@ def parse_findings(repo: str, root: Path, report: list[dict]) -> list[Finding]:
 
 def run_linter(repo: str, root: Path) -> list[Finding]:
     """Lint one materialised repository with this checkout's torchlint, every default rule."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "--no-cache", "--exit-zero", "."]
+    paths = [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
+    command = [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "--no-cache", "--exit-zero",
+               "."]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{root}: error: torchlint exited {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -279,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {f.repo} {f.path}:{f.line} {f.code}")
     else:
         counts = Counter(f.code for f in result.unjudged)
-        print(f"\n{len(result.unjudged)} unjudged findings ({', '.join(f'{c} {n}' for c, n in sorted(counts.items()))}); "
-              "--show-unjudged lists them.")
+        by_code = ", ".join(f"{code} {n}" for code, n in sorted(counts.items()))
+        print(f"\n{len(result.unjudged)} unjudged findings ({by_code}); --show-unjudged lists them.")
     return 0
 
 

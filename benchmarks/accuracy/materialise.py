@@ -63,7 +63,22 @@ def source_paths(gitdir: Path, commit: str) -> list[str]:
         ["git", f"--git-dir={gitdir}", "ls-tree", "-r", "-z", "--name-only", commit],
         check=True, capture_output=True,
     ).stdout.decode("utf-8", "surrogateescape")
-    return [path for path in listing.split("\0") if path.endswith(SOURCE_SUFFIXES)]
+    wanted = [path for path in listing.split("\0") if path.endswith(SOURCE_SUFFIXES)]
+    return present(gitdir, commit, wanted)
+
+
+def present(gitdir: Path, commit: str, paths: list[str]) -> list[str]:
+    """The paths whose contents the mirror holds (a snapshot may list its largest files without them)."""
+    if not paths:
+        return []
+    query = "".join(f"{commit}:{path}\n" for path in paths).encode("utf-8", "surrogateescape")
+    answer = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "cat-file", "--batch-check"], input=query, check=True, capture_output=True,
+    ).stdout.decode("utf-8", "surrogateescape").splitlines()
+    kept = [path for path, line in zip(paths, answer) if not line.endswith(" missing")]
+    for path in sorted(set(paths) - set(kept)):
+        print(f"  skipped {path}: not in the mirror", file=sys.stderr)
+    return kept
 
 
 def extract(gitdir: Path, commit: str, target: Path) -> int:

@@ -220,6 +220,21 @@ class _FixBuilder:
         return FindingFix(message=fix.description, safe=fix.safe, edits=tuple(edits))
 
 
+def prepare_context(source: SourceFile, *, walk: bool = False) -> Context:
+    """Parse a file and resolve its top-level imports; with `walk`, also record every node's parent and the
+    imports inside functions (what the rules' walk does as it goes)."""
+    module = parse(source)
+    imports = ImportTable()
+    top_imports, rebound = module_level_bindings(module)
+    for node in top_imports:
+        imports.add(node)
+    imports.shadow(rebound)
+    context = Context(source, module, imports)
+    if walk:
+        _run_rules(context, [], [])
+    return context
+
+
 def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileResult:
     """All findings for one file's text (raises SourceError when it cannot be parsed)."""
     result = FileResult(path=source.path)
@@ -233,13 +248,7 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
         check_syntax(source)  # nothing to look for, but a broken file is still worth a line
         return result
 
-    module = parse(source)
-    imports = ImportTable()
-    top_imports, rebound = module_level_bindings(module)
-    for node in top_imports:
-        imports.add(node)
-    imports.shadow(rebound)
-    context = Context(source, module, imports)
+    context = prepare_context(source)
     try:
         rules = [cls(context) for cls in active]
         _run_rules(context, rules, result.notes)

@@ -85,6 +85,7 @@ class ImportTable:
     def __init__(self) -> None:
         self._aliases: dict[str, str] = {}
         self._shadowed: set[str] = set()
+        self._origins: dict[str, tuple[int, str, str]] = {}  # local -> (dots, module, imported name)
 
     def add(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
@@ -99,15 +100,8 @@ class ImportTable:
                     top = module.split(".")[0]
                     self._bind(top, top)
             return
-        if node.relative or node.module is None:
-            # Relative imports name project code: what they bind is unknown here.
-            if not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    local = alias.asname.name if alias.asname is not None else alias.name
-                    if isinstance(local, cst.Name):
-                        self.shadow([local.value])
-            return
-        module = _module_name(node.module)
+        dots = len(node.relative)
+        module = _module_name(node.module) if node.module is not None else ""
         if isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
@@ -115,18 +109,29 @@ class ImportTable:
             local = imported
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self._bind(local, f"{module}.{imported}")
+            if local in self._shadowed:
+                continue
+            self._origins[local] = (dots, module, imported)
+            if dots:
+                self._aliases.pop(local, None)  # project code: not a library's qualified name
+            else:
+                self._bind(local, f"{module}.{imported}")
 
     def _bind(self, local: str, qualified: str) -> None:
         if local in self._shadowed:
             return
         self._aliases[local] = qualified
 
+    def origin(self, local: str) -> Optional[tuple[int, str, str]]:
+        """Where `from [dots]module import name [as local]` took `local` from: (dots, module, name)."""
+        return self._origins.get(local)
+
     def shadow(self, names: Iterable[str]) -> None:
         """Names rebound by assignment, def or class at module level: never resolve them."""
         for name in names:
             self._shadowed.add(name)
             self._aliases.pop(name, None)
+            self._origins.pop(name, None)
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
         """The canonical qualified name of a Name/Attribute chain rooted at an imported name."""

@@ -9,6 +9,8 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
+from torchlint.semantic import project
+from torchlint.semantic.functions import called_function
 from torchlint.semantic.values import UNK, T, ValueKinds
 
 # Calls that read a clock or a CUDA event: a sync next to them is there to time the step.
@@ -23,35 +25,10 @@ class FunctionSummaries:
     def __init__(self, context: "Context", values: ValueKinds) -> None:
         self.context = context
         self.values = values
-        self.functions: dict[str, cst.FunctionDef] = {}
-        self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
-        for stmt in context.module.body:
-            if isinstance(stmt, cst.FunctionDef):
-                self.functions[stmt.name.value] = stmt
-            elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
-                for inner in stmt.body.body:
-                    if isinstance(inner, cst.FunctionDef):
-                        self.methods[(stmt, inner.name.value)] = inner
         self._syncs: dict[tuple[cst.FunctionDef, bool], Optional[str]] = {}
 
     def callee(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        func = call.func
-        if isinstance(func, cst.Name):
-            if self.context.qualname(func) is not None:
-                return None
-            found = self.functions.get(func.value)
-            if found is None:
-                return None
-            bindings = self.context.lookup(func)
-            if not bindings or len(bindings) != 1 or bindings[0].node is not found:
-                return None
-            return found
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            cls = self.context.enclosing(call, cst.ClassDef)
-            if cls is None:
-                return None
-            return self.methods.get((cls, func.attr.value))  # type: ignore[arg-type]
-        return None
+        return called_function(self.context, call)
 
     def sync_in(self, function: cst.FunctionDef, training: bool) -> Optional[str]:
         """How `function` syncs (e.g. "`.item()`"), or None. Copies of results to the host
@@ -81,6 +58,30 @@ class FunctionSummaries:
             elif name == "synchronize" and self.context.qualname(node) == "torch.cuda.synchronize" and not timed:
                 found = "`torch.cuda.synchronize()`"
                 break
+            else:
+                inner = self.sync_of_call(node, training)  # a helper of the helper, any depth
+                if inner is not None:
+                    found = f"{inner[1]}, in `{inner[0]}()`"
+                    break
         self._syncs[key] = found
         return found
+
+    def sync_of_call(self, call: cst.Call, training: bool) -> Optional[tuple[str, str]]:
+        """(name, how) when `call` runs a function, of this file or imported from the project, that reads a
+        device value on the host (see `sync_in`)."""
+        function = self.callee(call)
+        if function is not None:
+            if self.context.enclosing_function(call) is function:
+                return None  # recursion
+            how = self.sync_in(function, training)
+            return (function.name.value, how) if how is not None else None
+        found = project.imported(self.context, call.func)
+        if found is None:
+            return None
+        summary, name = found
+        function_summary = summary.functions.get(name)
+        if function_summary is None:
+            return None
+        how = function_summary.syncs_in_training if training else function_summary.syncs
+        return (name, how) if how is not None else None
 

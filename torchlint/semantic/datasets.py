@@ -13,6 +13,9 @@ import libcst as cst
 from torchlint.lint.calls import argument, keyword
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants
+from torchlint.semantic import project
+from torchlint.semantic.functions import returns_of
 from torchlint.semantic.loaders import (
     SAME_TENSOR,
     element_at,
@@ -21,7 +24,6 @@ from torchlint.semantic.loaders import (
     is_dataloader,
     is_transfer,
     method_named,
-    return_statements,
 )
 
 _COLLATE_AT = 6
@@ -68,11 +70,15 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
         if isinstance(expr.func, cst.Name):
             bindings = context.lookup(expr.func)
             if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
-                return _indexes_memory(bindings[0].node)
+                return indexes_memory(bindings[0].node)
+        from_project = project.imported(context, expr.func)  # a Dataset class of another project file
+        if from_project is not None:
+            module, name = from_project
+            return name in module.classes and module.classes[name].in_memory_dataset
         function = flow(context).function_called(expr)
         if function is not None:
             # `train_data = get_data(root)` where get_data builds and returns a list of ready samples
-            values = [r.value for r in return_statements(function)]
+            values = [r.value for r in returns_of(function)]
             return bool(values) and all(_in_memory_dataset(context, v, depth + 1) for v in values)
         return False
     if isinstance(expr, cst.Name):
@@ -90,11 +96,19 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
     return False
 
 
-def _indexes_memory(cls: cst.ClassDef) -> bool:
-    """A Dataset class of this file whose `__getitem__` only indexes tensors it already holds.
+# Calls an in-memory item may make: conversions of what it already holds, no I/O, no decoding.
+_ITEM_CONVERSIONS = frozenset(
+    "from_numpy tensor as_tensor array asarray toarray todense float long int double half bool astype squeeze "
+    "unsqueeze view reshape flatten copy clone FloatTensor LongTensor".split()
+)
 
-    `return self.features[idx].float(), self.labels[idx]`: the data was loaded in `__init__`, and an item
-    costs an index, nothing a worker process could take over.
+
+def indexes_memory(cls: cst.ClassDef) -> bool:
+    """A Dataset class whose `__getitem__` only indexes data it already holds.
+
+    `x, y = self.x[index], self.y[index]; return x, y` or `return torch.from_numpy(self.x[index].toarray())`:
+    the data was loaded in `__init__`, and an item costs an index and a conversion, nothing a worker process
+    could take over. Any other call (opening a file, decoding an image, augmenting) disqualifies it.
     """
     getitem = method_named(cls, "__getitem__")
     if getitem is None or not isinstance(getitem.body, cst.IndentedBlock):
@@ -102,14 +116,18 @@ def _indexes_memory(cls: cst.ClassDef) -> bool:
     statements = list(getitem.body.body)
     if statements and _is_docstring(statements[0]):
         statements = statements[1:]
-    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+    if not statements or not all(isinstance(s, cst.SimpleStatementLine) for s in statements):
         return False
-    small = statements[0].body
-    if len(small) != 1 or not isinstance(small[0], cst.Return) or small[0].value is None:
-        return False
-    value = small[0].value
-    parts = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
-    return all(_indexes_self(part) for part in parts)
+    indexed = False
+    for statement in statements:
+        for node in [statement, *descendants(statement)]:
+            if isinstance(node, cst.Call) and last_name(node.func) not in _ITEM_CONVERSIONS:
+                return False
+            if isinstance(node, cst.Subscript) and _indexes_self(node):
+                indexed = True
+            if isinstance(node, (cst.Raise, cst.Yield, cst.Global)):
+                return False
+    return indexed
 
 
 def _indexes_self(expr: cst.BaseExpression) -> bool:
@@ -197,7 +215,7 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
                 return _hf_prepared(context, func.value, depth + 1)
         function = flow(context).function_called(expr)
         if function is not None:
-            values = [r.value for r in return_statements(function)]
+            values = [r.value for r in returns_of(function)]
             return bool(values) and all(_hf_prepared(context, v, depth + 1) for v in values)
         return False
     if isinstance(expr, cst.Name):
@@ -231,7 +249,7 @@ def _unpacked_value(context: Context, assign: cst.Assign, name: str) -> Optional
     if index is None or not isinstance(assign.value, cst.Call):
         return None
     function = flow(context).function_called(assign.value)
-    returns = list(return_statements(function)) if function is not None else []
+    returns = list(returns_of(function)) if function is not None else []
     if len(returns) != 1 or not isinstance(returns[0].value, (cst.Tuple, cst.List)):
         return None
     return element_at(returns[0].value, index, len(target.elements))

@@ -20,6 +20,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic.devices import is_device_name
+from torchlint.semantic.functions import returns_of
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -236,7 +237,7 @@ class Flow:
                 return self.loaders_of(expr.args[0].value, depth + 1)
             function = self.function_called(expr)
             if function is not None:
-                return self._union(r.value for r in return_statements(function))
+                return self._union(r.value for r in returns_of(function))
             return None
         if isinstance(expr, cst.IfExp):
             return self._union([expr.body, expr.orelse], depth)
@@ -356,7 +357,7 @@ class Flow:
             function = self.function_called(assign.value)
             if function is None:
                 return None
-            returns = list(return_statements(function))
+            returns = list(returns_of(function))
             if not returns:
                 return None
             for ret in returns:
@@ -811,20 +812,6 @@ def element_at(value: cst.BaseExpression, index: int, size: int) -> Optional[cst
     if len(elements) != size or any(isinstance(e, cst.StarredElement) for e in elements):
         return None
     return elements[index].value
-
-
-def return_statements(function: cst.FunctionDef) -> Iterator[cst.Return]:
-    """The `return` statements of a function (not of functions nested in it)."""
-    stack: list[cst.CSTNode] = [function.body]
-    from torchlint.lint.walk import semantic_children
-
-    while stack:
-        node = stack.pop()
-        for child in semantic_children(node):
-            if isinstance(child, cst.Return):
-                yield child
-            elif not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                stack.append(child)
 
 
 def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:

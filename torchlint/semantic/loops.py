@@ -58,7 +58,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from torchlint.lint.context import UNKNOWN, Context
-from torchlint.lint.names import dotted, last_name
+from torchlint.lint.names import dotted, flatten_targets, last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
 from torchlint.semantic.objects import (
@@ -300,7 +300,62 @@ def _decide(context: "Context", loop: Loop) -> bool:
     ):
         nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
         return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
+    if isinstance(loop, cst.For) and _feeds_forward(context, loop, calls):
+        nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
+        return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
     return False
+
+
+# Methods that hand on the same data (`x.to(device)`, `batch["image"].float()`).
+_DATA_METHODS = frozenset({"to", "cuda", "float", "half", "double", "long", "unsqueeze", "permute", "contiguous", "view", "reshape"})
+
+
+def _feeds_forward(context: "Context", loop: cst.For, calls: list[cst.Call]) -> bool:
+    """Each trip hands the loop's own items to a model (`for x, y in data: out = net(x.to(device))`): one
+    evaluation or inference step, whatever the iterable is called. Not a loop over steps of a range (see
+    criterion 3), and not a loop inside a module's own methods (over layers, levels or heads)."""
+    it = loop.iter
+    if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange"):
+        return False
+    cls = context.enclosing(loop, cst.ClassDef)
+    if cls is not None and objects(context).is_module_class(cls):  # type: ignore[arg-type]
+        return False
+    items = _loop_items(loop)
+    if not items:
+        return False
+    for call in calls:
+        if not is_forward_call(context, call):
+            continue
+        for arg in call.args:
+            if _data_root(arg.value) in items:
+                return True
+    return False
+
+
+def _loop_items(loop: cst.For) -> set[str]:
+    """The names a `for` binds to the iterable's items (the index of `enumerate` excluded)."""
+    target = loop.target
+    it = loop.iter
+    if (
+        isinstance(it, cst.Call)
+        and last_name(it.func) == "enumerate"
+        and isinstance(target, (cst.Tuple, cst.List))
+        and len(target.elements) == 2
+    ):
+        target = target.elements[1].value
+    return {dotted(t) for t in flatten_targets(target) if isinstance(t, cst.Name)}  # type: ignore[misc]
+
+
+def _data_root(expr: cst.BaseExpression) -> Optional[str]:
+    """`x` for `x`, `x.to(device)`, `x["image"]`, `x[0].cuda()`."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _DATA_METHODS:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            break
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 _SMALL_BOUND = 64

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.lint.names import dotted, last_name
+from torchlint.semantic import project
+from torchlint.semantic.functions import called_function, is_generator, returns_of
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -132,6 +134,16 @@ class Objects:
                 cls = self.classes().get(func.value)
                 if cls is not None and _bound_once(context, func):
                     return self.class_kind(cls)
+            from_project = project.imported(context, func)  # a class or factory of another project file
+            if from_project is not None:
+                module, name = from_project
+                if name in module.classes:
+                    return module.classes[name].kind
+                return module.functions[name].returns if name in module.functions else None
+            function = called_function(context, expr)  # build_model(cfg), self.make_optimizer()
+            if function is not None and not is_generator(function):
+                kinds = {self._kind(r.value, depth + 1) for r in returns_of(function) if r.value is not None}
+                return kinds.pop() if len(kinds) == 1 else None
             return None
         if isinstance(expr, cst.Name):
             bindings = context.lookup(expr)

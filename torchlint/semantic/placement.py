@@ -16,6 +16,7 @@ from torchlint.lint.calls import positional
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic import project
 from torchlint.semantic.devices import (
     accelerator_in,
     is_device_list_name,
@@ -139,7 +140,21 @@ def on_accelerator(context: "Context") -> bool:
 
 class _OnAccelerator:
     def __init__(self, context: "Context") -> None:
-        self.value = uses_accelerator(context.source.text) and not _moves_only_models(context)
+        shows = uses_accelerator(context.source.text) or _project_helper_moves(context)
+        self.value = shows and not _moves_only_models(context)
+
+
+def _project_helper_moves(context: "Context") -> bool:
+    """The file calls a function of another project file that puts data on an accelerator
+    (`from utils import gpu` ... `gpu(x, use_cuda)`)."""
+    for node in descendants(context.module):
+        if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+            found = project.imported(context, node.func)
+            if found is not None:
+                module, name = found
+                if name in module.functions and module.functions[name].moves_to_accelerator:
+                    return True
+    return False
 
 
 

@@ -18,6 +18,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic import loops
+from torchlint.semantic.functions import called_function, is_generator, returns_of
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
 
 # Value kinds.
@@ -246,13 +247,23 @@ class ValueKinds:
                 return base
             if method in _TENSOR_ONLY_METHODS:
                 return T if base == UNK else UNK
-            return PY if base == PY else UNK  # a numpy array's `.mean()` stays on the host
+            if base == PY:
+                return PY  # a numpy array's `.mean()` stays on the host
+            return self._returned(call)  # self.compute_loss(...)
         # a plain name
         if name in _PY_BUILTINS:
             return PY
         if _LOSS_NAME.match(name) or loops.is_forward_call(context, call):
             return T
-        return UNK
+        return self._returned(call)
+
+    def _returned(self, call: cst.Call) -> str:
+        """What a function of this file returns, when `call` runs one."""
+        function = called_function(self.context, call)
+        if function is None or is_generator(function):
+            return UNK
+        kinds = [self.kind(r.value) for r in returns_of(function) if r.value is not None]
+        return _combine(kinds) if kinds else PY
 
     def _torch_call(self, call: cst.Call, qual: str) -> str:
         if _TORCH_NOT_TENSOR.match(qual):

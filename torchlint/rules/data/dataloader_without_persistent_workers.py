@@ -14,11 +14,11 @@ from torchlint.rules.data._common import (
     loaders_to_check,
     with_keyword_fix,
 )
+from torchlint.semantic.functions import returns_of
 from torchlint.semantic.loaders import (
     MISSING,
     Flow,
     positive_workers,
-    return_statements,
     setting_value,
 )
 
@@ -130,7 +130,7 @@ class DataloaderWithoutPersistentWorkers(Rule):
             return True
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
             name = parent.targets[0].target.value
-            return any(isinstance(r.value, cst.Name) and r.value.value == name for r in return_statements(function))
+            return any(isinstance(r.value, cst.Name) and r.value.value == name for r in returns_of(function))
         return False
 
     def _changes_dataset(self, outer: cst.CSTNode) -> bool:

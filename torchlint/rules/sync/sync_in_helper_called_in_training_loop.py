@@ -52,24 +52,15 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) or (
-            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
-        ):
+        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             if self.semantic.per_step(node) is not None:
                 self._candidates.append(node)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self._candidates:
-            return
         helpers = self.semantic.calls
-        if not helpers.functions and not helpers.methods:
-            return
         for call in self._candidates:
-            function = helpers.callee(call)
-            if function is None or self.context.enclosing_function(call) is function:
-                continue
             loop = self.semantic.hot_loop(call)
             training = loop is not None and self.semantic.is_training_loop(loop)
-            how = helpers.sync_in(function, training)
-            if how is not None:
-                self.report(call, self._TEMPLATE.format(name=function.name.value, how=how))
+            found = helpers.sync_of_call(call, training)
+            if found is not None:
+                self.report(call, self._TEMPLATE.format(name=found[0], how=found[1]))

@@ -1,0 +1,136 @@
+"""Whole-program analysis: names imported from the project's own files are judged by what those files define."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.lint.api import lint_paths
+from torchlint.semantic import project
+
+UTILS = """
+import torch
+from torch.utils.data import Dataset
+
+def accuracy(out, y):
+    return (out.argmax(1) == y).float().mean().item()
+
+def top1(out, y):
+    return accuracy(out, y)  # the sync is one call further down
+
+def count(out):
+    return out.shape[0]
+
+class Items(Dataset):
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+    def __len__(self):
+        return len(self.x)
+    def __getitem__(self, i):
+        x, y = self.x[i], self.y[i]
+        return x, y
+
+class Images(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+    def __getitem__(self, i):
+        return torch.load(self.paths[i])
+"""
+
+TRAIN = """
+import torch
+from torch.utils.data import DataLoader
+{imports}
+
+def train(model, optimizer, x, y, paths, device):
+    memory = DataLoader(Items(x, y), batch_size=32)
+    disk = DataLoader(Images(paths), batch_size=32)
+    for xb, yb in memory:
+        xb, yb = xb.to(device), yb.to(device)
+        out = model(xb)
+        loss = torch.nn.functional.cross_entropy(out, yb)
+        loss.backward()
+        optimizer.step()
+        acc = accuracy(out, yb)
+        deep = top1(out, yb)
+        n = count(out)
+    for batch in disk:
+        model(batch.to(device))
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _findings(paths: list[Path]) -> list[tuple[str, int, str]]:
+    results = lint_paths([str(p) for p in paths], select=["TL101", "TL207"])
+    assert all(r.error is None and not r.notes for r in results), [(r.path, r.error, r.notes) for r in results]
+    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"utils.py": UTILS, "train.py": TRAIN.format(imports="from utils import Items, Images, accuracy, top1, count")},
+        {
+            "pkg/__init__.py": "",
+            "pkg/utils.py": UTILS,
+            "pkg/train.py": TRAIN.format(imports="from .utils import Items, Images, accuracy, top1, count"),
+        },
+        {
+            "src/lib/__init__.py": "",
+            "src/lib/data/__init__.py": "",
+            "src/lib/data/utils.py": UTILS,
+            "src/lib/train.py": TRAIN.format(imports="from lib.data.utils import Items, Images, accuracy, top1, count"),
+        },
+    ],
+    ids=["sibling", "relative", "package"],
+)
+def test_helpers_and_datasets_of_other_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: dict[str, str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, layout)
+    train = next(tmp_path.glob("**/train.py"))
+    # the in-memory dataset of utils.py: silent; the one reading files: reported; the helpers that sync
+    # (directly or one call further down) are reported where the training loop calls them, not `count`
+    assert _findings([train]) == [("train.py", 8, "TL101"), ("train.py", 15, "TL207"), ("train.py", 16, "TL207")]
+
+
+def test_a_file_linted_alone_and_in_a_full_run_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"utils.py": UTILS, "train.py": TRAIN.format(imports="from utils import Items, Images, accuracy, top1, count")})
+    alone = _findings([tmp_path / "train.py"])
+    together = [f for f in _findings([tmp_path]) if f[0] == "train.py"]
+    assert alone == together and alone
+
+
+def test_names_that_are_not_project_code_resolve_to_nothing(tmp_path: Path) -> None:
+    _write(tmp_path, {"train.py": "import torch\nfrom torch.utils.data import DataLoader\n"})
+    assert project.module_file(str(tmp_path / "train.py"), 0, "torch.utils.data") is None
+    assert project.module_file(str(tmp_path / "train.py"), 1, "missing") is None
+
+
+def test_dependencies_follow_imports_transitively(tmp_path: Path) -> None:
+    _write(tmp_path, {"a.py": "import b\n", "b.py": "from c import x\n", "c.py": "x = 1\n", "d.py": "y = 2\n"})
+    found = project.dependencies(str(tmp_path / "a.py"), (tmp_path / "a.py").read_text())
+    assert sorted(Path(p).name for p in found) == ["b.py", "c.py"]
+
+
+def test_an_import_cycle_and_a_broken_module_are_harmless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(
+        tmp_path,
+        {
+            "a.py": "from b import helper\ndef other(t):\n    return helper(t)\n",
+            "b.py": "from a import other\ndef helper(t):\n    return other(t)\n",
+            "bad.py": "def broken(:\n",
+            "train.py": TRAIN.format(imports="from a import other as accuracy\nfrom bad import broken as top1\nItems = Images = count = None"),
+        },
+    )
+    # no summary of a cycle or of a file that does not parse says "syncs": nothing reported for the helpers
+    assert [f for f in _findings([tmp_path / "train.py"]) if f[2] == "TL207"] == []

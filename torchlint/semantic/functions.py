@@ -1,0 +1,59 @@
+"""Functions of the file: which definition a call runs, and what the definition returns."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Optional
+
+import libcst as cst
+
+from torchlint.lint.walk import semantic_children
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def called_function(context: "Context", call: cst.Call) -> Optional[cst.FunctionDef]:
+    """The function of this file that `call` runs: a name bound once to a `def` (at module level or in an
+    enclosing function), or `self.method(...)` of the enclosing class. None when it cannot be told."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        if context.qualname(func) is not None:
+            return None
+        bindings = context.lookup(func)
+        if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
+            return bindings[0].node
+        return None
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = context.enclosing(call, cst.ClassDef)
+        if cls is None or not isinstance(cls.body, cst.IndentedBlock):
+            return None
+        found = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def returns_of(function: cst.FunctionDef) -> Iterator[cst.Return]:
+    """The `return` statements of a function (not of functions nested in it)."""
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        for child in semantic_children(node):
+            if isinstance(child, cst.Return):
+                yield child
+            elif not isinstance(child, _SCOPES):
+                stack.append(child)
+
+
+def is_generator(function: cst.FunctionDef) -> bool:
+    """The function yields (calling it returns a generator, not its `return` value)."""
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        for child in semantic_children(node):
+            if isinstance(child, (cst.Yield,)):
+                return True
+            if not isinstance(child, _SCOPES):
+                stack.append(child)
+    return False

@@ -1,0 +1,237 @@
+"""The project: the linted code's own modules, and what each one defines, for the files that import them.
+
+`from utils import calculate_accuracy` or `from .datasets import PredictDataset` names code of the project
+itself. A rule that meets such a name asks here what it is: the module's file is found the way Python's
+import system would find it from the importing file (its own folder, the folder above its top-level
+package, `src/`, the current directory), and the module gets a summary built by the same semantic model
+that lints it — what its classes are (a module, a dataset held in memory), what its functions return, which
+of them read device values on the host, and whether it puts anything on an accelerator. Summaries follow the
+module's own imports of project code, any depth, and are kept per process by file content.
+
+A file's findings therefore depend on the files it imports; `dependencies` lists them so that a cached
+result is used only while none of them changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+
+# Modules larger than this are not summarised: the cost of parsing them would fall on every importer.
+MAX_SUMMARY_BYTES = 512 * 1024
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*))", re.M)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    kind: Optional[str]  # an `objects` kind: "module", "dataset", ...
+    in_memory_dataset: bool  # a dataset whose items are read from memory (no file I/O per item)
+
+
+@dataclass(frozen=True)
+class FunctionSummary:
+    returns: Optional[str]  # the `objects` kind of what it returns
+    syncs: Optional[str]  # how it reads a device value on the host (None: it does not)
+    syncs_in_training: Optional[str]  # the same, counting copies of results (`.cpu()`) as in a training loop
+    moves_to_accelerator: bool  # it puts something on an accelerator (`x.cuda()`, `.to(device)`)
+
+
+@dataclass
+class ModuleSummary:
+    path: str
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    functions: dict[str, FunctionSummary] = field(default_factory=dict)
+    uses_accelerator: bool = False
+
+
+# -- finding modules ------------------------------------------------------------------------------
+
+
+def import_roots(path: str) -> list[str]:
+    """Folders that `import x` in `path` searches for project code, nearest first."""
+    folder = os.path.dirname(os.path.abspath(path))
+    roots = [folder]
+    top = folder
+    while os.path.isfile(os.path.join(top, "__init__.py")):
+        parent = os.path.dirname(top)
+        if parent == top:
+            break
+        top = parent
+    roots.append(top)
+    cwd = os.getcwd()
+    roots.extend([cwd, os.path.join(cwd, "src")])
+    seen: list[str] = []
+    for root in roots:
+        if root not in seen:
+            seen.append(root)
+    return seen
+
+
+def module_file(from_path: str, dots: int, module: str) -> Optional[str]:
+    """The file `from <dots><module> import ...` in `from_path` reads, if it is part of the project."""
+    parts = [p for p in module.split(".") if p]
+    if dots:
+        base = os.path.dirname(os.path.abspath(from_path))
+        for _ in range(dots - 1):
+            base = os.path.dirname(base)
+        candidates = [base]
+    else:
+        candidates = import_roots(from_path)
+    for root in candidates:
+        stem = os.path.join(root, *parts) if parts else root
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if parts and os.path.isfile(candidate):
+                return os.path.realpath(candidate)
+            if not parts and candidate.endswith("__init__.py") and os.path.isfile(candidate):
+                return os.path.realpath(candidate)
+    return None
+
+
+def imported_modules(path: str, text: str) -> list[str]:
+    """The project files `text` (the source of `path`) imports directly, found with a cheap scan."""
+    found: list[str] = []
+    for match in _IMPORT_LINE.finditer(text):
+        dots, module, plain = match.group(1), match.group(2), match.group(3)
+        names = [(len(dots or ""), module)] if plain is None else [(0, m.strip()) for m in plain.split(",")]
+        for level, name in names:
+            target = module_file(path, level, name)
+            if target is None and level == 0 and "." in name:
+                target = module_file(path, 0, name.rsplit(".", 1)[0])
+            if target is None and plain is None:
+                continue
+            if target is not None and target not in found and target != os.path.realpath(path):
+                found.append(target)
+    return found
+
+
+def dependencies(path: str, text: str, limit: int = 200) -> list[str]:
+    """Every project file `path` imports, directly or through other project files (bounded by `limit`)."""
+    seen: list[str] = []
+    queue = imported_modules(path, text)
+    while queue and len(seen) < limit:
+        current = queue.pop(0)
+        if current in seen:
+            continue
+        seen.append(current)
+        try:
+            with open(current, encoding="utf-8", errors="replace") as handle:
+                queue.extend(imported_modules(current, handle.read(MAX_SUMMARY_BYTES)))
+        except OSError:
+            continue
+    return seen
+
+
+def dependency_digest(path: str, text: str) -> str:
+    """A digest of the contents of every project file `path` depends on (empty when it imports none)."""
+    files = dependencies(path, text)
+    if not files:
+        return ""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode("utf-8", "surrogateescape"))
+        try:
+            with open(name, "rb") as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()
+
+
+# -- summaries ------------------------------------------------------------------------------------
+
+_SUMMARIES: dict[tuple[str, int, int], Optional[ModuleSummary]] = {}
+_BUILDING: set[str] = set()
+
+
+def summary(path: str) -> Optional[ModuleSummary]:
+    """The summary of a project file (None when it cannot be read, parsed, or is too large)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    if key in _SUMMARIES:
+        return _SUMMARIES[key]
+    if path in _BUILDING or stat.st_size > MAX_SUMMARY_BYTES:
+        return None  # an import cycle, or too costly
+    _BUILDING.add(path)
+    try:
+        found = _SUMMARIES[key] = _summarise(path)
+    finally:
+        _BUILDING.discard(path)
+    return found
+
+
+def imported(context: "Context", name: cst.BaseExpression) -> Optional[tuple[ModuleSummary, str]]:
+    """The project module a name (or `module.attr`) comes from, with the name it has there."""
+    if isinstance(name, cst.Name):
+        origin = context.imports.origin(name.value)
+        if origin is None:
+            return None
+        dots, module, attr = origin
+        target = module_file(context.source.path, dots, module)
+        if target is None:  # `from package import module`, then `module.name`: not a name in a module
+            return None
+        found = summary(target)
+        return (found, attr) if found is not None else None
+    if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name):
+        origin = context.imports.origin(name.value.value)  # `from . import utils` ... `utils.helper`
+        if origin is not None:
+            dots, module, attr = origin
+            target = module_file(context.source.path, dots, f"{module}.{attr}" if module else attr)
+            found = summary(target) if target is not None else None
+            return (found, name.attr.value) if found is not None else None
+    return None
+
+
+def _summarise(path: str) -> Optional[ModuleSummary]:
+    from torchlint.lint.engine import prepare_context
+    from torchlint.lint.source import SourceError, read_source
+    from torchlint.semantic import datasets
+    from torchlint.semantic.model import SemanticModel
+    from torchlint.semantic.objects import DATASET
+
+    try:
+        source = read_source(path, path)
+        context: Context = prepare_context(source, walk=True)
+    except (SourceError, cst.ParserSyntaxError, RecursionError, ValueError):
+        return None
+    model = SemanticModel(context)
+    result = ModuleSummary(path=path, uses_accelerator=model.uses_accelerator)
+    for statement in context.module.body:
+        if isinstance(statement, cst.ClassDef):
+            kind = model.objects.class_kind(statement)
+            if kind is None and model.objects.is_module_class(statement):
+                kind = "module"
+            in_memory = kind == DATASET and datasets.indexes_memory(statement)
+            result.classes[statement.name.value] = ClassSummary(kind, in_memory)
+        elif isinstance(statement, cst.FunctionDef):
+            returns = {model.objects.kind(r.value) for r in _returns(statement) if r.value is not None}
+            result.functions[statement.name.value] = FunctionSummary(
+                returns=returns.pop() if len(returns) == 1 else None,
+                syncs=model.calls.sync_in(statement, False),
+                syncs_in_training=model.calls.sync_in(statement, True),
+                moves_to_accelerator=_moves_to_accelerator(context, statement),
+            )
+    context.release()
+    return result
+
+
+def _returns(function: cst.FunctionDef):  # noqa: ANN202
+    from torchlint.semantic.functions import returns_of
+
+    return returns_of(function)
+
+
+def _moves_to_accelerator(context: "Context", function: cst.FunctionDef) -> bool:
+    from torchlint.semantic.placement import uses_accelerator
+
+    return uses_accelerator(context.code(function))

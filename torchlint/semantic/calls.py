@@ -30,10 +30,11 @@ class FunctionSummaries:
     def callee(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         return called_function(self.context, call)
 
-    def sync_in(self, function: cst.FunctionDef, training: bool) -> Optional[str]:
-        """How `function` syncs (e.g. "`.item()`"), or None. Copies of results to the host
-        (`.cpu()`, `.tolist()`) count only when called from a training loop, as for TL201."""
-        key = (function, training)
+    def sync_in(self, function: cst.FunctionDef, *, strict: bool = False) -> Optional[str]:
+        """How `function` reads a device value on the host (e.g. "`.item()`"), itself or through the
+        functions it calls, or None. `.item()` of a value of unknown kind counts only when not `strict`:
+        helpers further down, and those of other files, must show that the value is a tensor."""
+        key = (function, strict)
         if key in self._syncs:
             return self._syncs[key]
         self._syncs[key] = None
@@ -45,10 +46,8 @@ class FunctionSummaries:
             func = node.func
             name = last_name(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
-                if name != "item" and not training:
-                    continue
                 kind = values.kind(func.value)
-                if kind == T or (name == "item" and kind == UNK):
+                if kind == T or (name == "item" and kind == UNK and not strict):
                     found = f"`.{name}()`"
                     break
             elif isinstance(func, cst.Name) and name in ("float", "int", "bool") and len(node.args) == 1:
@@ -59,21 +58,21 @@ class FunctionSummaries:
                 found = "`torch.cuda.synchronize()`"
                 break
             else:
-                inner = self.sync_of_call(node, training)  # a helper of the helper, any depth
+                inner = self.sync_of_call(node, strict=True)  # a helper of the helper, any depth
                 if inner is not None:
                     found = f"{inner[1]}, in `{inner[0]}()`"
                     break
         self._syncs[key] = found
         return found
 
-    def sync_of_call(self, call: cst.Call, training: bool) -> Optional[tuple[str, str]]:
+    def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:
         """(name, how) when `call` runs a function, of this file or imported from the project, that reads a
         device value on the host (see `sync_in`)."""
         function = self.callee(call)
         if function is not None:
             if self.context.enclosing_function(call) is function:
                 return None  # recursion
-            how = self.sync_in(function, training)
+            how = self.sync_in(function, strict=strict)
             return (function.name.value, how) if how is not None else None
         found = project.imported(self.context, call.func)
         if found is None:
@@ -82,6 +81,6 @@ class FunctionSummaries:
         function_summary = summary.functions.get(name)
         if function_summary is None:
             return None
-        how = function_summary.syncs_in_training if training else function_summary.syncs
+        how = function_summary.syncs
         return (name, how) if how is not None else None
 

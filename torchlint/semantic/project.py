@@ -40,7 +40,6 @@ class ClassSummary:
 class FunctionSummary:
     returns: Optional[str]  # the `objects` kind of what it returns
     syncs: Optional[str]  # how it reads a device value on the host (None: it does not)
-    syncs_in_training: Optional[str]  # the same, counting copies of results (`.cpu()`) as in a training loop
     moves_to_accelerator: bool  # it puts something on an accelerator (`x.cuda()`, `.to(device)`)
 
 
@@ -217,8 +216,7 @@ def _summarise(path: str) -> Optional[ModuleSummary]:
             returns = {model.objects.kind(r.value) for r in _returns(statement) if r.value is not None}
             result.functions[statement.name.value] = FunctionSummary(
                 returns=returns.pop() if len(returns) == 1 else None,
-                syncs=model.calls.sync_in(statement, False),
-                syncs_in_training=model.calls.sync_in(statement, True),
+                syncs=model.calls.sync_in(statement, strict=True),
                 moves_to_accelerator=_moves_to_accelerator(context, statement),
             )
     context.release()

@@ -71,7 +71,7 @@ def test_rebinding_follows_statement_order() -> None:
     assert _lines(source) == [(6, "TL202")]
 
 
-def test_cpu_reported_only_in_training_loops() -> None:
+def test_cpu_in_training_and_evaluation_loops() -> None:
     assert _in_loop("p = out.argmax(1).cpu()") == ["TL201"]
     source = """
     import torch
@@ -80,7 +80,9 @@ def test_cpu_reported_only_in_training_loops() -> None:
             for x, y in val_loader:
                 preds.append(model(x.cuda()).cpu())
     """
-    assert _lines(source) == []
+    result = lint_source(textwrap.dedent(source), select=SYNC)
+    assert [(f.line, f.code) for f in result.findings] == [(6, "TL201")]
+    assert "evaluation loop" in result.findings[0].message and "copy to the host once" in result.findings[0].message
 
 
 def test_cpu_then_item_is_one_finding() -> None:
@@ -311,7 +313,7 @@ def test_unmoved_batch_elements_stay_on_the_host() -> None:
     assert _lines(moved) == [(10, "TL201"), (11, "TL201")]
 
 
-def test_eval_cpu_reduced_at_once_is_reported_but_collected_is_not() -> None:
+def test_eval_cpu_reduced_at_once_and_collected_are_both_reported() -> None:
     source = """
     import torch
     def test(model, test_loader, device):
@@ -326,9 +328,8 @@ def test_eval_cpu_reduced_at_once_is_reported_but_collected_is_not() -> None:
 
     assert run("correct += pred.eq(target).cpu().sum().item()") == [(8, "TL201")]
     assert run("correct += (pred == target).cpu().sum()") == [(8, "TL201")]
-    assert run("preds.append(pred.cpu())") == []
-    assert run("preds.extend(pred.cpu().numpy())") == []
-    assert run("total = pred.cpu().sum()") == []  # not an accumulation: left alone
+    assert run("preds.append(pred.cpu())") == [(8, "TL201")]  # gathered per batch: copy once after the loop
+    assert run("preds.extend(pred.cpu().numpy())") == [(8, "TL201")]
 
 
 def test_returned_item_of_a_one_step_training_function() -> None:

@@ -46,6 +46,12 @@ _REDUCTIONS = frozenset(
 )
 
 
+_GATHER = (
+    "{what} in an evaluation loop waits for the GPU on every batch: keep the outputs on the device "
+    "(append them, `torch.cat` after the loop) and copy to the host once"
+)
+
+
 class ItemInTrainingLoop(SyncRule):
     code = "TL201"
     name = "item-in-training-loop"
@@ -78,9 +84,9 @@ class ItemInTrainingLoop(SyncRule):
         "does not synchronise; the rule cannot always tell where a tensor lives. A NaN guard that stops the run "
         "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
         "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
-        "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported only "
-        "in training loops: there, copy once after the loop instead; one reduced to a number at once "
-        "(`pred.eq(y).cpu().sum().item()`) is reported everywhere. `return loss.item()` at the end of a one-step "
+        "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
+        "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
+        "device memory together, the per-batch copy is the price of fitting: silence it). `return loss.item()` at the end of a one-step "
         "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter) is reported: its "
         "caller runs it every step. A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
@@ -90,6 +96,7 @@ class ItemInTrainingLoop(SyncRule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[cst.CSTNode] = set()
+        self._gathering: set[cst.CSTNode] = set()  # evaluation loops already told to gather on the device
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -112,18 +119,21 @@ class ItemInTrainingLoop(SyncRule):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(func.value)):
             return
+        self._reported.add(statement)  # type: ignore[arg-type]
         if (
-            method == "cpu"
+            method in ("cpu", "tolist")
             and isinstance(loop, (cst.For, cst.While))
             and not self.semantic.is_training_loop(loop)
             and not self._reduced_at_once(node)
         ):
-            return  # predictions gathered in an evaluation loop: copied once each, to be used after it
-        self._reported.add(statement)  # type: ignore[arg-type]
-        if method == "cpu" and self._is_numpy_of(node):
-            self.report(node, "`.cpu().numpy()` waits for the GPU and copies to the host on every step: " + ADVICE)
+            if loop not in self._gathering:  # one piece of advice per loop: it covers every copy in it
+                self._gathering.add(loop)
+                self.report(node, _GATHER.format(what=self._spelling(node, method)))
             return
-        self.report(node, f"`.{method}()` waits for the GPU and copies to the host on every step: " + ADVICE)
+        self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _spelling(self, node: cst.Call, method: str) -> str:
+        return "`.cpu().numpy()`" if method == "cpu" and self._is_numpy_of(node) else f"`.{method}()`"
 
     def _returned_by_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
         """`return loss.item()` at the end of a one-step training function (`loss.backward();

@@ -59,8 +59,6 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
     def leave_Module(self, node: cst.Module) -> None:
         helpers = self.semantic.calls
         for call in self._candidates:
-            loop = self.semantic.hot_loop(call)
-            training = loop is not None and self.semantic.is_training_loop(loop)
-            found = helpers.sync_of_call(call, training)
+            found = helpers.sync_of_call(call)
             if found is not None:
                 self.report(call, self._TEMPLATE.format(name=found[0], how=found[1]))

@@ -13,6 +13,7 @@ import click
 
 from torchlint.config import ConfigError, Settings, find_config, load_settings, validate_selectors
 from torchlint.lint.add_noqa import add_noqa
+from torchlint.lint.cache import project_root
 from torchlint.lint.discovery import Discovered, discover
 from torchlint.lint.finding import FileResult
 from torchlint.lint.rule import all_rules
@@ -147,7 +148,7 @@ def check(
     results = [FileResult(path=p.display, error=p.message) for p in problems]
     interactive = sys.stderr.isatty() and not quiet and not os.environ.get("CI")
     progress = _Progress(interactive)
-    cache_root = settings.root if not no_cache else None
+    cache_root = project_root(paths or (".",), settings.source) if not no_cache else None
     if add_noqa:
         job = Job(settings=settings, use_cache=False)
     try:
@@ -289,8 +290,17 @@ _register_optimize()
 
 
 def main() -> None:
+    # Not click's standalone mode, which turns Ctrl-C into exit code 1: an interrupted run exits 130.
     try:
-        cli.main(prog_name="torchlint", standalone_mode=True)
-    except KeyboardInterrupt:
+        cli.main(prog_name="torchlint", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:  # output piped into `head`: stop quietly
+        sys.stderr.close()
+        sys.exit(1)

@@ -12,12 +12,14 @@ import io
 import json
 import os
 import re
+import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
-MAX_FILE_BYTES = 8 * 1024 * 1024
+from torchlint.lint.limits import MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES, check_size
+
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -186,15 +188,34 @@ def decode_notebook(path: str, data: bytes) -> SourceFile:
     return notebook_from_json(path, notebook)
 
 
+def read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Opened without blocking and checked before
+    reading, so a FIFO or a device named like a source file cannot hang or flood the run."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SourceError("is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("not a regular file")
+        too_large = check_size(info.st_size, limit)
+        if too_large:
+            raise SourceError(too_large)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while being read
+        raise SourceError(check_size(len(data), limit) or "file too large")
+    return data
+
+
 def read_source(path: str, display_path: Optional[str] = None) -> SourceFile:
     """Read and decode one file; raises SourceError with a one-line reason."""
     shown = display_path or path
+    notebook = path.endswith(".ipynb")
     try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            raise SourceError(f"file too large ({size / 1e6:.1f} MB; the limit is {MAX_FILE_BYTES / 1e6:.0f} MB)")
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_regular_file(path, MAX_NOTEBOOK_BYTES if notebook else MAX_FILE_BYTES)
     except SourceError:
         raise
     except IsADirectoryError:
@@ -205,7 +226,7 @@ def read_source(path: str, display_path: Optional[str] = None) -> SourceFile:
         raise SourceError("no such file") from None
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
-    if path.endswith(".ipynb"):
+    if notebook:
         return decode_notebook(shown, data)
     return decode_python(shown, data)
 

@@ -20,7 +20,7 @@ from torchlint.lint.discovery import Discovered
 from torchlint.lint.finding import FileResult
 from torchlint.lint.fix import applicable, fix_file
 from torchlint.lint.rule import Rule, all_rules
-from torchlint.lint.source import SourceError, SourceFile, read_source, write_atomically
+from torchlint.lint.source import SourceError, SourceFile, read_source, write_fixed
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,12 @@ def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None)
     """Lint one decoded source; with fixing on, fix it and (unless --diff) write it to `write_to`."""
     rules = job.settings.rules_for(source.path)
     cells = [(c.index, c.first_line) for c in source.cells]
-    if not job.fix and not job.diff:
+    if (not job.fix and not job.diff) or source.unfixable:
         result = _lint_source(source, rules)
         result.path = source.path
         result.cells = cells
+        if (job.fix or job.diff) and source.unfixable and any(applicable(f, job.unsafe_fixes) for f in result.findings):
+            result.notes.append(source.unfixable)
         return result
     fixed_source, result = fix_file(source, lambda s: _lint_source(s, rules), job.unsafe_fixes)
     result.path = source.path
@@ -63,9 +65,14 @@ def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None)
         result.new_text = fixed_source.to_bytes()
         if not job.diff and write_to is not None:
             try:
-                write_atomically(write_to, result.new_text)
-            except OSError as exc:
-                result.error = f"cannot write the fixed file: {exc.strerror or exc}"
+                write_fixed(write_to, result.new_text, source.read_digest)
+            except (OSError, SourceError) as exc:
+                # Nothing was fixed: report what the file on disk still has.
+                reason = str(exc) if isinstance(exc, SourceError) else f"cannot write the fixed file: {exc.strerror or exc}"
+                result = _lint_source(source, rules)
+                result.path = source.path
+                result.cells = cells
+                result.error = reason
     return result
 
 

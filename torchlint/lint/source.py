@@ -8,6 +8,7 @@ magics turned into comments of the same length, so that offsets map back to each
 from __future__ import annotations
 
 import codecs
+import hashlib
 import io
 import json
 import os
@@ -53,6 +54,8 @@ class SourceFile:
     bom: bool = False
     notebook: Optional[dict] = None
     cells: tuple[Cell, ...] = ()
+    unfixable: Optional[str] = None  # why fixes must not be written back (an encoding that does not round-trip)
+    read_digest: Optional[str] = None  # sha256 of the bytes read: a fix is written only over the same bytes
 
     @property
     def is_notebook(self) -> bool:
@@ -124,13 +127,37 @@ def decode_python(path: str, data: bytes) -> SourceFile:
     if bom:
         data = data[len(codecs.BOM_UTF8) :]
         encoding = "utf-8"
+    if not codecs.lookup(encoding)._is_text_encoding:  # hex, base64, zlib, rot13...: not a character set
+        raise SourceError(f"unsupported encoding declaration: '{encoding}' is not a text encoding")
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise SourceError(
             f"not valid {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-    return SourceFile(path=path, text=text, encoding=encoding, bom=bom)
+    except (UnicodeError, LookupError, ValueError) as exc:
+        raise SourceError(f"cannot be decoded as {encoding}: {exc}") from None
+    return SourceFile(path=path, text=text, encoding=encoding, bom=bom, unfixable=_unfixable(encoding, text, data))
+
+
+# Codecs that read escapes or shifts rather than characters: a fixed text written back in them is not
+# the same program (unicode_escape turns every newline into `\n`).
+_ESCAPING_CODECS = {"unicode_escape", "raw_unicode_escape", "punycode", "idna", "utf_7"}
+
+
+def _unfixable(encoding: str, text: str, data: bytes) -> Optional[str]:
+    name = codecs.lookup(encoding).name.replace("-", "_")
+    if name == "utf_8":
+        return None  # decoded without error: encodes back to the same bytes
+    reason = f"not fixed: its encoding ({encoding}) cannot be written back safely"
+    if name in _ESCAPING_CODECS:
+        return reason
+    try:
+        if text.encode(encoding) != data:
+            return reason
+    except (UnicodeError, LookupError):
+        return reason
+    return None
 
 
 # A line magic or shell escape, possibly assigned (`files = !ls`), at the start of a line.
@@ -226,22 +253,61 @@ def read_source(path: str, display_path: Optional[str] = None) -> SourceFile:
         raise SourceError("no such file") from None
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
-    if notebook:
-        return decode_notebook(shown, data)
-    return decode_python(shown, data)
+    source = decode_notebook(shown, data) if notebook else decode_python(shown, data)
+    return replace(source, read_digest=digest(data))
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace the file's content in one step, keeping its permissions."""
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=".torchlint-", dir=directory)
+class SourceChanged(SourceError):
+    """The file on disk is no longer the one that was read (edited while being fixed)."""
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_fixed(path: str, data: bytes, read_digest: Optional[str]) -> None:
+    """Write fixed content over the file at `path`, as the user's editor would: through a symbolic link
+    to its target, keeping the file's mode, owner and hard links. Raises SourceChanged (writing nothing)
+    when the file is no longer what was read, so edits made meanwhile are not lost.
+
+    A file with one link that we may own is replaced in one step (a crash leaves the old or the new
+    file, never half of one); a hard-linked file, or one owned by someone else, is rewritten in place,
+    after the new content is safely on disk beside it."""
+    target = os.path.realpath(path)
+    info = os.stat(target)
+    if read_digest is not None and digest(read_regular_file(target, max(info.st_size, 1))) != read_digest:
+        raise SourceChanged("changed on disk while being fixed; not written")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".torchlint-", dir=os.path.dirname(target))
+    except PermissionError:  # a read-only directory: the file itself may still be writable
+        _overwrite(target, data)
+        return
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, stat.S_IMODE(info.st_mode))
+        in_place = info.st_nlink > 1
+        if not in_place and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+            try:
+                os.chown(tmp, info.st_uid, info.st_gid)
+            except OSError:
+                in_place = True  # cannot give the new file the old owner: keep the old inode
+        if in_place:
+            _overwrite(target, data)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _overwrite(target: str, data: bytes) -> None:
+    with open(target, "r+b") as handle:
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())

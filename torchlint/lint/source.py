@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 from torchlint.lint.limits import MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES, check_size
+from torchlint.lint.notebook import JsonStyle, detect_style, mask_magics
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -56,6 +57,8 @@ class SourceFile:
     cells: tuple[Cell, ...] = ()
     unfixable: Optional[str] = None  # why fixes must not be written back (an encoding that does not round-trip)
     read_digest: Optional[str] = None  # sha256 of the bytes read: a fix is written only over the same bytes
+    raw_json: Optional[str] = field(default=None, repr=False)  # a notebook's text as read
+    json_style: Optional[JsonStyle] = None  # how to write a fixed notebook (that of the file read)
 
     @property
     def is_notebook(self) -> bool:
@@ -73,31 +76,51 @@ class SourceFile:
                 return cell.index, line - cell.first_line + 1
         return None
 
+    def cell_of(self, edit: Edit) -> Optional[Cell]:
+        """The one cell an edit falls in, or None when it spans cells (an insertion where one cell ends
+        and the next begins goes to the earlier one: after a cell's imports, say)."""
+        for cell in self.cells:
+            if cell.start <= edit.start and edit.end <= cell.end:
+                return cell
+        return None
+
     def with_edits(self, edits: Sequence[Edit]) -> "SourceFile":
-        """A new SourceFile with `edits` (non-overlapping) applied."""
+        """A new SourceFile with `edits` (non-overlapping) applied; in a notebook, an edit that spans
+        cells is dropped and only the cells edited change."""
         if not self.is_notebook:
             return replace(self, text=_apply(self.text, edits))
-        per_cell: list[list[Edit]] = [[] for _ in self.cells]
+        per_cell: dict[int, list[Edit]] = {}
         for edit in edits:
-            for number, cell in enumerate(self.cells):
-                if cell.start <= edit.start and edit.end <= cell.end:  # at a boundary: the earlier cell
-                    per_cell[number].append(Edit(edit.start - cell.start, edit.end - cell.start, edit.content))
-                    break
-        sources = [_apply(cell.original, inside) for cell, inside in zip(self.cells, per_cell)]
-        notebook = json.loads(json.dumps(self.notebook))
-        code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
-        for raw, source in zip(code_cells, sources):
-            raw["source"] = source.splitlines(keepends=True)
-        return notebook_from_json(self.path, notebook)
+            cell = self.cell_of(edit)
+            if cell is not None:
+                per_cell.setdefault(cell.index, []).append(Edit(edit.start - cell.start, edit.end - cell.start, edit.content))
+        notebook = dict(self.notebook)  # type: ignore[arg-type]
+        notebook["cells"] = list(notebook["cells"])
+        for cell in self.cells:
+            inside = per_cell.get(cell.index)
+            if not inside:
+                continue
+            new_source = _apply(cell.original, inside)
+            if new_source == cell.original:
+                continue
+            raw = dict(notebook["cells"][cell.index - 1])
+            raw["source"] = new_source if isinstance(raw.get("source"), str) else new_source.splitlines(keepends=True)
+            notebook["cells"][cell.index - 1] = raw
+        return notebook_from_json(self.path, notebook, self.style())
+
+    def style(self) -> Optional[JsonStyle]:
+        if self.json_style is None and self.raw_json is not None and self.notebook is not None:
+            return detect_style(self.raw_json, self.notebook)
+        return self.json_style
 
     def edit_spans_cells(self, edit: Edit) -> bool:
-        if not self.is_notebook:
-            return False
-        return not any(c.start <= edit.start and edit.end <= c.end for c in self.cells)
+        return self.is_notebook and self.cell_of(edit) is None
 
     def to_bytes(self) -> bytes:
         if self.is_notebook:
-            return (json.dumps(self.notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+            if self.raw_json is not None:
+                return self.raw_json.encode("utf-8")  # unchanged: exactly as read
+            return (self.json_style or JsonStyle()).dump(self.notebook).encode("utf-8")  # type: ignore[arg-type]
         data = self.text.encode(self.encoding)
         return codecs.BOM_UTF8 + data if self.bom else data
 
@@ -160,59 +183,50 @@ def _unfixable(encoding: str, text: str, data: bytes) -> Optional[str]:
     return None
 
 
-# A line magic or shell escape, possibly assigned (`files = !ls`), at the start of a line.
-_MAGIC = re.compile(r"^(\s*(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?)([%!?].*)$")
+def _cell_source(index: int, raw: dict) -> str:
+    source = raw.get("source", "")
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        return "".join(source)
+    raise SourceError(f"not a valid notebook: cell {index}'s source is not text")
 
 
-def _mask_line(line: str) -> str:
-    body = line.rstrip("\r\n")
-    match = _MAGIC.match(body)
-    if match is None:
-        return line
-    prefix, magic = match.groups()
-    # `...` keeps the line a statement (an if-block of magics stays valid); `#` hides the rest.
-    if len(magic) >= 4:
-        masked = "...#" + magic[4:]
-    else:
-        masked = "..." if len(magic) == 3 else "#" * len(magic)
-    return prefix + masked + line[len(body) :]
-
-
-def _mask_magics(source: str) -> str:
-    """Turn IPython magics and shell escapes into Python of the same length (offsets stay put)."""
-    if source.lstrip().startswith("%%"):
-        return "".join(("#" + line[1:]) if line.strip() else line for line in source.splitlines(keepends=True))
-    return "".join(_mask_line(line) for line in source.splitlines(keepends=True))
-
-
-def notebook_from_json(path: str, notebook: dict) -> SourceFile:
+def notebook_from_json(path: str, notebook: dict, style: Optional[JsonStyle] = None) -> SourceFile:
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise SourceError("not a Jupyter notebook (no 'cells' list)")
     parts: list[str] = []
     cells: list[Cell] = []
     offset, line = 0, 1
     for index, raw in enumerate(notebook["cells"], start=1):
-        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+        if not isinstance(raw, dict):
+            raise SourceError(f"not a valid notebook: cell {index} is not a JSON object")
+        if raw.get("cell_type") != "code":
             continue
-        source = raw.get("source", "")
-        original = "".join(source) if isinstance(source, list) else str(source)
-        masked = _mask_magics(original)
+        original = _cell_source(index, raw)
+        masked = mask_magics(original)
         cells.append(Cell(index, offset, offset + len(masked), line, original))
         joined = masked if masked.endswith("\n") or not masked else masked + "\n"
         parts.append(joined)
         offset += len(joined)
         line += joined.count("\n")
-    return SourceFile(path=path, text="".join(parts), notebook=notebook, cells=tuple(cells))
+    return SourceFile(path=path, text="".join(parts), notebook=notebook, cells=tuple(cells), json_style=style)
 
 
 def decode_notebook(path: str, data: bytes) -> SourceFile:
     try:
-        notebook = json.loads(data.decode("utf-8"))
+        raw = data.decode("utf-8")
+        notebook = json.loads(raw)
     except UnicodeDecodeError as exc:
         raise SourceError(f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise SourceError(f"not a valid notebook: invalid JSON at line {exc.lineno}, column {exc.colno}") from None
-    return notebook_from_json(path, notebook)
+    except RecursionError:
+        raise SourceError("not a valid notebook: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer too long to convert
+        raise SourceError(f"not a valid notebook: {str(exc).splitlines()[0]}") from None
+    source = notebook_from_json(path, notebook)
+    return replace(source, raw_json=raw)
 
 
 def read_regular_file(path: str, limit: int) -> bytes:

@@ -322,12 +322,16 @@ def _unused_noqa(
         start, end = directive.start, directive.end
         line_end = positions.offset_of_line(line + 1)
         rest_blank = text[end:line_end].strip() == ""
+        rest = text[end:line_end].lstrip(" \t")
         if keep:
             content = "# noqa: " + ", ".join(keep)
         elif rest_blank:
             content = ""
             while start > 0 and text[start - 1] in " \t":  # drop the spaces before the comment too
                 start -= 1
+        elif rest.startswith("#"):
+            content = ""  # another tool's comment follows (`# type: ignore`): it takes the directive's place
+            end = line_end - len(text[end:line_end].lstrip(" \t"))
         else:
             content = "#"  # more comment text follows: keep it a comment
         start_line = line

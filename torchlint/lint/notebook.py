@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from torchlint.lint.scan import LineScanner
+
 # A line magic or shell escape, possibly assigned (`files = !ls`), at the start of a logical line.
 _MAGIC = re.compile(r"^(\s*(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?)([%!?].*)$")
 # `obj?`, `torch.zeros??`: help on a name.
@@ -48,60 +50,12 @@ def _hidden(line: str) -> str:
     return indent + "#" + stripped[1:] + line[len(body) :]
 
 
-class _Scanner:
-    """Tracks, line by line, whether the next line starts a logical line (outside brackets and strings,
-    not after a backslash). A deliberately small scanner: comments, quotes, triple quotes, brackets."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.quote: Optional[str] = None  # the open string's delimiter
-        self.continued = False
-
-    @property
-    def at_start(self) -> bool:
-        return self.depth == 0 and self.quote is None and not self.continued
-
-    def feed(self, line: str) -> None:
-        body = line.rstrip("\r\n")
-        i, n = 0, len(body)
-        self.continued = False
-        while i < n:
-            char = body[i]
-            if self.quote is not None:
-                if char == "\\":
-                    i += 2
-                    continue
-                if body.startswith(self.quote, i):
-                    i += len(self.quote)
-                    self.quote = None
-                    continue
-                i += 1
-                continue
-            if char == "#":
-                break
-            if char in "\"'":
-                triple = body[i : i + 3]
-                self.quote = triple if triple in ('"""', "'''") else char
-                i += len(self.quote)
-                continue
-            if char in "([{":
-                self.depth += 1
-            elif char in ")]}":
-                self.depth = max(0, self.depth - 1)
-            i += 1
-        if self.quote is not None and len(self.quote) == 1:
-            if body.endswith("\\"):
-                return  # a string continued by a backslash
-            self.quote = None  # an unterminated one-line string: a syntax error the parser reports
-        self.continued = self.quote is None and body.endswith("\\") and not body.rstrip().startswith("#")
-
-
 def mask_magics(source: str) -> str:
     """Turn IPython magics and shell escapes into Python of the same length (offsets stay put)."""
     if source.lstrip().startswith("%%"):
         return "".join(("#" + line[1:]) if line.strip() else line for line in source.splitlines(keepends=True))
     out = []
-    scanner = _Scanner()
+    scanner = LineScanner()
     in_magic = False  # the previous line was a magic ending with a backslash
     for line in source.splitlines(keepends=True):
         if in_magic:

@@ -105,7 +105,8 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     if cache is not None and job.use_cache:
         key = cache.key(item.display, source.text.encode("utf-8", "surrogatepass"))
     result = process_source(source, job, write_to=item.path)
-    if key is not None and result.new_text is None:
+    # A fixing run's notes (a fix dropped, a file not fixed) are about that run: not for a later check.
+    if key is not None and result.new_text is None and not ((job.fix or job.diff) and result.notes):
         cache.put(key, result)  # type: ignore[union-attr]
     return result
 

@@ -110,7 +110,8 @@ class SourceFile:
 
     def style(self) -> Optional[JsonStyle]:
         if self.json_style is None and self.raw_json is not None and self.notebook is not None:
-            return detect_style(self.raw_json, self.notebook)
+            # Found once per file read (fixing asks for it once per candidate fix); the field only caches it.
+            object.__setattr__(self, "json_style", detect_style(self.raw_json, self.notebook))
         return self.json_style
 
     def edit_spans_cells(self, edit: Edit) -> bool:

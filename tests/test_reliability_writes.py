@@ -10,6 +10,7 @@ import pytest
 from lint_testing import LOADER_ZERO, write
 from torchlint.cli import cli
 from torchlint.lint import runner as runner_module
+from torchlint.lint.source import SourceError, decode_python
 
 FIXABLE = "import torch\n\nx = torch.zeros(3).cuda()\n"
 
@@ -30,11 +31,10 @@ def test_a_cookie_naming_a_non_text_codec_is_one_line(runner, project: Path, cod
     assert "good.py:3:10: TL101" in result.output
 
 
-def test_punycode_that_does_not_decode_is_one_line(runner, project: Path) -> None:
-    write(project / "p.py", "# -*- coding: punycode -*-\nx = '\u00e9'\n".encode("utf-8"))
-    result = runner.invoke(cli, ["check", "--no-cache"])
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "p.py: error:" in result.output
+@pytest.mark.parametrize("codec", ["punycode"])
+def test_bytes_a_codec_cannot_decode_are_a_source_error(codec: str) -> None:
+    with pytest.raises(SourceError):
+        decode_python("p.py", f"# -*- coding: {codec} -*-\nimport torch\nx = torch.zeros(3).cuda()\n".encode())
 
 
 def test_unicode_escape_files_are_linted_but_never_rewritten(runner, project: Path) -> None:

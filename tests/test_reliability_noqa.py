@@ -41,8 +41,9 @@ def test_a_directive_inside_a_string_is_never_edited_when_tokenize_fails() -> No
         's = "# torchlint: noqa"\n',
         's = """\n# torchlint: noqa\n"""\n',
         "x = 1  # see the docs # torchlint: noqa\n",
+        'd = {"(": 1}\nf = f"{d["("]}"\ns = "# torchlint: noqa"\n',
     ],
-    ids=["trailing", "quoted", "in-docstring", "not-first"],
+    ids=["trailing", "quoted", "in-docstring", "not-first", "quoted-untokenizable"],
 )
 def test_whole_file_noqa_only_on_a_comment_line_of_its_own(text: str) -> None:
     assert not find_suppressions(text).whole_file

@@ -84,8 +84,10 @@ def test_a_fifo_named_like_source_is_skipped_not_waited_on(tmp_path: Path) -> No
     os.mkfifo(tmp_path / "pipe.py")
     write(tmp_path / "ok.py", LOADER_ZERO)
     done = _torchlint("check", "--no-cache", ".", cwd=tmp_path)
-    assert "pipe.py: error: not a regular file" in done.stderr
+    assert "pipe.py" not in done.stderr + done.stdout  # found in a directory: not a source file
     assert "ok.py:3:10: TL101" in done.stdout
+    named = _torchlint("check", "--no-cache", "pipe.py", "ok.py", cwd=tmp_path)
+    assert "pipe.py: error: not a regular file" in named.stderr
 
 
 def _crash_on(name: str):

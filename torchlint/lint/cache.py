@@ -89,10 +89,13 @@ class Cache:
         path = self._file(key)
         try:
             result = _result_from_json(json.loads(read_regular_file(path, MAX_ENTRY_BYTES)))
-            os.utime(path)  # read by this run: kept by the next pruning
-            return result
         except (OSError, SourceError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+        try:
+            os.utime(path)  # read by this run: kept by the next pruning
+        except OSError:
+            pass
+        return result
 
     def finish_run(self) -> None:
         """Record this run; delete the entries none of the last KEEP_RUNS runs used, and other versions' caches."""

@@ -10,6 +10,7 @@ walked without following directory links (so link loops cannot trap the walk).
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
@@ -119,9 +120,18 @@ def discover(paths: Iterable[str], settings: Settings) -> tuple[list[Discovered]
                 continue
             if listing is not None and not os.path.lexists(path):
                 continue  # deleted in the work tree but still in the index
+            if not _is_regular(path):
+                continue  # a FIFO or a device named like source: reading it could block forever
             found.setdefault(os.path.abspath(path), Discovered(path, display_path(path), False))
     ordered = sorted(found.values(), key=lambda d: d.display)
     return ordered, problems
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # let reading it report the problem
 
 
 def _link_problem(path: str) -> str:

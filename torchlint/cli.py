@@ -13,11 +13,12 @@ import click
 
 from torchlint.config import ConfigError, Settings, find_config, load_settings, validate_selectors
 from torchlint.lint.add_noqa import add_noqa
+from torchlint.lint.cache import project_root
 from torchlint.lint.discovery import Discovered, discover
 from torchlint.lint.finding import FileResult
 from torchlint.lint.rule import all_rules
 from torchlint.lint.runner import Job, default_jobs, process_source, run, unified_diff
-from torchlint.lint.source import SourceError, decode_notebook, decode_python, read_source, write_atomically
+from torchlint.lint.source import SourceError, decode_notebook, decode_python, read_source, write_fixed
 from torchlint.output import FORMATS, renderer
 from torchlint.output.report import Report
 
@@ -147,7 +148,7 @@ def check(
     results = [FileResult(path=p.display, error=p.message) for p in problems]
     interactive = sys.stderr.isatty() and not quiet and not os.environ.get("CI")
     progress = _Progress(interactive)
-    cache_root = settings.root if not no_cache else None
+    cache_root = project_root(paths or (".",), settings.source) if not no_cache else None
     if add_noqa:
         job = Job(settings=settings, use_cache=False)
     try:
@@ -188,22 +189,26 @@ def _print_diff(results: list[FileResult], exit_zero: bool, quiet: bool) -> int:
 def _add_noqa(items: list[Discovered], results: list[FileResult], quiet: bool) -> int:
     by_display = {item.display: item for item in items}
     added = 0
+    failed = False
     for result in results:
         item = by_display.get(result.path)
         if item is None or not result.findings:
             continue
         try:
             source = read_source(item.path, item.display)
-        except SourceError:
-            continue
-        new_source, count = add_noqa(source, result)
-        if count:
-            write_atomically(item.path, new_source.to_bytes())
-            added += count
+            new_source, count = add_noqa(source, result)
+            if count:
+                write_fixed(item.path, new_source.to_bytes(), source.read_digest)
+                added += count
+        except SourceError as exc:
+            result.error = str(exc)
+        except OSError as exc:
+            result.error = f"cannot write the file: {exc.strerror or exc}"
+        failed = failed or result.error is not None
     _print_problems(results)
     if not quiet:
         click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
-    return EXIT_CLEAN
+    return EXIT_FINDINGS if failed else EXIT_CLEAN
 
 
 def _check_stdin(job: Job, name: str, output_format: str, statistics: bool, exit_zero: bool, quiet: bool) -> int:
@@ -289,8 +294,17 @@ _register_optimize()
 
 
 def main() -> None:
+    # Not click's standalone mode, which turns Ctrl-C into exit code 1: an interrupted run exits 130.
     try:
-        cli.main(prog_name="torchlint", standalone_mode=True)
-    except KeyboardInterrupt:
+        cli.main(prog_name="torchlint", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:  # output piped into `head`: stop quietly
+        sys.stderr.close()
+        sys.exit(1)

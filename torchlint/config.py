@@ -147,6 +147,13 @@ def select_rules(select: Sequence[str], extend_select: Sequence[str], ignore: Se
     return chosen
 
 
+def _tool_table(data: dict, where: str) -> dict:
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{where}: 'tool' must be a table")
+    return tool
+
+
 def find_config(start: str) -> Optional[Path]:
     """The nearest torchlint.toml, or pyproject.toml with a [tool.torchlint] table, from `start` upward."""
     here = Path(start).resolve()
@@ -160,7 +167,7 @@ def find_config(start: str) -> Optional[Path]:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: cannot read: {exc}") from None
-            if "torchlint" in data.get("tool", {}):
+            if "torchlint" in _tool_table(data, str(candidate)):
                 return candidate
     return None
 
@@ -173,10 +180,10 @@ def load_settings(path: Optional[Path]) -> Settings:
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("torchlint", {})
+        table = _tool_table(data, str(path)).get("torchlint", {})
         where = f"{path} [tool.torchlint]"
     else:
-        table = data.get("tool", {}).get("torchlint", data)
+        table = _tool_table(data, str(path)).get("torchlint", data)
         where = str(path)
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")

@@ -1,7 +1,10 @@
-"""Results cached by (file content, path, selected rules, torchlint version) in `.torchlint_cache/`.
+"""Results cached by (file content, path, selected rules, torchlint version) in `.torchlint_cache/` at the
+project's root.
 
 One small JSON file per entry, named by the key's hash: concurrent workers never write the same file,
-and an unchanged tree costs one read and one hash per file.
+and an unchanged tree costs one read and one hash per file. An entry's time is refreshed when it is read;
+entries that no run of the last `KEEP_RUNS` read or wrote are deleted, so the cache does not grow forever.
+An entry that cannot be read back exactly as written (damaged, crafted, not a regular file) is a miss.
 """
 
 from __future__ import annotations
@@ -10,13 +13,38 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import time
 from functools import lru_cache
-from typing import Optional
+from typing import Iterable, Optional
 
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
+from torchlint.lint.source import SourceError, read_regular_file
 
 CACHE_DIR = ".torchlint_cache"
+KEEP_RUNS = 20
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+_RUNS_FILE = "runs"
+
+
+def project_root(paths: Iterable[str], config: Optional[str]) -> str:
+    """Where the cache goes: the directory of the configuration file, else the nearest directory holding
+    `.git` above the paths linted, else the deepest directory that holds them all."""
+    if config:
+        return os.path.dirname(os.path.abspath(config))
+    absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
+    common = os.path.commonpath(absolute)
+    if not os.path.isdir(common):
+        common = os.path.dirname(common)
+    directory = common
+    while True:
+        if os.path.exists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return common
+        directory = parent
 
 
 def _version() -> str:
@@ -44,6 +72,7 @@ class Cache:
     def __init__(self, root: str, fingerprint: str) -> None:
         self.directory = os.path.join(root, CACHE_DIR, _version())
         self.fingerprint = fingerprint
+        self.started = time.time_ns()
 
     def key(self, display_path: str, data: bytes) -> str:
         digest = hashlib.sha256()
@@ -57,11 +86,48 @@ class Cache:
         return os.path.join(self.directory, key[:2], key[2:] + ".json")
 
     def get(self, key: str) -> Optional[FileResult]:
+        path = self._file(key)
         try:
-            with open(self._file(key), encoding="utf-8") as handle:
-                return _result_from_json(json.load(handle))
-        except (OSError, ValueError, KeyError, TypeError):
+            result = _result_from_json(json.loads(read_regular_file(path, MAX_ENTRY_BYTES)))
+        except (OSError, SourceError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+        try:
+            os.utime(path)  # read by this run: kept by the next pruning
+        except OSError:
+            pass
+        return result
+
+    def finish_run(self) -> None:
+        """Record this run; delete the entries none of the last KEEP_RUNS runs used, and other versions' caches."""
+        try:
+            runs_path = os.path.join(self.directory, _RUNS_FILE)
+            try:
+                runs = [int(n) for n in read_regular_file(runs_path, 4096).split()]
+            except (OSError, SourceError, ValueError):
+                runs = []
+            runs = [*runs, self.started][-KEEP_RUNS:]
+            with open(runs_path, "w", encoding="ascii") as handle:
+                handle.write("\n".join(map(str, runs)) + "\n")
+            if len(runs) == KEEP_RUNS:
+                self._prune(runs[0])
+            self._drop_other_versions()
+        except OSError:
+            pass  # pruning is housekeeping: never worth failing a run
+
+    def _prune(self, cutoff_ns: int) -> None:
+        for shard in os.scandir(self.directory):
+            if not shard.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(shard.path):
+                if entry.name.endswith(".json") and entry.stat(follow_symlinks=False).st_mtime_ns < cutoff_ns:
+                    os.unlink(entry.path)
+
+    def _drop_other_versions(self) -> None:
+        parent = os.path.dirname(self.directory)
+        mine = os.path.basename(self.directory)
+        for entry in os.scandir(parent):
+            if entry.name != mine and entry.name[:1].isdigit() and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
     def put(self, key: str, result: FileResult) -> None:
         target = self._file(key)
@@ -90,12 +156,54 @@ def _result_to_json(result: FileResult) -> dict:
     }
 
 
+def _typed(value, kind):
+    # bool is an int; a cached count or position must be a real one
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"cache entry holds {type(value).__name__} where {kind.__name__} belongs")
+    return value
+
+
+def _fix_edit(raw: dict) -> FixEdit:
+    return FixEdit(
+        start=_typed(raw["start"], int),
+        end=_typed(raw["end"], int),
+        content=_typed(raw["content"], str),
+        row=_typed(raw["row"], int),
+        column=_typed(raw["column"], int),
+        end_row=_typed(raw["end_row"], int),
+        end_column=_typed(raw["end_column"], int),
+    )
+
+
+def _finding(raw: dict) -> Finding:
+    fix = raw["fix"]
+    if fix is not None:
+        fix = FindingFix(
+            _typed(fix["message"], str), _typed(fix["safe"], bool), tuple(_fix_edit(e) for e in _typed(fix["edits"], list))
+        )
+    return Finding(
+        code=_typed(raw["code"], str),
+        message=_typed(raw["message"], str),
+        line=_typed(raw["line"], int),
+        column=_typed(raw["column"], int),
+        end_line=_typed(raw["end_line"], int),
+        end_column=_typed(raw["end_column"], int),
+        noqa_line=_typed(raw["noqa_line"], int),
+        fix=fix,
+    )
+
+
+def _cell(raw: list) -> tuple[int, int]:
+    index, first_line = _typed(raw, list)
+    return _typed(index, int), _typed(first_line, int)
+
+
 def _result_from_json(data: dict) -> FileResult:
-    findings = []
-    for raw in data["findings"]:
-        fix = raw.pop("fix")
-        if fix is not None:
-            fix = FindingFix(fix["message"], fix["safe"], tuple(FixEdit(**e) for e in fix["edits"]))
-        findings.append(Finding(**raw, fix=fix))
-    cells = [tuple(c) for c in data["cells"]]
-    return FileResult(path="", findings=findings, error=data["error"], notes=list(data["notes"]), cells=cells)
+    """The result stored in an entry; TypeError/KeyError for anything but what `_result_to_json` writes."""
+    findings = [_finding(raw) for raw in _typed(data["findings"], list)]
+    cells = [_cell(c) for c in _typed(data["cells"], list)]
+    error = data["error"]
+    if error is not None:
+        _typed(error, str)
+    notes = [_typed(n, str) for n in _typed(data["notes"], list)]
+    return FileResult(path="", findings=findings, error=error, notes=notes, cells=cells)

@@ -1,13 +1,16 @@
 """Finding the files to lint: .py, .pyi and .ipynb under the given paths, minus excludes and .gitignore.
 
 Inside a git work tree the listing comes from `git ls-files --cached --others --exclude-standard`, which
-applies .gitignore, .git/info/exclude and the global excludes exactly as git does. Elsewhere the tree is
+applies .gitignore, .git/info/exclude and the global excludes exactly as git does. Git runs with the
+repository's program-running settings (core.fsmonitor and the like) turned off: linting a tree never
+executes code from it. Elsewhere the tree is
 walked without following directory links (so link loops cannot trap the walk).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
@@ -38,6 +41,31 @@ def display_path(path: str) -> str:
     return path
 
 
+# Settings of the linted repository that would make git run a program from it (linting must never
+# execute anything from the tree), or write to it.
+_GIT = (
+    "git",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.pager=cat",
+    "-c", "core.sshCommand=false",
+    "-c", "protocol.allow=never",
+)
+_GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "GIT_EXTERNAL_DIFF": ""}
+
+
+def _git(directory: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(
+        [*_GIT, "-C", directory, *args],
+        capture_output=True,
+        timeout=timeout,
+        env={**env, **_GIT_ENV},
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def _git_listing(directory: str) -> Optional[list[str]]:
     """Files under `directory` that git does not ignore, or None outside a work tree (or without git).
 
@@ -45,14 +73,10 @@ def _git_listing(directory: str) -> Optional[list[str]]:
     git-managed tool directory) is walked in full: the user asked for it.
     """
     try:
-        ignored = subprocess.run(["git", "-C", directory, "check-ignore", "-q", "."], capture_output=True, timeout=60)
+        ignored = _git(directory, "check-ignore", "-q", ".", timeout=60)
         if ignored.returncode == 0:
             return None
-        proc = subprocess.run(
-            ["git", "-C", directory, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
-            capture_output=True,
-            timeout=120,
-        )
+        proc = _git(directory, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ".", timeout=120)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
@@ -96,9 +120,18 @@ def discover(paths: Iterable[str], settings: Settings) -> tuple[list[Discovered]
                 continue
             if listing is not None and not os.path.lexists(path):
                 continue  # deleted in the work tree but still in the index
+            if not _is_regular(path):
+                continue  # a FIFO or a device named like source: reading it could block forever
             found.setdefault(os.path.abspath(path), Discovered(path, display_path(path), False))
     ordered = sorted(found.values(), key=lambda d: d.display)
     return ordered, problems
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # let reading it report the problem
 
 
 def _link_problem(path: str) -> str:

@@ -10,6 +10,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.lint.context import Context, RawFinding
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
+from torchlint.lint.limits import check_shape
 from torchlint.lint.names import ImportTable, module_level_bindings
 from torchlint.lint.rule import Fix, InsertBefore, Replace, Rule
 from torchlint.lint.source import SourceError, SourceFile, line_starts
@@ -38,7 +39,16 @@ def _python_syntax_error(source: SourceFile) -> Optional[SourceError]:
     return None
 
 
+def _check_limits(source: SourceFile) -> None:
+    """Refuse, before parsing, a file too long or too deep to parse in bounded time and memory (deep
+    nesting overflows libcst's native parser, which kills the process rather than raising)."""
+    problem = check_shape(source.text)
+    if problem is not None:
+        raise SourceError(problem)
+
+
 def parse(source: SourceFile) -> cst.Module:
+    _check_limits(source)
     try:
         return cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
@@ -53,6 +63,7 @@ def parse(source: SourceFile) -> cst.Module:
 
 def check_syntax(source: SourceFile) -> None:
     """Raise SourceError for a syntax error, with CPython's fast parser (for files no rule needs to walk)."""
+    _check_limits(source)
     error = _python_syntax_error(source)
     if error is not None:
         raise error
@@ -320,12 +331,16 @@ def _unused_noqa(
         start, end = directive.start, directive.end
         line_end = positions.offset_of_line(line + 1)
         rest_blank = text[end:line_end].strip() == ""
+        rest = text[end:line_end].lstrip(" \t")
         if keep:
             content = "# noqa: " + ", ".join(keep)
         elif rest_blank:
             content = ""
             while start > 0 and text[start - 1] in " \t":  # drop the spaces before the comment too
                 start -= 1
+        elif rest.startswith("#"):
+            content = ""  # another tool's comment follows (`# type: ignore`): it takes the directive's place
+            end = line_end - len(text[end:line_end].lstrip(" \t"))
         else:
             content = "#"  # more comment text follows: keep it a comment
         start_line = line

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Callable, Sequence
 
 from torchlint.lint.finding import FileResult, Finding
+from torchlint.lint.notebook import mask_magics
 from torchlint.lint.source import Edit, SourceFile
 
 MAX_ROUNDS = 10
@@ -47,14 +49,35 @@ def _edits_of(findings: Sequence[Finding]) -> list[Edit]:
     return unique
 
 
-def _parses(source: SourceFile) -> bool:
-    import libcst as cst
-
+def _compiles(text: str) -> bool:
     try:
-        cst.parse_module(source.text)
-    except Exception:
+        compile(text, "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
+
+
+def _cells_intact(before: SourceFile, after: SourceFile) -> bool:
+    """Each notebook cell a fix changed still parses on its own, if it did before: a fix must not leave
+    half a statement in one cell (the next cell would start indented, say)."""
+    old = {c.index: c for c in before.cells}
+    for cell in after.cells:
+        previous = old.get(cell.index)
+        if previous is None or previous.original == cell.original:
+            continue
+        if _compiles(mask_magics(previous.original)) and not _compiles(mask_magics(cell.original)):
+            return False
+    return True
+
+
+def _parses(source: SourceFile, before: SourceFile) -> bool:
+    from torchlint.lint.engine import parse  # libcst loads only when a file is fixed
+
+    try:
+        parse(source)
+    except Exception:
+        return False
+    return not source.is_notebook or _cells_intact(before, source)
 
 
 def fix_file(
@@ -70,16 +93,17 @@ def fix_file(
         if not chosen:
             break
         candidate = source.with_edits(_edits_of(chosen))
-        if not _parses(candidate):
+        if not _parses(candidate, source):
             # Find the culprits one by one; keep the fixes that parse on their own.
             candidate = None
             for finding in chosen:
                 alone = source.with_edits(_edits_of([finding]))
-                if _parses(alone):
+                if _parses(alone, source):
                     candidate, chosen = alone, [finding]
                     break
                 skip.add((finding.code, finding.line))
-                notes.append(f"fix for {finding.code} at line {finding.line} dropped: the result would not parse")
+                whole = "a notebook cell" if source.is_notebook else "the result"
+                notes.append(f"fix for {finding.code} at line {finding.line} dropped: {whole} would not parse")
             if candidate is None:
                 break
         if candidate.text == source.text:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import difflib
 import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
@@ -16,7 +20,7 @@ from torchlint.lint.discovery import Discovered
 from torchlint.lint.finding import FileResult
 from torchlint.lint.fix import applicable, fix_file
 from torchlint.lint.rule import Rule, all_rules
-from torchlint.lint.source import SourceError, SourceFile, read_source, write_atomically
+from torchlint.lint.source import SourceError, SourceFile, read_source, write_fixed
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,12 @@ def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None)
     """Lint one decoded source; with fixing on, fix it and (unless --diff) write it to `write_to`."""
     rules = job.settings.rules_for(source.path)
     cells = [(c.index, c.first_line) for c in source.cells]
-    if not job.fix and not job.diff:
+    if (not job.fix and not job.diff) or source.unfixable:
         result = _lint_source(source, rules)
         result.path = source.path
         result.cells = cells
+        if (job.fix or job.diff) and source.unfixable and any(applicable(f, job.unsafe_fixes) for f in result.findings):
+            result.notes.append(source.unfixable)
         return result
     fixed_source, result = fix_file(source, lambda s: _lint_source(s, rules), job.unsafe_fixes)
     result.path = source.path
@@ -59,9 +65,14 @@ def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None)
         result.new_text = fixed_source.to_bytes()
         if not job.diff and write_to is not None:
             try:
-                write_atomically(write_to, result.new_text)
-            except OSError as exc:
-                result.error = f"cannot write the fixed file: {exc.strerror or exc}"
+                write_fixed(write_to, result.new_text, source.read_digest)
+            except (OSError, SourceError) as exc:
+                # Nothing was fixed: report what the file on disk still has.
+                reason = str(exc) if isinstance(exc, SourceError) else f"cannot write the fixed file: {exc.strerror or exc}"
+                result = _lint_source(source, rules)
+                result.path = source.path
+                result.cells = cells
+                result.error = reason
     return result
 
 
@@ -94,23 +105,36 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     if cache is not None and job.use_cache:
         key = cache.key(item.display, source.text.encode("utf-8", "surrogatepass"))
     result = process_source(source, job, write_to=item.path)
-    if key is not None and result.new_text is None:
+    # A fixing run's notes (a fix dropped, a file not fixed) are about that run: not for a later check.
+    if key is not None and result.new_text is None and not ((job.fix or job.diff) and result.notes):
         cache.put(key, result)  # type: ignore[union-attr]
     return result
 
 
 # Worker state, set once per worker process by the pool initializer.
 _WORKER: dict[str, object] = {}
+_WATCH_SECONDS = 0.5
 
 
-def _init_worker(job: Job, cache_root: Optional[str]) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """Runs in a worker: end it when the main process is gone (killed, say, by a caller's timeout), so
+    that no orphan keeps the caller's output pipes open."""
+    while True:
+        time.sleep(_WATCH_SECONDS)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _init_worker(job: Job, cache_root: Optional[str], parent: int) -> None:
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and ends the pool
     all_rules()  # registered before the fork already; this covers platforms that spawn
     _WORKER["job"] = job
     _WORKER["cache"] = Cache(cache_root, job.settings.fingerprint()) if cache_root else None
 
 
-def _work(item: Discovered) -> FileResult:
-    return process_file(item, _WORKER["job"], _WORKER["cache"])  # type: ignore[arg-type]
+def _work(items: Sequence[Discovered]) -> list[FileResult]:
+    return [process_file(item, _WORKER["job"], _WORKER["cache"]) for item in items]  # type: ignore[arg-type]
 
 
 def run(
@@ -136,6 +160,8 @@ def run(
         yield hit if hit is not None else next(linted)
         if progress:
             progress(done, total)
+    if cache is not None:
+        cache.finish_run()
 
 
 def _lint_all(
@@ -146,17 +172,60 @@ def _lint_all(
             yield process_file(item, job, cache)
         return
     all_rules()  # import the rules once, before the workers fork
-    method = "fork" if sys.platform.startswith("linux") else None
-    context = multiprocessing.get_context(method)
     workers = min(jobs, len(items))
-    chunk = max(1, min(16, len(items) // (workers * 8) or 1))
-    with ProcessPoolExecutor(
+    size = max(1, min(16, len(items) // (workers * 8) or 1))
+    chunks = [list(range(start, min(start + size, len(items)))) for start in range(0, len(items), size)]
+    yield from _pooled(items, chunks, job, workers, cache_root)
+
+
+def _pool(job: Job, workers: int, cache_root: Optional[str]) -> ProcessPoolExecutor:
+    method = "fork" if sys.platform.startswith("linux") else None
+    return ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=context,
+        mp_context=multiprocessing.get_context(method),
         initializer=_init_worker,
-        initargs=(job, cache_root if job.use_cache else None),
-    ) as pool:
-        yield from pool.map(_work, items, chunksize=chunk)
+        initargs=(job, cache_root if job.use_cache else None, os.getpid()),
+    )
+
+
+def _pooled(
+    items: Sequence[Discovered], chunks: list[list[int]], job: Job, workers: int, cache_root: Optional[str]
+) -> Iterator[FileResult]:
+    """Results in order. A worker that dies (the native parser can crash on input no check foresaw) costs
+    only its own file: the files still unlinted go to a new pool, one per task; when a pool breaks before
+    any of them is done, the first is linted alone, so the file that kills its worker is named."""
+    ready: dict[int, FileResult] = {}
+    next_index = 0
+    while chunks:
+        failed: list[int] = []
+        pool = _pool(job, workers, cache_root)
+        try:
+            pending = [(chunk, pool.submit(_work, [items[i] for i in chunk])) for chunk in chunks]
+            for chunk, future in pending:
+                try:
+                    ready.update(zip(chunk, future.result()))
+                except BrokenProcessPool:
+                    failed.extend(chunk)
+                while next_index in ready:
+                    yield ready.pop(next_index)
+                    next_index += 1
+        finally:
+            pool.shutdown(wait=not failed, cancel_futures=True)
+        if failed and len(failed) == sum(len(c) for c in chunks):  # no progress: find the culprit
+            first = failed.pop(0)
+            ready[first] = _alone(items[first], job, cache_root)
+        chunks = [[i] for i in failed]
+        while next_index in ready:
+            yield ready.pop(next_index)
+            next_index += 1
+
+
+def _alone(item: Discovered, job: Job, cache_root: Optional[str]) -> FileResult:
+    with _pool(job, 1, cache_root) as pool:
+        try:
+            return pool.submit(_work, [item]).result()[0]
+        except BrokenProcessPool:
+            return FileResult(path=item.display, error="the linter crashed on this file (its worker process died)")
 
 
 def unified_diff(result: FileResult) -> str:

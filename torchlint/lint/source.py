@@ -8,16 +8,20 @@ magics turned into comments of the same length, so that offsets map back to each
 from __future__ import annotations
 
 import codecs
+import hashlib
 import io
 import json
 import os
 import re
+import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
-MAX_FILE_BYTES = 8 * 1024 * 1024
+from torchlint.lint.limits import MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES, check_size
+from torchlint.lint.notebook import JsonStyle, detect_style, mask_magics
+
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -51,6 +55,10 @@ class SourceFile:
     bom: bool = False
     notebook: Optional[dict] = None
     cells: tuple[Cell, ...] = ()
+    unfixable: Optional[str] = None  # why fixes must not be written back (an encoding that does not round-trip)
+    read_digest: Optional[str] = None  # sha256 of the bytes read: a fix is written only over the same bytes
+    raw_json: Optional[str] = field(default=None, repr=False)  # a notebook's text as read
+    json_style: Optional[JsonStyle] = None  # how to write a fixed notebook (that of the file read)
 
     @property
     def is_notebook(self) -> bool:
@@ -68,31 +76,52 @@ class SourceFile:
                 return cell.index, line - cell.first_line + 1
         return None
 
+    def cell_of(self, edit: Edit) -> Optional[Cell]:
+        """The one cell an edit falls in, or None when it spans cells (an insertion where one cell ends
+        and the next begins goes to the earlier one: after a cell's imports, say)."""
+        for cell in self.cells:
+            if cell.start <= edit.start and edit.end <= cell.end:
+                return cell
+        return None
+
     def with_edits(self, edits: Sequence[Edit]) -> "SourceFile":
-        """A new SourceFile with `edits` (non-overlapping) applied."""
+        """A new SourceFile with `edits` (non-overlapping) applied; in a notebook, an edit that spans
+        cells is dropped and only the cells edited change."""
         if not self.is_notebook:
             return replace(self, text=_apply(self.text, edits))
-        per_cell: list[list[Edit]] = [[] for _ in self.cells]
+        per_cell: dict[int, list[Edit]] = {}
         for edit in edits:
-            for number, cell in enumerate(self.cells):
-                if cell.start <= edit.start and edit.end <= cell.end:  # at a boundary: the earlier cell
-                    per_cell[number].append(Edit(edit.start - cell.start, edit.end - cell.start, edit.content))
-                    break
-        sources = [_apply(cell.original, inside) for cell, inside in zip(self.cells, per_cell)]
-        notebook = json.loads(json.dumps(self.notebook))
-        code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
-        for raw, source in zip(code_cells, sources):
-            raw["source"] = source.splitlines(keepends=True)
-        return notebook_from_json(self.path, notebook)
+            cell = self.cell_of(edit)
+            if cell is not None:
+                per_cell.setdefault(cell.index, []).append(Edit(edit.start - cell.start, edit.end - cell.start, edit.content))
+        notebook = dict(self.notebook)  # type: ignore[arg-type]
+        notebook["cells"] = list(notebook["cells"])
+        for cell in self.cells:
+            inside = per_cell.get(cell.index)
+            if not inside:
+                continue
+            new_source = _apply(cell.original, inside)
+            if new_source == cell.original:
+                continue
+            raw = dict(notebook["cells"][cell.index - 1])
+            raw["source"] = new_source if isinstance(raw.get("source"), str) else new_source.splitlines(keepends=True)
+            notebook["cells"][cell.index - 1] = raw
+        return notebook_from_json(self.path, notebook, self.style())
+
+    def style(self) -> Optional[JsonStyle]:
+        if self.json_style is None and self.raw_json is not None and self.notebook is not None:
+            # Found once per file read (fixing asks for it once per candidate fix); the field only caches it.
+            object.__setattr__(self, "json_style", detect_style(self.raw_json, self.notebook))
+        return self.json_style
 
     def edit_spans_cells(self, edit: Edit) -> bool:
-        if not self.is_notebook:
-            return False
-        return not any(c.start <= edit.start and edit.end <= c.end for c in self.cells)
+        return self.is_notebook and self.cell_of(edit) is None
 
     def to_bytes(self) -> bytes:
         if self.is_notebook:
-            return (json.dumps(self.notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+            if self.raw_json is not None:
+                return self.raw_json.encode("utf-8")  # unchanged: exactly as read
+            return (self.json_style or JsonStyle()).dump(self.notebook).encode("utf-8")  # type: ignore[arg-type]
         data = self.text.encode(self.encoding)
         return codecs.BOM_UTF8 + data if self.bom else data
 
@@ -122,79 +151,113 @@ def decode_python(path: str, data: bytes) -> SourceFile:
     if bom:
         data = data[len(codecs.BOM_UTF8) :]
         encoding = "utf-8"
+    if not codecs.lookup(encoding)._is_text_encoding:  # hex, base64, zlib, rot13...: not a character set
+        raise SourceError(f"unsupported encoding declaration: '{encoding}' is not a text encoding")
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise SourceError(
             f"not valid {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-    return SourceFile(path=path, text=text, encoding=encoding, bom=bom)
+    except (UnicodeError, LookupError, ValueError) as exc:
+        raise SourceError(f"cannot be decoded as {encoding}: {exc}") from None
+    return SourceFile(path=path, text=text, encoding=encoding, bom=bom, unfixable=_unfixable(encoding, text, data))
 
 
-# A line magic or shell escape, possibly assigned (`files = !ls`), at the start of a line.
-_MAGIC = re.compile(r"^(\s*(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?)([%!?].*)$")
+# Codecs that read escapes or shifts rather than characters: a fixed text written back in them is not
+# the same program (unicode_escape turns every newline into `\n`).
+_ESCAPING_CODECS = {"unicode_escape", "raw_unicode_escape", "punycode", "idna", "utf_7"}
 
 
-def _mask_line(line: str) -> str:
-    body = line.rstrip("\r\n")
-    match = _MAGIC.match(body)
-    if match is None:
-        return line
-    prefix, magic = match.groups()
-    # `...` keeps the line a statement (an if-block of magics stays valid); `#` hides the rest.
-    if len(magic) >= 4:
-        masked = "...#" + magic[4:]
-    else:
-        masked = "..." if len(magic) == 3 else "#" * len(magic)
-    return prefix + masked + line[len(body) :]
+def _unfixable(encoding: str, text: str, data: bytes) -> Optional[str]:
+    name = codecs.lookup(encoding).name.replace("-", "_")
+    if name == "utf_8":
+        return None  # decoded without error: encodes back to the same bytes
+    reason = f"not fixed: its encoding ({encoding}) cannot be written back safely"
+    if name in _ESCAPING_CODECS:
+        return reason
+    try:
+        if text.encode(encoding) != data:
+            return reason
+    except (UnicodeError, LookupError):
+        return reason
+    return None
 
 
-def _mask_magics(source: str) -> str:
-    """Turn IPython magics and shell escapes into Python of the same length (offsets stay put)."""
-    if source.lstrip().startswith("%%"):
-        return "".join(("#" + line[1:]) if line.strip() else line for line in source.splitlines(keepends=True))
-    return "".join(_mask_line(line) for line in source.splitlines(keepends=True))
+def _cell_source(index: int, raw: dict) -> str:
+    source = raw.get("source", "")
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        return "".join(source)
+    raise SourceError(f"not a valid notebook: cell {index}'s source is not text")
 
 
-def notebook_from_json(path: str, notebook: dict) -> SourceFile:
+def notebook_from_json(path: str, notebook: dict, style: Optional[JsonStyle] = None) -> SourceFile:
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise SourceError("not a Jupyter notebook (no 'cells' list)")
     parts: list[str] = []
     cells: list[Cell] = []
     offset, line = 0, 1
     for index, raw in enumerate(notebook["cells"], start=1):
-        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+        if not isinstance(raw, dict):
+            raise SourceError(f"not a valid notebook: cell {index} is not a JSON object")
+        if raw.get("cell_type") != "code":
             continue
-        source = raw.get("source", "")
-        original = "".join(source) if isinstance(source, list) else str(source)
-        masked = _mask_magics(original)
+        original = _cell_source(index, raw)
+        masked = mask_magics(original)
         cells.append(Cell(index, offset, offset + len(masked), line, original))
         joined = masked if masked.endswith("\n") or not masked else masked + "\n"
         parts.append(joined)
         offset += len(joined)
         line += joined.count("\n")
-    return SourceFile(path=path, text="".join(parts), notebook=notebook, cells=tuple(cells))
+    return SourceFile(path=path, text="".join(parts), notebook=notebook, cells=tuple(cells), json_style=style)
 
 
 def decode_notebook(path: str, data: bytes) -> SourceFile:
     try:
-        notebook = json.loads(data.decode("utf-8"))
+        raw = data.decode("utf-8")
+        notebook = json.loads(raw)
     except UnicodeDecodeError as exc:
         raise SourceError(f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise SourceError(f"not a valid notebook: invalid JSON at line {exc.lineno}, column {exc.colno}") from None
-    return notebook_from_json(path, notebook)
+    except RecursionError:
+        raise SourceError("not a valid notebook: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer too long to convert
+        raise SourceError(f"not a valid notebook: {str(exc).splitlines()[0]}") from None
+    source = notebook_from_json(path, notebook)
+    return replace(source, raw_json=raw)
+
+
+def read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Opened without blocking and checked before
+    reading, so a FIFO or a device named like a source file cannot hang or flood the run."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SourceError("is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("not a regular file")
+        too_large = check_size(info.st_size, limit)
+        if too_large:
+            raise SourceError(too_large)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while being read
+        raise SourceError(check_size(len(data), limit) or "file too large")
+    return data
 
 
 def read_source(path: str, display_path: Optional[str] = None) -> SourceFile:
     """Read and decode one file; raises SourceError with a one-line reason."""
     shown = display_path or path
+    notebook = path.endswith(".ipynb")
     try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            raise SourceError(f"file too large ({size / 1e6:.1f} MB; the limit is {MAX_FILE_BYTES / 1e6:.0f} MB)")
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_regular_file(path, MAX_NOTEBOOK_BYTES if notebook else MAX_FILE_BYTES)
     except SourceError:
         raise
     except IsADirectoryError:
@@ -205,22 +268,61 @@ def read_source(path: str, display_path: Optional[str] = None) -> SourceFile:
         raise SourceError("no such file") from None
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
-    if path.endswith(".ipynb"):
-        return decode_notebook(shown, data)
-    return decode_python(shown, data)
+    source = decode_notebook(shown, data) if notebook else decode_python(shown, data)
+    return replace(source, read_digest=digest(data))
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace the file's content in one step, keeping its permissions."""
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=".torchlint-", dir=directory)
+class SourceChanged(SourceError):
+    """The file on disk is no longer the one that was read (edited while being fixed)."""
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_fixed(path: str, data: bytes, read_digest: Optional[str]) -> None:
+    """Write fixed content over the file at `path`, as the user's editor would: through a symbolic link
+    to its target, keeping the file's mode, owner and hard links. Raises SourceChanged (writing nothing)
+    when the file is no longer what was read, so edits made meanwhile are not lost.
+
+    A file with one link that we may own is replaced in one step (a crash leaves the old or the new
+    file, never half of one); a hard-linked file, or one owned by someone else, is rewritten in place,
+    after the new content is safely on disk beside it."""
+    target = os.path.realpath(path)
+    info = os.stat(target)
+    if read_digest is not None and digest(read_regular_file(target, max(info.st_size, 1))) != read_digest:
+        raise SourceChanged("changed on disk while being fixed; not written")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".torchlint-", dir=os.path.dirname(target))
+    except PermissionError:  # a read-only directory: the file itself may still be writable
+        _overwrite(target, data)
+        return
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, stat.S_IMODE(info.st_mode))
+        in_place = info.st_nlink > 1
+        if not in_place and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+            try:
+                os.chown(tmp, info.st_uid, info.st_gid)
+            except OSError:
+                in_place = True  # cannot give the new file the old owner: keep the old inode
+        if in_place:
+            _overwrite(target, data)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _overwrite(target: str, data: bytes) -> None:
+    with open(target, "r+b") as handle:
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())

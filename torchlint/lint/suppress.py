@@ -2,7 +2,8 @@
 
 - `# noqa` on a line silences every finding reported there;
 - `# noqa: TL101, TL2` silences the listed codes (a prefix silences its family);
-- `# torchlint: noqa` anywhere on a line of its own silences the whole file.
+- `# torchlint: noqa` as a comment line of its own silences the whole file (not at the end of a line of
+  code, nor inside a string).
 Codes of other tools in the same comment (`# noqa: E501, TL101`) are left to those tools.
 """
 
@@ -14,6 +15,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import Optional
 
+from torchlint.lint.scan import LineScanner
 from torchlint.lint.source import line_starts
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?", re.IGNORECASE)
@@ -44,7 +46,8 @@ class Suppressions:
 
 
 def _comments(text: str) -> list[tuple[int, int, str]]:
-    """(line, column, comment text) of every comment; falls back to a line scan if tokenize fails."""
+    """(line, column, comment text) of every comment. When tokenize fails (syntax newer than this Python),
+    a scanner that knows strings and f-strings finds them instead: a `#` inside a string is no comment."""
     try:
         return [
             (tok.start[0], tok.start[1], tok.string)
@@ -53,9 +56,10 @@ def _comments(text: str) -> list[tuple[int, int, str]]:
         ]
     except (tokenize.TokenError, SyntaxError, IndentationError):
         found = []
+        scanner = LineScanner()
         for number, line in enumerate(text.splitlines(), start=1):
-            col = line.find("#")
-            if col >= 0:
+            col = scanner.feed(line)
+            if col is not None:
                 found.append((number, col, line[col:]))
         return found
 
@@ -67,8 +71,9 @@ def find_suppressions(text: str) -> Suppressions:
     by_line: dict[int, Directive] = {}
     whole_file = False
     for line, col, comment in _comments(text):
-        if _FILE_NOQA.search(comment):
-            whole_file = True
+        if _FILE_NOQA.match(comment):
+            line_text = text[starts[line - 1] : starts[line - 1] + col]
+            whole_file = whole_file or line_text.strip() == ""  # a comment line of its own
             continue
         match = _NOQA.search(comment)
         if match is None:

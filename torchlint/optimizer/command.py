@@ -76,15 +76,17 @@ def _first_line(error: BaseException) -> str:
 def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_verify):
     """Optimize the nn.Module returned by FACTORY() in FILE.py (in eval mode) and compare its speed with eager.
 
+    FILE.py is imported and FACTORY() is called: this runs their code, as `python FILE.py` would. Run it
+    only on code you trust.
+
     Prints what was rewritten and why, then the median latency of eager PyTorch under no_grad and of the optimized
     model, measured in alternation.
     """
     shapes = [_parse_shape(s) for s in input_shapes]
-    factory = load_factory(target)
-    try:
-        import torch
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:  # before FILE runs: it may need torch itself
         raise CommandError("torch is not installed: pip install 'torchlint[optimize]'")
+    factory = load_factory(target)
+    import torch
     from torchlint.optimizer import explain, optimize
 
     try:

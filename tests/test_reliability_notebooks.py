@@ -1,0 +1,131 @@
+"""Notebooks: malformed ones are one line, magics are told from Python, fixes stay inside their cells
+and the file keeps its own JSON style."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+import pytest
+
+from lint_testing import write
+from torchlint.cli import cli
+from torchlint.lint.notebook import mask_magics
+from torchlint.lint.source import SourceError, decode_notebook
+
+
+def _notebook(*cells, source_as_list: bool = True) -> dict:
+    return {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": c.splitlines(keepends=True) if source_as_list else c,
+            }
+            for c in cells
+        ],
+        "metadata": {"kernelspec": {"name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        ('{"cells": [5], "metadata": {}}', "not a valid notebook: cell 1 is not a JSON object"),
+        ('{"cells": [{"cell_type": "code", "source": [1, 2]}]}', "not a valid notebook: cell 1's source is not text"),
+        ('{"cells": [{"cell_type": "code", "source": 7}]}', "not a valid notebook: cell 1's source is not text"),
+        ("[" * 100_000 + "]" * 100_000, "not a valid notebook: JSON nested too deeply"),
+        ('{"cells": [], "n": ' + "9" * 5000 + "}", "not a valid notebook: Exceeds the limit"),
+    ],
+    ids=["cell-not-object", "source-ints", "source-int", "deep-json", "long-int"],
+)
+def test_malformed_notebooks_are_one_line(runner, project: Path, data: str, reason: str) -> None:
+    write(project / "bad.ipynb", data)
+    result = runner.invoke(cli, ["check", "--no-cache", "--fix"])
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1
+    assert f"bad.ipynb: error: {reason}" in result.output
+
+
+def test_a_fix_that_would_carry_a_statement_into_the_next_cell_is_dropped(runner, project: Path) -> None:
+    notebook = _notebook("import torch\nmodel = Net()\nmodel.eval()\nout = model(x)\n", "out2 = model(y)\nprint(out)\n")
+    path = write(project / "nb.ipynb", json.dumps(notebook, indent=1))
+    before = path.read_text()
+    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
+    after = json.loads(path.read_text())
+    assert "".join(after["cells"][1]["source"]) == "out2 = model(y)\nprint(out)\n"
+    for cell in after["cells"]:
+        compile("".join(cell["source"]), "cell", "exec")
+    assert path.read_text() == before
+    assert "nb.ipynb: warning: fix for TL301 at line 3 dropped: a notebook cell would not parse" in result.output
+
+
+@pytest.mark.parametrize("indent", [1, 2, 4])
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_a_fixed_notebook_keeps_its_json_style(runner, project: Path, indent: int, ensure_ascii: bool) -> None:
+    notebook = _notebook(
+        "# caf\u00e9 \u2014 \u03bb\nimport torch\nfrom torch.utils.data import DataLoader\n",
+        "loader = DataLoader(ds, batch_size=8)\n",
+        "print('\u00e9t\u00e9')\nx = 1\n",
+    )
+    notebook["cells"][2]["source"] = "print('\u00e9t\u00e9')\nx = 1\n"  # a string, as some tools write it
+    text = json.dumps(notebook, indent=indent, ensure_ascii=ensure_ascii)  # no trailing newline
+    path = write(project / "nb.ipynb", text)
+    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
+    assert "Fixed 1" in result.output, result.output
+    new = path.read_text(encoding="utf-8")
+    diff = [d for d in difflib.ndiff(text.splitlines(), new.splitlines()) if d[:1] in "+-"]
+    removed = [d[2:] for d in diff if d[0] == "-"]
+    added = [d[2:] for d in diff if d[0] == "+"]
+    # Only the fixed line and the import the fix adds (with the comma before it) change.
+    assert len(removed) == 2 and all("DataLoader" in line for line in removed), diff
+    assert len(added) == 3 and "num_workers" in added[2] and "import os" in added[1], diff
+    assert not new.endswith("\n")
+    assert json.loads(new)["cells"][2]["source"] == "print('\u00e9t\u00e9')\nx = 1\n"
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        'print("%d items"\n      % (a,))\n',
+        "ok = (a\n      != b)\n",
+        "x = [a,\n     ?b]\n" if False else "y = (a\n     if c else b)\n",
+        'out = !ls \\\n    -la\nprint(out)\n',
+        "torch.zeros?\nx = 1\n",
+        "model.forward??\n",
+        's = """\n%not a magic\n"""\n',
+        "t = (1,\n  !=2)\n" if False else "f(a,\n  b) % 3\n",
+    ],
+    ids=["percent", "not-equal", "conditional", "shell-continued", "help", "help2", "docstring", "operator"],
+)
+def test_valid_cells_mask_to_valid_python(cell: str) -> None:
+    masked = mask_magics(cell)
+    assert len(masked) == len(cell)
+    compile(masked, "cell", "exec")
+
+
+def test_continuation_lines_are_not_magics() -> None:
+    cell = 'print("%d items"\n      % (a,))\nok = (a\n      != b)\n'
+    assert mask_magics(cell) == cell
+
+
+def test_magic_lines_are_still_masked() -> None:
+    masked = mask_magics("%matplotlib inline\nfiles = !ls\nif x:\n    %time f()\nx = 1\n")
+    compile(masked, "cell", "exec")
+    assert masked.endswith("x = 1\n")
+
+
+def test_help_magic_in_a_notebook_is_not_a_syntax_error(runner, project: Path) -> None:
+    write(project / "nb.ipynb", json.dumps(_notebook("import torch\ntorch.zeros?\n", 'print("%d"\n      % (1,))\n')))
+    result = runner.invoke(cli, ["check", "--no-cache"])
+    assert "error" not in result.output, result.output
+
+
+def test_decode_notebook_errors_are_source_errors() -> None:
+    with pytest.raises(SourceError):
+        decode_notebook("x.ipynb", b'{"cells": [null]}')

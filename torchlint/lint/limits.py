@@ -1,0 +1,93 @@
+"""How big and how deep a file may be before it is parsed, so that no single file costs more than a few
+seconds and a few hundred MB (or crashes the native parser, which overflows its stack on deep nesting).
+
+Measured with the standard tokenizer, which is linear and cannot overflow: the number of lines, the
+depth of nested brackets, and the longest chain of operators between two commas at one bracket level
+(`a + b + c ...`, `x.a.b.c ...`, `"a" "b" "c" ...`: each link is one more level of the syntax tree).
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from typing import Optional
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_LINES = 10_000
+MAX_NESTING = 200  # CPython's own limit on nested brackets
+MAX_INDENT = 100  # CPython's own limit on nested blocks
+MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024  # outputs (images) make notebooks large; their code is limited as text
+MAX_CHAIN = 1_000
+
+_OPEN = "([{"
+_CLOSE = ")]}"
+_RESETS = {",", ";"}
+_NEUTRAL = {":", "=", "->"}  # separate operands without nesting them
+_KEYWORD_LINKS = {"and", "or", "not", "if", "else", "in", "is", "lambda", "await"}
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def check_size(size: int, limit: int = MAX_FILE_BYTES) -> Optional[str]:
+    if size > limit:
+        return f"file too large to lint ({size / 1e6:.1f} MB; the limit is {limit / 1e6:.1f} MB)"
+    return None
+
+
+def check_shape(text: str) -> Optional[str]:
+    """The first limit `text` passes, as a one-line reason, or None. A tokenizer error ends the scan
+    quietly: the parser reports the syntax error itself."""
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if lines > MAX_LINES:
+        return f"file too long to lint ({_plural(lines, 'line')}; the limit is {MAX_LINES:,})"
+    depth = indent = 0
+    chains = [0]  # operator links since the last comma, one counter per open bracket
+    previous_string = False
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind, string = token.type, token.string
+            if kind == tokenize.OP:
+                if string in _OPEN:
+                    depth += 1
+                    if depth > MAX_NESTING:
+                        return (
+                            f"nesting too deep to lint (more than {MAX_NESTING} nested brackets at line "
+                            f"{token.start[0]}; the limit is {MAX_NESTING})"
+                        )
+                    chains[-1] += 1
+                    chains.append(0)
+                elif string in _CLOSE:
+                    if depth:
+                        depth -= 1
+                        chains.pop()
+                elif string in _RESETS:
+                    chains[-1] = 0
+                elif string not in _NEUTRAL:
+                    chains[-1] += 1
+            elif kind == tokenize.INDENT:
+                indent += 1
+                if indent > MAX_INDENT:
+                    return (
+                        f"nesting too deep to lint (more than {MAX_INDENT} nested blocks at line "
+                        f"{token.start[0]}; the limit is {MAX_INDENT})"
+                    )
+            elif kind == tokenize.DEDENT:
+                indent -= 1
+            elif kind == tokenize.NAME and string in _KEYWORD_LINKS:
+                chains[-1] += 1
+            elif kind == tokenize.STRING and previous_string:
+                chains[-1] += 1
+            elif kind == tokenize.NEWLINE and depth == 0:
+                chains[-1] = 0
+            if chains[-1] > MAX_CHAIN:
+                return (
+                    f"expression too long to lint (more than {MAX_CHAIN:,} chained operators at line "
+                    f"{token.start[0]}; the limit is {MAX_CHAIN:,})"
+                )
+            if kind not in (tokenize.NL, tokenize.COMMENT):
+                previous_string = kind == tokenize.STRING
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return None

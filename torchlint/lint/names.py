@@ -109,11 +109,13 @@ class ImportTable:
             local = imported
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            if local in self._shadowed:
+            if local in self._shadowed and local not in self._origins:
                 continue
             self._origins[local] = (dots, module, imported)
             if dots:
-                self._aliases.pop(local, None)  # project code: not a library's qualified name
+                # project code: not a library's qualified name, and not torch's either when used unbound
+                self._aliases.pop(local, None)
+                self._shadowed.add(local)
             else:
                 self._bind(local, f"{module}.{imported}")
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from lint_testing import LOADER_ZERO, write
+import pytest
+
+from lint_testing import LOADER_ZERO, ROOT, write
 from torchlint.cli import cli
 
 
@@ -18,7 +23,10 @@ def test_json_has_ruffs_shape(runner, project: Path) -> None:
     data = json.loads(_run(runner, "json").stdout)
     assert len(data) == 1
     item = data[0]
-    assert set(item) == {"cell", "code", "end_location", "filename", "fix", "location", "message", "noqa_row", "url"}
+    assert set(item) == {
+        "cell", "code", "end_location", "filename", "fix", "location", "message", "name", "noqa_row", "severity", "url"
+    }
+    assert item["name"] == "dataloader-num-workers-zero" and item["severity"] == "error"
     assert item["filename"] == str(project / "a.py")
     assert item["location"] == {"row": 3, "column": 10} and item["end_location"] == {"row": 3, "column": 38}
     assert item["noqa_row"] == 3
@@ -58,4 +66,69 @@ def test_github_annotations(runner, project: Path) -> None:
     assert out == [
         "::error title=torchlint (TL101),file=a.py,line=3,col=10,endLine=3,endColumn=38::"
         + ("TL101 " + message).replace("%", "%25")
+    ]
+
+
+def _ruff(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("ruff")
+    command = [exe] if exe else [sys.executable, "-m", "ruff"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=cwd)
+
+
+def _keys(value, prefix: str = "") -> set[str]:
+    """Every key path of a JSON value (`fix.edits[].location.row`), to compare shapes."""
+    if isinstance(value, dict):
+        return {k for key, item in value.items() for k in {prefix + key} | _keys(item, prefix + key + ".")}
+    if isinstance(value, list) and value:
+        return _keys(value[0], prefix[:-1] + "[].")
+    return set()
+
+
+def test_json_fields_are_ruffs_own(runner, project: Path) -> None:
+    pytest.importorskip("ruff")
+    write(project / "r.py", "import os, sys\nx = 1 \n")
+    theirs = json.loads(_ruff("check", "--no-cache", "--select", "E401", "--output-format", "json", "r.py", cwd=project).stdout)
+    write(project / "a.py", LOADER_ZERO)
+    ours = json.loads(_run(runner, "json").stdout)
+    assert theirs and ours
+    assert _keys(ours[0]) == _keys(theirs[0])
+    # the syntax error of a file that does not parse is a finding too, shaped as ruff shapes its own
+    write(project / "b.py", "x = (\n")
+    theirs_syntax = json.loads(_ruff("check", "--no-cache", "--output-format", "json", "b.py", cwd=project).stdout)
+    ours_syntax = [f for f in json.loads(_run(runner, "json").stdout) if f["code"] == "TL000"]
+    assert len(ours_syntax) == 1 and set(ours_syntax[0]) == set(theirs_syntax[0])
+    assert ours_syntax[0]["url"] is None and ours_syntax[0]["noqa_row"] is None
+    assert ours_syntax[0]["location"] == {"row": 1, "column": 5} and "was never closed" in ours_syntax[0]["message"]
+
+
+def test_statistics_as_ruff_prints_them(runner, project: Path) -> None:
+    pytest.importorskip("ruff")
+    # TL103: two safe fixes, TL101: an unsafe one (not applied without --unsafe-fixes), TL000: no fix
+    write(project / "a.py", LOADER_ZERO + LOADER_ZERO.splitlines()[-1] + "\n")
+    write(project / "b.py", "x = (\n")
+    out = runner.invoke(cli, ["check", "--no-cache", "--statistics"]).stdout.splitlines()
+    assert out[:2] == ["2\tTL101\t[ ] dataloader-num-workers-zero", "1\tTL000\t[ ] syntax-error"]
+    unsafe = runner.invoke(cli, ["check", "--no-cache", "--statistics", "--unsafe-fixes"]).stdout.splitlines()
+    assert unsafe[0] == "2\tTL101\t[*] dataloader-num-workers-zero"
+    rows = json.loads(runner.invoke(cli, ["check", "--no-cache", "--statistics", "--output-format", "json"]).stdout)
+    assert rows[0] == {"code": "TL101", "name": "dataloader-num-workers-zero", "count": 2, "fixable": False, "fixable_count": 0}
+    # Same keys as ruff's, and `[-]` when only some of a rule's findings can be fixed, as ruff marks them.
+    write(project / "r.py", "def f():\n    try:\n        pass\n    except ValueError as e:\n        pass\n    x = 1\n")
+    theirs = _ruff("check", "--no-cache", "--select", "F841", "--statistics", "r.py", cwd=project).stdout.splitlines()
+    assert theirs[0] == "2\tF841\t[-] unused-variable"
+    theirs_json = json.loads(_ruff("check", "--no-cache", "--select", "F841", "--statistics", "--output-format", "json", "r.py", cwd=project).stdout)
+    assert set(theirs_json[0]) == set(rows[0])
+    ours_partly = runner.invoke(cli, ["check", "--no-cache", "--statistics", str(ROOT / "fixtures/lint/TL601/bad.py")])
+    assert ours_partly.stdout.splitlines()[0] == "14\tTL601\t[-] host-tensor-then-move"
+    # counts of several widths are aligned on the right, as ruff aligns them
+    both = runner.invoke(cli, ["check", "--no-cache", "--statistics", str(ROOT / "fixtures/lint/TL601/bad.py"), "a.py"])
+    assert both.stdout.splitlines()[1] == " 2\tTL101\t[ ] dataloader-num-workers-zero"
+
+
+def test_statistics_and_diff_do_not_combine(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    result = runner.invoke(cli, ["check", "--statistics", "--diff"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "torchlint: error: --statistics cannot be combined with --diff (the one counts findings, the other shows fixes)"
     ]

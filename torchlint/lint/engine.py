@@ -27,12 +27,20 @@ def _where(source: SourceFile, line: int, column: int) -> str:
     return f"line {line}, column {column}"
 
 
+class InvalidSyntax(SourceError):
+    """A file that does not parse; reported as a TL000 finding at the error's position."""
+
+    def __init__(self, source: SourceFile, line: int, column: int, reason: str) -> None:
+        super().__init__(f"syntax error at {_where(source, line, column)}: {reason}")
+        self.line, self.column, self.reason = line, column, reason
+
+
 def _python_syntax_error(source: SourceFile) -> Optional[SourceError]:
     """CPython's own account of a syntax error (clearer than a parser-generator's), if it sees one."""
     try:
         compile(source.text, source.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
-        return SourceError(f"syntax error at {_where(source, exc.lineno or 1, exc.offset or 1)}: {exc.msg}")
+        return InvalidSyntax(source, exc.lineno or 1, exc.offset or 1, exc.msg)
     except (ValueError, RecursionError, MemoryError) as exc:
         return SourceError(f"cannot be parsed: {exc}")
     return None
@@ -46,7 +54,7 @@ def parse(source: SourceFile) -> cst.Module:
         if clearer is not None:
             raise clearer from None
         reason = exc.message.splitlines()[0] if exc.message else "invalid syntax"
-        raise SourceError(f"syntax error at {_where(source, exc.raw_line, exc.raw_column + 1)}: {reason}") from None
+        raise InvalidSyntax(source, exc.raw_line, exc.raw_column + 1, reason) from None
     except RecursionError:
         raise SourceError("too deeply nested to parse") from None
 

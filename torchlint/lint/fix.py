@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable, Sequence
 
 from torchlint.lint.finding import FileResult, Finding
@@ -62,7 +63,8 @@ def fix_file(
 ) -> tuple[SourceFile, FileResult]:
     """Fix `source` until no applicable fix remains; returns the fixed source and its final lint result."""
     result = lint(source)
-    fixed = 0
+    fixable_before = Counter(f.code for f in result.findings if applicable(f, unsafe))
+    fixed_by_code: Counter[str] = Counter()
     notes: list[str] = []
     skip: set[tuple[str, int]] = set()
     for _ in range(MAX_ROUNDS):
@@ -85,8 +87,10 @@ def fix_file(
         if candidate.text == source.text:
             break
         source = candidate
-        fixed += len(chosen)
+        fixed_by_code.update(f.code for f in chosen)
         result = lint(source)
-    result.fixed = fixed
+    result.fixed = sum(fixed_by_code.values())
+    # More fixes of a rule than it had fixable findings at the start: the surplus appeared after fixing.
+    result.fixed_new = sum(max(0, n - fixable_before[code]) for code, n in fixed_by_code.items())
     result.notes.extend(notes)
     return source, result

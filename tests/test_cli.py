@@ -266,3 +266,24 @@ def test_directory_named_below_a_default_exclude_is_linted(runner, project: Path
     assert listed.output.splitlines() == [f"{excluded}/proj/train.py"]
     # The project's own run still skips it.
     assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
+
+
+def test_add_noqa_drops_unused_codes_and_leaves_a_clean_tree(runner, project: Path) -> None:
+    target = write(
+        project / "a.py",
+        "import torch\n\n"
+        "z = torch.zeros(10).cuda()  # noqa: TL101\n"  # TL101 silences nothing here; TL601 is reported
+        "w = torch.zeros(10).cuda()  # noqa: TL101, TL601\n"
+        "u = 1  # noqa: TL101, E501\n",
+    )
+    result = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert target.read_text() == (
+        "import torch\n\n"
+        "z = torch.zeros(10).cuda()  # noqa: TL601\n"
+        "w = torch.zeros(10).cuda()  # noqa: TL601\n"
+        "u = 1  # noqa: E501\n"
+    )
+    assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
+    again = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
+    assert "Added 0 noqa directives" in again.output

@@ -287,3 +287,71 @@ def test_add_noqa_drops_unused_codes_and_leaves_a_clean_tree(runner, project: Pa
     assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
     again = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
     assert "Added 0 noqa directives" in again.output
+
+
+def test_stdin_fix_writes_source_to_stdout_and_findings_to_stderr(runner, project: Path) -> None:
+    source = LOADER_ZERO + "import torch\nx = torch.zeros(3).cuda()\n"
+    result = runner.invoke(cli, ["check", "--stdin-filename", "x.py", "--fix", "--output-format", "concise"], input=source)
+    assert result.exit_code == 1  # TL101's fix is unsafe: it remains
+    assert result.stdout == source.replace("torch.zeros(3).cuda()", 'torch.zeros(3, device="cuda")')
+    assert result.stderr.splitlines() == [
+        result.stderr.splitlines()[0],
+        "Fixed 1 problem (1 remaining).",
+    ]
+    assert result.stderr.startswith("x.py:3:10: TL101 ")
+
+
+def test_config_error_is_one_line_without_usage(runner, project: Path) -> None:
+    write(project / "pyproject.toml", '[tool.torchlint]\nselct = ["TL1"]\n')
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"torchlint: error: {project / 'pyproject.toml'} [tool.torchlint]: unknown key 'selct' (did you mean 'select'?)"
+    ]
+    assert result.stdout == ""
+    bad_select = runner.invoke(cli, ["check", "--select", "TL9999"])
+    assert bad_select.exit_code == 2 and len(bad_select.output.splitlines()) == 1 and "Usage" not in bad_select.output
+
+
+def test_ruff_style_lint_table(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    write(project / "pyproject.toml", '[tool.torchlint]\nextend-exclude = ["gen"]\n\n[tool.torchlint.lint]\nignore = ["TL101"]\n')
+    assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
+    write(project / "pyproject.toml", '[tool.torchlint.lint]\nextend-select = ["TL307"]\nselect = ["TL1"]\n')
+    assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 1
+    write(project / "pyproject.toml", '[tool.torchlint.lint]\nexclude = ["gen"]\n')
+    misplaced = runner.invoke(cli, ["check", "--no-cache"])
+    assert misplaced.exit_code == 2
+    assert "[tool.torchlint.lint]: 'exclude' belongs in " in misplaced.output and "[tool.torchlint], not in the lint table" in misplaced.output
+    write(project / "pyproject.toml", '[tool.torchlint]\nignore = ["TL1"]\n[tool.torchlint.lint]\nignore = ["TL101"]\n')
+    both = runner.invoke(cli, ["check", "--no-cache"])
+    assert both.exit_code == 2 and "'ignore' is set both here and in" in both.output
+    write(project / "torchlint.toml", '[lint]\nignore = ["TL101"]\n')
+    assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
+
+
+def test_rule_by_name(runner) -> None:
+    by_name = runner.invoke(cli, ["rule", "dataloader-num-workers-zero"])
+    assert by_name.exit_code == 0 and by_name.output == runner.invoke(cli, ["rule", "TL101"]).output
+
+
+def test_fix_summary_counts_findings_the_fixes_bring_out(runner, project: Path) -> None:
+    # Moving the loader's workers out of the main process (TL101's fix) is what makes TL104 apply.
+    source = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "from torch.utils.data import DataLoader\n\n"
+        'DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+        "train_loader = DataLoader(dataset, batch_size=32)\n"
+        "net = nn.Sequential(nn.Linear(10, 10))\n"
+        "for epoch in range(10):\n"
+        "    for inputs, targets in train_loader:\n"
+        "        loss = criterion(net(inputs), targets)\n"
+        "        loss.backward()\n"
+    )
+    target = write(project / "a.py", source)
+    before = runner.invoke(cli, ["check", "--no-cache", "--unsafe-fixes", "--output-format", "concise"])
+    assert [line.split(": ")[1].split()[0] for line in before.stdout.splitlines()[:-1]] == ["TL101"]
+    fixed = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
+    assert "persistent_workers=True" in target.read_text()
+    assert fixed.stdout.splitlines()[-1] == "Fixed 1 problem; 1 found by the fixes and fixed too (0 remaining)."

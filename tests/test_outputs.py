@@ -48,7 +48,7 @@ def test_sarif_has_the_required_fields(runner, project: Path) -> None:
     ids = [r["id"] for r in driver["rules"]]
     assert "TL101" in ids
     for rule in driver["rules"]:
-        assert rule["shortDescription"]["text"] and rule["helpUri"]
+        assert rule["shortDescription"]["text"] and (rule["id"] == "TL000" or rule["helpUri"])
     result = run["results"][0]
     assert result["ruleId"] == "TL101" and ids[result["ruleIndex"]] == "TL101"
     assert result["message"]["text"]
@@ -132,3 +132,81 @@ def test_statistics_and_diff_do_not_combine(runner, project: Path) -> None:
     assert result.output.strip().splitlines() == [
         "torchlint: error: --statistics cannot be combined with --diff (the one counts findings, the other shows fixes)"
     ]
+
+
+def test_full_format_is_the_default_and_shows_source_and_fix(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    out = runner.invoke(cli, ["check", "--no-cache"]).stdout
+    assert out == runner.invoke(cli, ["check", "--no-cache", "--output-format", "full"]).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("TL101 DataLoader loads every batch")
+    assert lines[1] == " --> a.py:3:10"
+    assert "3 | loader = DataLoader(ds, batch_size=8)" in lines
+    assert "  |          " + "^" * 28 in lines  # under `DataLoader(ds, batch_size=8)`
+    assert "help: Set num_workers=min(8, os.cpu_count() or 1)" in lines
+    assert "  - loader = DataLoader(ds, batch_size=8)" in lines
+    assert any(line.endswith("+ loader = DataLoader(ds, batch_size=8, num_workers=min(8, os.cpu_count() or 1))") for line in lines)
+    assert "note: This is an unsafe fix and may change runtime behavior" in lines
+    assert lines[-1] == "Found 1 problem (1 more with --unsafe-fixes)."
+    assert all(line == line.rstrip() for line in lines)
+    concise = runner.invoke(cli, ["check", "--no-cache", "--output-format", "concise"]).stdout
+    assert concise.splitlines()[0].startswith("a.py:3:10: TL101 DataLoader")
+    assert runner.invoke(cli, ["check", "--no-cache", "--output-format", "text"]).stdout == concise
+
+
+def test_colour_on_request_and_never_with_no_color(runner, project: Path, monkeypatch) -> None:
+    write(project / "a.py", LOADER_ZERO)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert "\x1b[" not in runner.invoke(cli, ["check", "--no-cache"]).stdout  # not a terminal
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    for fmt in ("full", "concise"):
+        coloured = runner.invoke(cli, ["check", "--no-cache", "--output-format", fmt]).stdout
+        assert "\x1b[31m\x1b[1mTL101\x1b[0m" in coloured
+    assert "\x1b[" not in runner.invoke(cli, ["check", "--no-cache", "--output-format", "json"]).stdout
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in runner.invoke(cli, ["check", "--no-cache"]).stdout
+
+
+def test_terminal_colour_follows_the_stream(monkeypatch) -> None:
+    from torchlint.output.terminal import use_color
+
+    class Stream:
+        def __init__(self, tty: bool) -> None:
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert use_color(Stream(True)) and not use_color(Stream(False))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_color(Stream(True))
+
+
+@pytest.mark.parametrize("fmt", ["full", "concise"])
+def test_control_characters_in_names_cannot_reach_the_terminal(runner, project: Path, fmt: str) -> None:
+    name = "evil\x1b]0;pwned\x07\nfake.py:1:1: TL999 forged.py"
+    write(project / name, LOADER_ZERO)
+    write(project / "b\x1b[2J.py", "x = (\n")
+    out = runner.invoke(cli, ["check", "--no-cache", "--output-format", fmt]).stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert not any(line.startswith("fake.py") for line in out.splitlines())
+    assert "evil\\x1b]0;pwned\\x07\\nfake.py:1:1: TL999 forged.py:3:10" in out
+    assert "b\\x1b[2J.py:1:5" in out
+
+
+def test_a_file_that_does_not_parse_is_a_finding_in_every_format(runner, project: Path) -> None:
+    write(project / "a.py", "def f(:\n    pass\n")
+    concise = runner.invoke(cli, ["check", "--no-cache", "--output-format", "concise"])
+    assert concise.exit_code == 1
+    assert concise.stdout.splitlines() == ["a.py:1:7: TL000 syntax error: invalid syntax", "Found 1 problem."]
+    full = runner.invoke(cli, ["check", "--no-cache"]).stdout
+    assert full.startswith("TL000 syntax error: invalid syntax\n --> a.py:1:7\n") and "1 | def f(:" in full
+    doc = json.loads(_run(runner, "sarif").stdout)
+    assert [r["ruleId"] for r in doc["runs"][0]["results"]] == ["TL000"]
+    assert doc["runs"][0]["tool"]["driver"]["rules"][doc["runs"][0]["results"][0]["ruleIndex"]]["id"] == "TL000"
+    assert doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+    github = _run(runner, "github").stdout
+    assert github.startswith("::error title=torchlint (TL000),file=a.py,line=1,col=7,")

@@ -33,7 +33,7 @@ def test_json_has_ruffs_shape(runner, project: Path) -> None:
     assert item["fix"]["applicability"] == "unsafe"
     edits = item["fix"]["edits"]
     assert {"content", "location", "end_location"} == set(edits[0])
-    assert any(e["content"] == "import os\n" for e in edits)
+    assert any(e["content"] == "import os\n\n" for e in edits)  # a block of its own above the torch import
     assert item["url"].endswith("/rules/TL101.md")
 
 

@@ -355,3 +355,16 @@ def test_fix_summary_counts_findings_the_fixes_bring_out(runner, project: Path) 
     fixed = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
     assert "persistent_workers=True" in target.read_text()
     assert fixed.stdout.splitlines()[-1] == "Fixed 1 problem; 1 found by the fixes and fixed too (0 remaining)."
+
+
+def test_add_noqa_leaves_syntax_errors_alone(runner, project: Path) -> None:
+    target = write(project / "a.py", "x = (\n")
+    result = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
+    assert "Added 0 noqa directives" in result.output and target.read_text() == "x = (\n"
+
+
+def test_diff_and_show_files_escape_file_names(runner, project: Path) -> None:
+    write(project / "a\x1b[2Jb.py", LOADER_ZERO)
+    diff = runner.invoke(cli, ["check", "--no-cache", "--diff", "--unsafe-fixes"]).output
+    assert "\x1b" not in diff and "--- a/a\\x1b[2Jb.py" in diff
+    assert runner.invoke(cli, ["check", "--show-files"]).output == "a\\x1b[2Jb.py\n"

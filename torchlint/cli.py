@@ -157,7 +157,7 @@ def check(
         items = [i for i in items if not settings.is_excluded(i.path)]
     if show_files:
         for item in items:
-            click.echo(item.display)
+            click.echo(safe(item.display))
         _print_problems([FileResult(path=p.display, error=p.message) for p in problems])
         sys.exit(EXIT_FINDINGS if problems else EXIT_CLEAN)
     results = [FileResult(path=p.display, error=p.message) for p in problems]
@@ -205,11 +205,18 @@ def _print_problems(results: list[FileResult]) -> None:
 def _print_diff(results: list[FileResult], exit_zero: bool, quiet: bool) -> int:
     changed = [r for r in results if r.new_text is not None]
     for result in changed:
-        click.echo(unified_diff(result), nl=False)
+        click.echo(_safe_diff(unified_diff(result)), nl=False)
     if not quiet:
         fixes = sum(r.fixed for r in changed)
         click.echo(f"Would fix {fixes} problem{'s' if fixes != 1 else ''} in {len(changed)} file{'s' if len(changed) != 1 else ''}.", err=True)
     return EXIT_CLEAN if exit_zero or not changed else EXIT_FINDINGS
+
+
+def _safe_diff(diff: str) -> str:
+    """A diff whose file-name lines cannot drive the terminal (the source lines are the file's own)."""
+    return "".join(
+        safe(line.rstrip("\n")) + "\n" if line.startswith(("--- ", "+++ ")) else line for line in diff.splitlines(keepends=True)
+    )
 
 
 def _add_noqa(items: list[Discovered], results: list[FileResult], quiet: bool) -> int:
@@ -261,7 +268,7 @@ def _check_stdin(job: Job, name: str, output_format: str, statistics: bool, exit
     )
     _print_problems([result])
     if job.diff:
-        click.echo(unified_diff(result), nl=False)
+        click.echo(_safe_diff(unified_diff(result)), nl=False)
         return EXIT_CLEAN if exit_zero or result.new_text is None else EXIT_FINDINGS
     click.echo(renderer(output_format)(report), nl=False, color=report.color)
     return EXIT_CLEAN if exit_zero or (not result.findings and not result.error) else EXIT_FINDINGS

@@ -6,7 +6,7 @@ import io
 import re
 import tokenize
 
-from torchlint.lint.finding import FileResult, FixEdit
+from torchlint.lint.finding import SYNTAX_ERROR, FileResult, FixEdit
 from torchlint.lint.source import Edit, SourceFile, line_starts
 from torchlint.lint.suppress import find_suppressions
 
@@ -39,6 +39,8 @@ def add_noqa(source: SourceFile, result: FileResult) -> tuple[SourceFile, int]:
             if finding.fix is not None and len(finding.fix.edits) == 1:
                 unused_by_line[finding.line] = finding.fix.edits[0]
             continue
+        if finding.code == SYNTAX_ERROR:
+            continue  # nothing silences a file that does not parse
         codes = codes_by_line.setdefault(finding.noqa_line, [])
         if finding.code not in codes:
             codes.append(finding.code)

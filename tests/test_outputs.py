@@ -210,3 +210,10 @@ def test_a_file_that_does_not_parse_is_a_finding_in_every_format(runner, project
     assert doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
     github = _run(runner, "github").stdout
     assert github.startswith("::error title=torchlint (TL000),file=a.py,line=1,col=7,")
+
+
+def test_full_format_shows_the_fix_of_a_crlf_file(runner, project: Path) -> None:
+    write(project / "a.py", LOADER_ZERO.replace("\n", "\r\n").encode())
+    lines = runner.invoke(cli, ["check", "--no-cache"]).stdout.splitlines()
+    assert "  - loader = DataLoader(ds, batch_size=8)" in lines
+    assert "5 + loader = DataLoader(ds, batch_size=8, num_workers=min(8, os.cpu_count() or 1))" in lines

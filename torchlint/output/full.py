@@ -21,11 +21,10 @@ def render(report: Report) -> str:
         return render_concise(report)
     paint = Painter(report.color)
     blocks = []
-    texts: dict[str, Optional[list[str]]] = {}
+    texts: dict[str, Optional[str]] = {}
     for result, finding in report.findings():
         if result.path not in texts:
-            text = report.source_text(result)
-            texts[result.path] = text.splitlines() if text is not None else None
+            texts[result.path] = report.source_text(result)
         blocks.append(_finding(report, result, finding, texts[result.path], paint))
     out = "".join(blocks)
     if not report.quiet:
@@ -33,7 +32,8 @@ def render(report: Report) -> str:
     return out
 
 
-def _finding(report: Report, result: FileResult, finding: Finding, lines: Optional[list[str]], paint: Painter) -> str:
+def _finding(report: Report, result: FileResult, finding: Finding, text: Optional[str], paint: Painter) -> str:
+    lines = text.splitlines() if text is not None else None
     marker = " " + paint("[*]", fg="cyan") if applicable(finding, report.unsafe_fixes) else ""
     out = [f"{paint(finding.code, fg='red', bold=True)}{marker} {paint(safe(finding.message), bold=True)}"]
     width = len(str(max(finding.end_line, finding.line) + CONTEXT))
@@ -52,8 +52,8 @@ def _finding(report: Report, result: FileResult, finding: Finding, lines: Option
     fix = finding.fix
     if fix is not None and fix.edits:
         out.append(f"{paint('help', fg='cyan', bold=True)}: {safe(fix.message)}")
-        if lines is not None:
-            out.extend(_fix_diff(result, lines, fix.edits, paint))
+        if text is not None:
+            out.extend(_fix_diff(result, text, fix.edits, paint))
         if not fix.safe:
             out.append(f"{paint('note', bold=True)}: This is an unsafe fix and may change runtime behavior")
     return "\n".join(out) + "\n\n"
@@ -71,9 +71,8 @@ def _underline(line: str, finding: Finding, paint: Painter) -> str:
     return " " * start + paint("^" * length, fg="red", bold=True)
 
 
-def _fix_diff(result: FileResult, lines: list[str], edits, paint: Painter) -> list[str]:
+def _fix_diff(result: FileResult, text: str, edits, paint: Painter) -> list[str]:
     """The lines the fix changes, ruff-style: `-` old lines, `N +` new ones, with a little context."""
-    text = "\n".join(lines) + "\n"
     applied = text
     for edit in sorted((e.as_edit() for e in edits), key=lambda e: (e.start, e.end), reverse=True):
         if not isinstance(edit, Edit) or edit.end > len(text):

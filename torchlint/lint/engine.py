@@ -343,7 +343,8 @@ class _FixBuilder:
         leading = statement.leading_lines
         at_module_level = any(statement is s for s in self.context.module.body)
         if at_module_level and leading and leading[0].comment is None:
-            return (line - len(leading) + 1, 0), body + newline
+            # One blank line after the text; the blank lines that stood above the statement follow it.
+            return (line - len(leading) + 1, 0), body.rstrip("\r\n") + newline + newline
         above = comment_lines_above(statement)
         if above:
             return (line - above, 0), indent + body + newline

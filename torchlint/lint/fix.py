@@ -144,7 +144,7 @@ def add_keyword(call: "cst.Call", name: str, value_code: "Union[str, cst.BaseExp
     if separator is None:  # all on one line
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         if trailing is not None:  # `f(a, b,)` keeps its trailing comma, after the new argument
-            new = new.with_changes(comma=trailing.with_changes(whitespace_after=cst.SimpleWhitespace("")))
+            new = new.with_changes(comma=trailing)
         # A line break before `)` (arguments on a line of their own) stays before `)`.
         new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
         last = last.with_changes(comma=comma, whitespace_after_arg=cst.SimpleWhitespace(""))

@@ -34,11 +34,11 @@ def test_each_bad_file_gets_one_line_and_the_rest_is_linted(runner, project: Pat
     monkeypatch.setattr(source_module, "MAX_FILE_BYTES", 1000)
     write(project / "huge.py", "x = 1\n" * 400)
 
-    result = runner.invoke(cli, ["check", "--no-cache", "-j", "1"])
+    result = runner.invoke(cli, ["check", "--no-cache", "-j", "1", "--output-format", "concise"])
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     errors = _errors(result.output)
-    assert errors["syntax.py"].startswith("syntax error at line 1")
+    assert "syntax.py:1:7: TL000 syntax error: " in result.output  # a finding, not an unreadable file
     assert errors["latin.py"] == "not valid utf-8 (byte 0xe9 at offset 5)"
     assert errors["binary.py"] == "binary file (contains NUL bytes)"
     assert errors["nb.ipynb"].startswith("not a valid notebook: invalid JSON")
@@ -59,13 +59,14 @@ def test_missing_path_is_reported(runner, project: Path) -> None:
 
 def test_syntax_error_in_a_file_no_rule_needs(runner, project: Path) -> None:
     write(project / "a.py", "x = (\n")
-    result = runner.invoke(cli, ["check", "--no-cache"])
-    assert _errors(result.output) == {"a.py": "syntax error at line 1, column 5: '(' was never closed"}
+    result = runner.invoke(cli, ["check", "--no-cache", "--output-format", "concise"])
+    assert result.exit_code == 1 and _errors(result.output) == {}
+    assert result.output.splitlines()[0] == "a.py:1:5: TL000 syntax error: '(' was never closed"
 
 
 def test_broken_files_in_a_pool(runner, project: Path) -> None:
     for i in range(8):
         write(project / f"ok{i}.py", LOADER_ZERO)
     write(project / "bad.py", b"\xff\xfe\x00")
-    result = runner.invoke(cli, ["check", "--no-cache", "-j", "2"])
+    result = runner.invoke(cli, ["check", "--no-cache", "-j", "2", "--output-format", "concise"])
     assert result.output.count("TL101") == 8 and "bad.py: error: binary file" in result.output

@@ -81,11 +81,12 @@ def test_fix_keeps_crlf_newlines_and_is_idempotent() -> None:
 def test_fix_adds_import_after_docstring_and_imports() -> None:
     text = '"""Doc."""\nfrom __future__ import annotations\n' + LOADER + "\na = DataLoader(ds)\n"
     fixed = lint_source(text, unsafe_fixes=True).fixed_text
-    assert fixed.splitlines()[:4] == [
+    assert fixed.splitlines()[:5] == [
         '"""Doc."""',
         "from __future__ import annotations",
+        "import os",  # the standard library's block, above the third-party one
+        "",
         "from torch.utils.data import DataLoader",
-        "import os",
     ]
 
 

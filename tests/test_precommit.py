@@ -1,17 +1,20 @@
-"""The pre-commit hooks: the manifest validates, and the hooks run from this repository on another one."""
+"""The pre-commit hooks: the manifest validates, the hooks run from this repository on another one, and the
+README's configuration works as written. pre-commit runs from this interpreter (the `dev` extra installs it)."""
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from lint_testing import LOADER_ZERO, ROOT, write
 
-pytestmark = pytest.mark.skipif(shutil.which("pre-commit") is None, reason="pre-commit is not installed")
+pytest.importorskip("pre_commit")
+PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -22,34 +25,58 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _repo(path: Path, env: dict[str, str], files: dict[str, str]) -> Path:
+    path.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True, env=env)
+    for name, text in files.items():
+        write(path / name, text)
+    subprocess.run(["git", "add", "."], cwd=path, check=True, env=env)
+    return path
+
+
 def test_manifest_validates() -> None:
-    proc = subprocess.run(["pre-commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")], capture_output=True, text=True)
+    proc = subprocess.run([*PRE_COMMIT, "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_try_repo_runs_the_hooks(tmp_path: Path) -> None:
-    repo = tmp_path / "user-repo"
-    repo.mkdir()
     env = _env(tmp_path)
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=env)
-    write(repo / "train.py", LOADER_ZERO)
-    write(repo / "notes.txt", "not python\n")
-    subprocess.run(["git", "add", "."], cwd=repo, check=True, env=env)
-
+    repo = _repo(tmp_path / "user-repo", env, {"train.py": LOADER_ZERO, "notes.txt": "not python\n"})
     check = subprocess.run(
-        ["pre-commit", "try-repo", str(ROOT), "torchlint", "--all-files"], cwd=repo, capture_output=True, text=True, env=env
+        [*PRE_COMMIT, "try-repo", str(ROOT), "torchlint", "--all-files"], cwd=repo, capture_output=True, text=True, env=env
     )
     output = check.stdout + check.stderr
     assert check.returncode == 1, output
-    assert "train.py:3:10: TL101" in output
+    assert "train.py:3:10" in output and "TL101" in output
 
     # No Python file staged: the hook has nothing to do and passes.
-    empty = tmp_path / "empty-repo"
-    empty.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=empty, check=True, env=env)
-    write(empty / "README.txt", "hello\n")
-    subprocess.run(["git", "add", "."], cwd=empty, check=True, env=env)
+    empty = _repo(tmp_path / "empty-repo", env, {"README.txt": "hello\n"})
     none = subprocess.run(
-        ["pre-commit", "try-repo", str(ROOT), "torchlint", "--all-files"], cwd=empty, capture_output=True, text=True, env=env
+        [*PRE_COMMIT, "try-repo", str(ROOT), "torchlint", "--all-files"], cwd=empty, capture_output=True, text=True, env=env
     )
     assert none.returncode == 0, none.stdout + none.stderr
+
+
+def _readme_config() -> str:
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### pre-commit", 1)[1]
+    match = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert match, "the README's pre-commit section has no yaml block"
+    return match.group(1)
+
+
+def test_readme_configuration_works_as_written(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    # As the README says: torchlint installed where pre-commit runs (this checkout, on this interpreter).
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    config = _readme_config()
+    repo = _repo(tmp_path / "user-repo", env, {".pre-commit-config.yaml": config, "train.py": LOADER_ZERO})
+    validate = subprocess.run([*PRE_COMMIT, "validate-config"], cwd=repo, capture_output=True, text=True, env=env)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    run = subprocess.run([*PRE_COMMIT, "run", "--all-files"], cwd=repo, capture_output=True, text=True, env=env)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output
+    assert "train.py:3:10" in output and "TL101" in output
+    write(repo / "train.py", "import torch\n\nx = torch.zeros(3)\n")
+    clean = subprocess.run([*PRE_COMMIT, "run", "--all-files"], cwd=repo, capture_output=True, text=True, env=env)
+    assert clean.returncode == 0, clean.stdout + clean.stderr

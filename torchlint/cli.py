@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 import click
 
@@ -19,8 +19,9 @@ from torchlint.lint.finding import FileResult
 from torchlint.lint.rule import all_rules
 from torchlint.lint.runner import Job, default_jobs, process_source, run, unified_diff
 from torchlint.lint.source import SourceError, decode_notebook, decode_python, read_source, write_fixed
-from torchlint.output import FORMATS, renderer
+from torchlint.output import DEFAULT_FORMAT, FORMATS, renderer
 from torchlint.output.report import Report
+from torchlint.output.terminal import safe, use_color
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -98,7 +99,13 @@ def _settings(config: Optional[str], select, ignore, extend_select, fix, unsafe_
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the configured set).")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the set.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
-@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option(
+    "--output-format",
+    type=click.Choice(FORMATS),
+    default=DEFAULT_FORMAT,
+    show_default=True,
+    help="full: each finding with its source and fix; concise (or text): one line each; json, sarif, github.",
+)
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of each finding.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary, no progress.")
@@ -108,6 +115,7 @@ def _settings(config: Optional[str], select, ignore, extend_select, fix, unsafe_
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too (for pre-commit).")
 @click.option("--stdin-filename", default=None, help="Lint standard input, reported under this file name.")
 @click.option("--config", "config", type=click.Path(), default=None, help="Configuration file to use.")
+@click.option("--show-files", is_flag=True, help="List the files that would be linted, and lint nothing.")
 def check(
     paths: tuple[str, ...],
     fix: Optional[bool],
@@ -126,12 +134,15 @@ def check(
     force_exclude: bool,
     stdin_filename: Optional[str],
     config: Optional[str],
+    show_files: bool,
 ) -> None:
     """Lint PATHS (files or directories; default: the current directory)."""
+    if statistics and diff:
+        _fail("--statistics cannot be combined with --diff (the one counts findings, the other shows fixes)")
     try:
         settings = _settings(config, select, ignore, extend_select, fix, unsafe_fixes)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+        _fail(str(exc))
     job = Job(
         settings=settings,
         fix=settings.fix,
@@ -145,6 +156,11 @@ def check(
     items, problems = discover(paths or (".",), settings)
     if force_exclude:
         items = [i for i in items if not settings.is_excluded(i.path)]
+    if show_files:
+        for item in items:
+            click.echo(safe(item.display))
+        _print_problems([FileResult(path=p.display, error=p.message) for p in problems])
+        sys.exit(EXIT_FINDINGS if problems else EXIT_CLEAN)
     results = [FileResult(path=p.display, error=p.message) for p in problems]
     interactive = sys.stderr.isatty() and not quiet and not os.environ.get("CI")
     progress = _Progress(interactive)
@@ -159,31 +175,49 @@ def check(
         sys.exit(_add_noqa(items, results, quiet))
 
     report = Report(
-        results, unsafe_fixes=settings.unsafe_fixes, fixing=job.fix and not diff, statistics=statistics, quiet=quiet
+        results,
+        unsafe_fixes=settings.unsafe_fixes,
+        fixing=job.fix and not diff,
+        statistics=statistics,
+        quiet=quiet,
+        color=use_color(sys.stdout),
     )
     _print_problems(results)
     if diff:
         sys.exit(_print_diff(results, exit_zero, quiet))
-    click.echo(renderer(output_format)(report), nl=False)
+    click.echo(renderer(output_format)(report), nl=False, color=report.color)
     sys.exit(EXIT_CLEAN if exit_zero or (report.count == 0 and not report.errors) else EXIT_FINDINGS)
+
+
+def _fail(message: str) -> NoReturn:
+    """A usage or configuration problem: one line on stderr, exit 2."""
+    click.echo(f"torchlint: error: {safe(message)}", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _print_problems(results: list[FileResult]) -> None:
     for result in results:
         if result.error:
-            click.echo(f"{result.path}: error: {result.error}", err=True)
+            click.echo(f"{safe(result.path)}: error: {safe(result.error)}", err=True)
         for note in result.notes:
-            click.echo(f"{result.path}: warning: {note}", err=True)
+            click.echo(f"{safe(result.path)}: warning: {safe(note)}", err=True)
 
 
 def _print_diff(results: list[FileResult], exit_zero: bool, quiet: bool) -> int:
     changed = [r for r in results if r.new_text is not None]
     for result in changed:
-        click.echo(unified_diff(result), nl=False)
+        click.echo(_safe_diff(unified_diff(result)), nl=False)
     if not quiet:
         fixes = sum(r.fixed for r in changed)
         click.echo(f"Would fix {fixes} problem{'s' if fixes != 1 else ''} in {len(changed)} file{'s' if len(changed) != 1 else ''}.", err=True)
     return EXIT_CLEAN if exit_zero or not changed else EXIT_FINDINGS
+
+
+def _safe_diff(diff: str) -> str:
+    """A diff whose file-name lines cannot drive the terminal (the source lines are the file's own)."""
+    return "".join(
+        safe(line.rstrip("\n")) + "\n" if line.startswith(("--- ", "+++ ")) else line for line in diff.splitlines(keepends=True)
+    )
 
 
 def _add_noqa(items: list[Discovered], results: list[FileResult], quiet: bool) -> int:
@@ -222,15 +256,26 @@ def _check_stdin(job: Job, name: str, output_format: str, statistics: bool, exit
         return EXIT_CLEAN
     result = process_source(source, job, write_to=None)
     if job.fix and not job.diff:
+        # Editors read the fixed source from stdout; what is left to report goes to stderr.
         sys.stdout.buffer.write(result.new_text if result.new_text is not None else data)
+        sys.stdout.flush()
         _print_problems([result])
+        texts = {name: result.fixed_text if result.fixed_text is not None else source.text}
+        remaining = Report(
+            [result], unsafe_fixes=job.unsafe_fixes, fixing=True, statistics=statistics, quiet=quiet, texts=texts,
+            color=use_color(sys.stderr),
+        )
+        click.echo(renderer(output_format)(remaining), nl=False, err=True, color=remaining.color)
         return EXIT_CLEAN if exit_zero or not result.findings else EXIT_FINDINGS
-    report = Report([result], unsafe_fixes=job.unsafe_fixes, statistics=statistics, quiet=quiet)
+    report = Report(
+        [result], unsafe_fixes=job.unsafe_fixes, statistics=statistics, quiet=quiet, texts={name: source.text},
+        color=use_color(sys.stdout),
+    )
     _print_problems([result])
     if job.diff:
-        click.echo(unified_diff(result), nl=False)
+        click.echo(_safe_diff(unified_diff(result)), nl=False)
         return EXIT_CLEAN if exit_zero or result.new_text is None else EXIT_FINDINGS
-    click.echo(renderer(output_format)(report), nl=False)
+    click.echo(renderer(output_format)(report), nl=False, color=report.color)
     return EXIT_CLEAN if exit_zero or (not result.findings and not result.error) else EXIT_FINDINGS
 
 
@@ -273,12 +318,13 @@ def rules_command(output_format: str, show_all: bool) -> None:
 @cli.command("rule")
 @click.argument("code")
 def rule_command(code: str) -> None:
-    """Print the reference page of rule CODE."""
+    """Print the reference page of a rule, by code (TL101) or name (dataloader-num-workers-zero)."""
     from torchlint.docs import render_page
 
-    rule = all_rules().get(code.upper())
+    rules = all_rules()
+    rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code.lower()), None)
     if rule is None:
-        raise click.UsageError(f"unknown rule code '{code}' (see `torchlint rules`)")
+        _fail(f"unknown rule '{code}' (see `torchlint rules`)")
     click.echo(render_page(rule))
 
 

@@ -89,8 +89,25 @@ class Settings:
             return rules
         return [r for r in rules if not any(r.code.startswith(i) or i == "ALL" for i in ignored)]
 
-    def is_excluded(self, path: str) -> bool:
-        return any(self._matches(path, p) for p in (*self.exclude, *self.extend_exclude))
+    def is_excluded(self, path: str, below: Optional[str] = None) -> bool:
+        """Whether an exclude pattern matches `path` or one of its parent directories.
+
+        With `below` (a directory the user named), only the parts under it count, as in ruff: naming
+        `build/proj` lints it even though `build` is excluded by default."""
+        patterns = (*self.exclude, *self.extend_exclude)
+        relative = _relative_posix(path, self.root)
+        parts = relative.split("/")
+        first = 0
+        if below is not None:
+            named = _relative_posix(below, self.root)
+            named_parts = [] if named == "." else named.split("/")
+            if parts[: len(named_parts)] == named_parts:
+                first = len(named_parts)
+        for end in range(max(first, 0) + 1, len(parts) + 1):
+            prefix = "/".join(parts[:end])
+            if any(_matches_entry(parts[end - 1], prefix, pattern) for pattern in patterns):
+                return True
+        return False
 
     def _matches(self, path: str, pattern: str) -> bool:
         relative = _relative_posix(path, self.root)
@@ -100,6 +117,15 @@ class Settings:
             return any(fnmatch.fnmatchcase(part, name) for part in parts)
         pattern = pattern.lstrip("./").rstrip("/")
         return fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*")
+
+
+def _matches_entry(name: str, relative: str, pattern: str) -> bool:
+    """One file or directory against one exclude pattern: a bare name matches the entry's name, a
+    pattern with a slash its path from the project root."""
+    if "/" not in pattern.rstrip("/"):
+        return fnmatch.fnmatchcase(name, pattern.rstrip("/"))
+    pattern = pattern.rstrip("/")
+    return fnmatch.fnmatchcase(relative, pattern[2:] if pattern.startswith("./") else pattern)
 
 
 def _relative_posix(path: str, root: str) -> str:
@@ -172,6 +198,30 @@ def find_config(start: str) -> Optional[Path]:
     return None
 
 
+# Rule selection may also sit in a `lint` sub-table, as ruff's `[tool.ruff.lint]` does.
+_LINT_KEYS = ("select", "ignore", "extend-select", "per-file-ignores")
+
+
+def _merge_lint_table(table: dict, where: str) -> dict:
+    lint = table.get("lint")
+    if lint is None:
+        return table
+    inner = f"{where[:-1]}.lint]" if where.endswith("]") else f"{where} [lint]"
+    if not isinstance(lint, dict):
+        raise ConfigError(f"{where}: 'lint' must be a table")
+    merged = {k: v for k, v in table.items() if k != "lint"}
+    for key, value in lint.items():
+        if key not in _LINT_KEYS:
+            if key in _KEYS:
+                raise ConfigError(f"{inner}: '{key}' belongs in {where}, not in the lint table")
+            hint = difflib.get_close_matches(key, _LINT_KEYS, n=1)
+            raise ConfigError(f"{inner}: unknown key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+        if key in merged:
+            raise ConfigError(f"{where}: '{key}' is set both here and in {inner}; keep one")
+        merged[key] = value
+    return merged
+
+
 def load_settings(path: Optional[Path]) -> Settings:
     if path is None:
         return Settings(root=os.getcwd())
@@ -187,6 +237,7 @@ def load_settings(path: Optional[Path]) -> Settings:
         where = str(path)
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
+    table = _merge_lint_table(table, where)
     for key, value in table.items():
         expected = _KEYS.get(key)
         if expected is None:

@@ -38,31 +38,7 @@ def argument(call: cst.Call, name: str, position: Optional[int] = None) -> Optio
 
 
 def with_keyword(call: cst.Call, name: str, value: Union[str, cst.BaseExpression]) -> cst.Call:
-    """`call` with `name=value` set: replaces an existing keyword, or appends one in the call's own style."""
-    expression = cst.parse_expression(value) if isinstance(value, str) else value
-    existing = keyword(call, name)
-    if existing is not None:
-        return call.with_changes(
-            args=[arg.with_changes(value=expression) if arg is existing else arg for arg in call.args]
-        )
-    new = cst.Arg(
-        value=expression,
-        keyword=cst.Name(name),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
-    return call.with_changes(args=_append(list(call.args), new))
+    """`call` with `name=value` set, in the call's own layout (see torchlint.lint.fix.add_keyword)."""
+    from torchlint.lint.fix import add_keyword
 
-
-def _append(args: list[cst.Arg], new: cst.Arg) -> Sequence[cst.Arg]:
-    if not args:
-        return [new]
-    last = args[-1]
-    if isinstance(last.comma, cst.Comma):
-        # Trailing comma (usually one argument per line): the new argument takes the last one's place in
-        # the layout, and the last one is separated from it like the arguments before it.
-        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
-            separator = args[-2].comma
-        else:
-            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        return [*args[:-1], last.with_changes(comma=separator), new.with_changes(comma=last.comma)]
-    return [*args[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), new]
+    return add_keyword(call, name, value)

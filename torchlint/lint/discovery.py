@@ -87,7 +87,7 @@ def _git_listing(directory: str) -> Optional[list[str]]:
 
 def _walk(directory: str, settings: Settings) -> Iterator[str]:
     for root, dirs, files in os.walk(directory, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not settings.is_excluded(os.path.join(root, d)))
+        dirs[:] = sorted(d for d in dirs if not settings.is_excluded(os.path.join(root, d), below=directory))
         for name in sorted(files):
             yield os.path.join(root, name)
 
@@ -113,7 +113,7 @@ def discover(paths: Iterable[str], settings: Settings) -> tuple[list[Discovered]
         listing = _git_listing(raw)
         candidates = listing if listing is not None else _walk(raw, settings)
         for path in candidates:
-            if not path.endswith(EXTENSIONS) or settings.is_excluded(path):
+            if not path.endswith(EXTENSIONS) or settings.is_excluded(path, below=raw):
                 continue
             if os.path.islink(path) and not os.path.exists(path):
                 problems.append(DiscoveryProblem(display_path(path), _link_problem(path)))

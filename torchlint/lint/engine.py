@@ -10,8 +10,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.lint.context import Context, RawFinding
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
+from torchlint.lint.fix import LINE_LENGTH, wrap_call
 from torchlint.lint.limits import check_shape
 from torchlint.lint.names import ImportTable, module_level_bindings
+from torchlint.lint.placement import binds_at_top, comment_lines_above, import_insertion
 from torchlint.lint.rule import Fix, InsertBefore, Replace, Rule
 from torchlint.lint.source import SourceError, SourceFile, line_starts
 from torchlint.lint.suppress import Suppressions, find_suppressions
@@ -28,12 +30,20 @@ def _where(source: SourceFile, line: int, column: int) -> str:
     return f"line {line}, column {column}"
 
 
+class InvalidSyntax(SourceError):
+    """A file that does not parse; reported as a TL000 finding at the error's position."""
+
+    def __init__(self, source: SourceFile, line: int, column: int, reason: str) -> None:
+        super().__init__(f"syntax error at {_where(source, line, column)}: {reason}")
+        self.line, self.column, self.reason = line, column, reason
+
+
 def _python_syntax_error(source: SourceFile) -> Optional[SourceError]:
     """CPython's own account of a syntax error (clearer than a parser-generator's), if it sees one."""
     try:
         compile(source.text, source.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
-        return SourceError(f"syntax error at {_where(source, exc.lineno or 1, exc.offset or 1)}: {exc.msg}")
+        return InvalidSyntax(source, exc.lineno or 1, exc.offset or 1, exc.msg)
     except (ValueError, RecursionError, MemoryError) as exc:
         return SourceError(f"cannot be parsed: {exc}")
     return None
@@ -56,7 +66,7 @@ def parse(source: SourceFile) -> cst.Module:
         if clearer is not None:
             raise clearer from None
         reason = exc.message.splitlines()[0] if exc.message else "invalid syntax"
-        raise SourceError(f"syntax error at {_where(source, exc.raw_line, exc.raw_column + 1)}: {reason}") from None
+        raise InvalidSyntax(source, exc.raw_line, exc.raw_column + 1, reason) from None
     except RecursionError:
         raise SourceError("too deeply nested to parse") from None
 
@@ -140,22 +150,63 @@ class _Positions:
         return self._starts[line - 1] if line - 1 < len(self._starts) else self._text_length
 
 
-def _import_insertion(module: cst.Module, positions: _Positions) -> tuple[int, int]:
-    """(line, offset) where a new top-level `import` goes: after the leading docstring and imports."""
-    line = None
-    for stmt in module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            break
-        small = stmt.body[0] if stmt.body else None
-        is_docstring = line is None and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
-        is_magic = line is None and isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis)  # a magic
-        if not (isinstance(small, (cst.Import, cst.ImportFrom)) or is_docstring or is_magic):
-            break
-        line = positions.range(stmt)[2] + 1
-    if line is None:
-        first = module.body[0] if module.body else None
-        line = positions.range(first)[0] if first is not None else 1
-    return line, positions.offset_of_line(line)
+def _open_brackets(text: str) -> int:
+    """Brackets `text` leaves open (strings are not looked into: a line prefix rarely holds one with brackets)."""
+    depth = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+    return depth
+
+
+def _split_outer_brackets(line: str, indent: str) -> Optional[str]:
+    """`line` with the contents of its first bracket pair on a line of their own, if that pair closes the
+    line's code (`x = {...}  # note`, `f(...):`) and the contents then fit; None otherwise."""
+    import io
+    import tokenize
+
+    code = line.lstrip()
+    shift = len(line) - len(code)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    opening = next((t for t in tokens if t.type == tokenize.OP and t.string in "([{"), None)
+    if opening is None:
+        return None
+    depth, closing = 0, None
+    for tok in tokens:
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+            if depth == 0 and tok.start > opening.start:
+                closing = tok
+                break
+    if closing is None:
+        return None
+    skipped = (tokenize.COMMENT, tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.DEDENT)
+    after = [t for t in tokens if t.start >= closing.end and t.type not in skipped]
+    if any(not (t.type == tokenize.OP and t.string == ":") for t in after):
+        return None
+    open_at, close_at = opening.end[1] + shift, closing.start[1] + shift
+    middle = indent + "    " + line[open_at:close_at].strip()
+    if len(middle) > LINE_LENGTH:
+        return None
+    return line[:open_at] + "\n" + middle + "\n" + indent + line[close_at:]
+
+
+def _has_comment(node: cst.CSTNode) -> bool:
+    found = []
+
+    class _Comments(cst.CSTVisitor):
+        def visit_Comment(self, comment: cst.Comment) -> None:
+            found.append(comment)
+
+    node.visit(_Comments())
+    return bool(found)
 
 
 class _FixBuilder:
@@ -165,7 +216,7 @@ class _FixBuilder:
         self.context = context
         self.positions = positions
         self.text = context.source.text
-        self._import_at: Optional[tuple[int, int]] = None
+        self._imports: dict[str, FixEdit] = {}
 
     def _edit(self, start: tuple[int, int], end: tuple[int, int], content: str) -> FixEdit:
         return FixEdit(
@@ -198,6 +249,38 @@ class _FixBuilder:
             text = text.rstrip("\r\n")
         return text
 
+    def _fit(
+        self, old: cst.CSTNode, new: cst.Call, content: str, start: tuple[int, int], end: tuple[int, int]
+    ) -> tuple[tuple[int, int], tuple[int, int], str]:
+        """The edit that puts `new` in place of `old`: as it is, or split over lines as ruff's formatter would
+        split it if the line no longer fits (only where it fitted before: a file written with long lines
+        keeps its style)."""
+        unchanged = (start, end, content)
+        (line, col), (end_line, end_col) = start, end
+        before = [self._line_text(n) for n in range(line, end_line + 1)]
+        if any(len(text) > LINE_LENGTH for text in before):
+            return unchanged
+        prefix, suffix = before[0][:col], before[-1][end_col:]
+        if all(len(text) <= LINE_LENGTH for text in (prefix + content + suffix).split("\n")):
+            return unchanged
+        if _has_comment(new):
+            return unchanged  # splitting again would lose the comments between the arguments
+        leading = before[0][: len(before[0]) - len(before[0].lstrip())]
+        if _open_brackets(prefix):
+            # Inside other brackets: a formatter splits the outermost ones first.
+            whole = _split_outer_brackets(prefix + content + suffix, leading)
+            if whole is None or "\n" in content:
+                return unchanged
+            return (line, 0), (end_line, len(before[-1])), whole
+        block = "".join(self.context.block_indents(old))
+        extra = leading[len(block) :] if leading.startswith(block) else ""
+        for one_per_line in (False, True):
+            text = self._render(old, wrap_call(new, extra, one_per_line))
+            lines = (prefix + text + suffix).split("\n")
+            if one_per_line or all(len(part) <= LINE_LENGTH for part in lines[1:-1]):
+                return start, end, text
+        return unchanged
+
     def build(self, fix: Fix) -> FindingFix:
         newline = self.context.source.newline
         edits: list[FixEdit] = []
@@ -212,6 +295,10 @@ class _FixBuilder:
                         content = content.rstrip("\r\n").replace("\n", newline + indent)
                 else:
                     content = self._render(change.node, change.new)
+                    if isinstance(change.new, cst.Call):
+                        (line, col), (end_line, end_col), content = self._fit(
+                            change.node, change.new, content, (line, col), (end_line, end_col)
+                        )
                 if is_statement:
                     # A statement's range stops before its trailing comment, which its rendering
                     # repeats: replace through the end of its last line.
@@ -220,15 +307,72 @@ class _FixBuilder:
             elif isinstance(change, InsertBefore):
                 text = change.text
                 if is_statement:
-                    text = text + newline + self._indent_of(line, col)
+                    (line, col), text = self._statement_insertion(change.node, line, col, text)  # type: ignore[arg-type]
                 edits.append(self._edit((line, col), (line, col), text))
+        edits = self._drop_emptied_lines(edits)
+        first_row = min((e.row for e in edits), default=10**9)
         for module in fix.imports:
-            if self.context.imports.local_name_for(module) is None:
-                if self._import_at is None:
-                    self._import_at = _import_insertion(self.context.module, self.positions)
-                at_line, at = self._import_at
-                edits.append(FixEdit(at, at, f"import {module}{newline}", at_line, 1, at_line, 1))
+            if not binds_at_top(self.context.module, module, self._lines_of, first_row):
+                edits.append(self._import_edit(module))
         return FindingFix(message=fix.description, safe=fix.safe, edits=tuple(edits))
+
+    def _drop_emptied_lines(self, edits: list[FixEdit]) -> list[FixEdit]:
+        """Deletions that leave a line blank (an argument on a line of its own) delete the whole line,
+        rather than leave the whitespace-only line a formatter would remove."""
+        by_row: dict[int, list[FixEdit]] = {}
+        for edit in edits:
+            if edit.content == "" and edit.row == edit.end_row:
+                by_row.setdefault(edit.row, []).append(edit)
+        for row, deletions in by_row.items():
+            if any(e.row <= row <= e.end_row for e in edits if e not in deletions):
+                continue
+            text = self._line_text(row)
+            start = self.positions.offset_of_line(row)
+            kept = text
+            for edit in sorted(deletions, key=lambda e: e.start, reverse=True):
+                kept = kept[: edit.start - start] + kept[edit.end - start :]
+            if kept.strip() or not text.strip():
+                continue
+            whole = FixEdit(start, self.positions.offset_of_line(row + 1), "", row, 1, row + 1, 1)
+            edits = [e for e in edits if e not in deletions] + [whole]
+        return edits
+
+    def _statement_insertion(
+        self, statement: cst.BaseStatement, line: int, col: int, text: str
+    ) -> tuple[tuple[int, int], str]:
+        """Where and what to insert for `text` to stand as its own lines before `statement`.
+
+        Never between the statement and the comment lines right above it, which describe it (a decorator
+        is the exception: it goes on the definition itself). At module
+        level the text goes after the first blank line above (so the blank lines below an import block
+        stay one, and those above a function stay two)."""
+        newline = self.context.source.newline
+        indent = self._indent_of(line, col)
+        body = text.replace("\n", newline)
+        if text.lstrip().startswith("@"):  # a decorator belongs right on its definition
+            return (line, col), body + newline + indent
+        leading = statement.leading_lines
+        at_module_level = any(statement is s for s in self.context.module.body)
+        if at_module_level and leading and leading[0].comment is None:
+            # One blank line after the text; the blank lines that stood above the statement follow it.
+            return (line - len(leading) + 1, 0), body.rstrip("\r\n") + newline + newline
+        above = comment_lines_above(statement)
+        if above:
+            return (line - above, 0), indent + body + newline
+        return (line, col), body + newline + indent
+
+    def _lines_of(self, statement: cst.CSTNode) -> tuple[int, int]:
+        line, _, end_line, _ = self.positions.range(statement)
+        return line, end_line
+
+    def _import_edit(self, module: str) -> FixEdit:
+        """The one edit that adds `import module` (shared by every fix that needs it)."""
+        edit = self._imports.get(module)
+        if edit is None:
+            line, text = import_insertion(self.context.module, module, self._lines_of, self.context.source.newline)
+            at = self.positions.offset_of_line(line)
+            edit = self._imports[module] = FixEdit(at, at, text, line, 1, line, 1)
+        return edit
 
 
 def prepare_context(source: SourceFile, *, walk: bool = False) -> Context:

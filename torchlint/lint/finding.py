@@ -56,7 +56,18 @@ class FileResult:
     error: Optional[str] = None
     notes: list[str] = field(default_factory=list)  # e.g. a fix dropped because it would not parse
     fixed: int = 0  # findings fixed in this run
+    fixed_new: int = 0  # of those, how many only appeared once other fixes had been applied
     new_text: Optional[bytes] = None  # set when fixing changed the file (not yet written)
     original_text: Optional[str] = None  # kept for --diff
     fixed_text: Optional[str] = None
     cells: list[tuple[int, int]] = field(default_factory=list)  # notebooks: (cell index, its first line)
+
+
+# A file that does not parse is reported as a finding of this code, in every output format. It is no rule
+# (there is nothing to select, ignore or silence: nothing else can be checked in such a file).
+SYNTAX_ERROR = "TL000"
+SYNTAX_ERROR_NAME = "syntax-error"
+
+
+def syntax_error_finding(line: int, column: int, reason: str) -> Finding:
+    return Finding(SYNTAX_ERROR, f"syntax error: {reason}", line, column, line, column, line)

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from torchlint.config import Settings
 from torchlint.lint.cache import Cache
 from torchlint.lint.discovery import Discovered
-from torchlint.lint.finding import FileResult
+from torchlint.lint.finding import FileResult, syntax_error_finding
 from torchlint.lint.fix import applicable, fix_file
 from torchlint.lint.rule import Rule, all_rules
 from torchlint.lint.source import SourceError, SourceFile, read_source, write_fixed
@@ -35,10 +35,13 @@ class Job:
 
 
 def _lint_source(source: SourceFile, rules: Sequence[type[Rule]]) -> FileResult:
-    from torchlint.lint.engine import lint_text  # libcst and the rules load only when a file is linted
+    # libcst and the rules load only when a file is linted
+    from torchlint.lint.engine import InvalidSyntax, lint_text
 
     try:
         return lint_text(source, rules)
+    except InvalidSyntax as exc:
+        return FileResult(path=source.path, findings=[syntax_error_finding(exc.line, exc.column, exc.reason)])
     except SourceError as exc:
         return FileResult(path=source.path, error=str(exc))
     except RecursionError:

@@ -6,7 +6,9 @@ from typing import Callable
 
 from torchlint.output.report import Report
 
-FORMATS = ("text", "json", "sarif", "github")
+# `text` is the older name of `concise`.
+FORMATS = ("full", "concise", "text", "json", "sarif", "github")
+DEFAULT_FORMAT = "full"
 
 
 def renderer(name: str) -> Callable[[Report], str]:
@@ -16,6 +18,8 @@ def renderer(name: str) -> Callable[[Report], str]:
         from torchlint.output.sarif import render
     elif name == "github":
         from torchlint.output.github import render
+    elif name == "full":
+        from torchlint.output.full import render
     else:
         from torchlint.output.text import render
     return render

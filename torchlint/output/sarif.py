@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from torchlint.lint.finding import SYNTAX_ERROR, SYNTAX_ERROR_NAME
 from torchlint.lint.rule import all_rules
 from torchlint.output.report import Report
 
@@ -38,11 +39,21 @@ def render(report: Report) -> str:
         }
         for code, rule in rules.items()
     ]
+    descriptors.insert(
+        0,
+        {
+            "id": SYNTAX_ERROR,
+            "name": SYNTAX_ERROR_NAME,
+            "shortDescription": {"text": "A file that does not parse: nothing else in it can be checked."},
+            "defaultConfiguration": {"level": "error"},
+        },
+    )
+    codes.insert(0, SYNTAX_ERROR)
     results = []
     for result, finding in report.findings():
         entry = {
             "ruleId": finding.code,
-            "level": "warning",
+            "level": "error" if finding.code == SYNTAX_ERROR else "warning",
             "message": {"text": finding.message},
             "locations": [
                 {
@@ -58,7 +69,7 @@ def render(report: Report) -> str:
                 }
             ],
         }
-        if finding.code in rules:
+        if finding.code in codes:
             entry["ruleIndex"] = codes.index(finding.code)
         results.append(entry)
     notifications = [

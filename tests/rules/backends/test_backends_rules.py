@@ -171,7 +171,7 @@ def test_tl702_reports_a_conv_training_script_once_at_its_loop():
     findings = lint(CONV_SCRIPT, "TL702").findings
     assert [(f.line, f.column) for f in findings] == [(8, 17)]
     text = fixed(CONV_SCRIPT, "TL702")
-    assert text.startswith("\nimport torch\nimport torch.nn as nn\nimport torchvision\n\n\ntorch.backends.cudnn.benchmark = True\n\n\ndef train")
+    assert text.startswith("\nimport torch\nimport torch.nn as nn\nimport torchvision\n\ntorch.backends.cudnn.benchmark = True\n\n\ndef train")
 
 
 @pytest.mark.parametrize(
@@ -279,7 +279,7 @@ def test_tl801_adds_import_torch_when_the_file_has_none():
             pass
     """
     text = fixed(code, "TL801", unsafe=False)
-    assert text.startswith("\nfrom torch.cuda import amp\nimport torch\n")
+    assert text.startswith("\nimport torch\nfrom torch.cuda import amp\n")  # isort's order
     assert 'with torch.amp.autocast("cuda"):' in text
 
 

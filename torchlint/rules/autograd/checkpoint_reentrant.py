@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
+from torchlint.lint.fix import add_keyword
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.rules.autograd._common import FAMILY
 
@@ -73,11 +74,7 @@ class CheckpointReentrant(Rule):
         self.report(node, fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> Optional[Fix]:
-        # Edit only the last argument so that a call spread over several lines keeps its layout.
         if not node.args:
             return None
-        last = node.args[-1].value
-        code = self.context.code(last)
-        if "\n" in code:
-            return None
-        return Fix("Pass use_reentrant=False", [Replace(last, f"{code}, use_reentrant=False")], safe=False)
+        fixed = add_keyword(node, "use_reentrant", "False")  # keeps the call's own layout
+        return Fix("Pass use_reentrant=False", [Replace(node, fixed)], safe=False)

@@ -134,3 +134,34 @@ def test_an_import_cycle_and_a_broken_module_are_harmless(tmp_path: Path, monkey
     )
     # no summary of a cycle or of a file that does not parse says "syncs": nothing reported for the helpers
     assert [f for f in _findings([tmp_path / "train.py"]) if f[2] == "TL207"] == []
+
+
+def test_editing_a_helper_relints_its_importers_and_nothing_else(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchlint.config import Settings
+    from torchlint.lint import runner
+    from torchlint.lint.discovery import Discovered
+
+    monkeypatch.chdir(tmp_path)
+    _write(
+        tmp_path,
+        {
+            "utils.py": UTILS,
+            "train.py": TRAIN.format(imports="from utils import Items, Images, accuracy, top1, count"),
+            "other.py": "import torch\n\ndef f(x):\n    return x.sum()\n",
+        },
+    )
+    linted: list[str] = []
+    real = runner.process_source
+    monkeypatch.setattr(runner, "process_source", lambda source, job, **kw: linted.append(source.path) or real(source, job, **kw))
+    items = [Discovered(str(tmp_path / n), n, True) for n in ("other.py", "train.py", "utils.py")]
+    job = runner.Job(settings=Settings(select=["TL207"]))
+
+    def check() -> dict[str, int]:
+        linted.clear()
+        return {r.path: len(r.findings) for r in runner.run(items, job, jobs=1, cache_root=str(tmp_path))}
+
+    assert check() == {"other.py": 0, "train.py": 2, "utils.py": 0} and sorted(linted) == ["other.py", "train.py", "utils.py"]
+    assert check() == {"other.py": 0, "train.py": 2, "utils.py": 0} and linted == []  # all from the cache
+    (tmp_path / "utils.py").write_text(textwrap.dedent(UTILS).replace(".mean().item()", ".mean()"), encoding="utf-8")
+    assert check() == {"other.py": 0, "train.py": 0, "utils.py": 0}  # train.py saw the helper change
+    assert sorted(linted) == ["train.py", "utils.py"]  # other.py, which imports no project file, was not linted

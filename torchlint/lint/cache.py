@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from functools import lru_cache
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
 from torchlint.lint.source import SourceError, read_regular_file
@@ -86,11 +86,16 @@ class Cache:
         return os.path.join(self.directory, key[:2], key[2:] + ".json")
 
     def get(self, key: str) -> Optional[FileResult]:
+        """The stored result, if there is one and none of the project files it depended on has changed."""
         path = self._file(key)
         try:
-            result = _result_from_json(json.loads(read_regular_file(path, MAX_ENTRY_BYTES)))
+            data = json.loads(read_regular_file(path, MAX_ENTRY_BYTES))
+            result = _result_from_json(data)
+            dependencies = _dependencies_from_json(data.get("dependencies", {}))
         except (OSError, SourceError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+        if any(signature(name) != stored for name, stored in dependencies.items()):
+            return None  # an imported project file changed: what this file's findings rest on may have too
         try:
             os.utime(path)  # read by this run: kept by the next pruning
         except OSError:
@@ -129,7 +134,8 @@ class Cache:
             if entry.name != mine and entry.name[:1].isdigit() and entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
 
-    def put(self, key: str, result: FileResult) -> None:
+    def put(self, key: str, result: FileResult, dependencies: Sequence[str] = ()) -> None:
+        """Store `result`; `dependencies` are the project files it was computed from (besides the file itself)."""
         target = self._file(key)
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -140,8 +146,10 @@ class Cache:
                 with open(os.path.join(self.directory, "..", ".gitignore"), "w", encoding="utf-8") as ignore:
                     ignore.write("*\n")
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target))
+            data = _result_to_json(result)
+            data["dependencies"] = {name: signature(name) for name in dependencies}
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(_result_to_json(result), handle)
+                json.dump(data, handle)
             os.replace(tmp, target)
         except OSError:
             pass  # a cache that cannot be written only costs speed
@@ -154,6 +162,24 @@ def _result_to_json(result: FileResult) -> dict:
         "cells": result.cells,
         "findings": [dataclasses.asdict(f) for f in result.findings],
     }
+
+
+def signature(path: str) -> Optional[list[int]]:
+    """What identifies a version of a file cheaply: its modification time and size (None: it is gone)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return [stat.st_mtime_ns, stat.st_size]
+
+
+def _dependencies_from_json(raw: dict) -> dict[str, Optional[list[int]]]:
+    found: dict[str, Optional[list[int]]] = {}
+    for name, stored in _typed(raw, dict).items():
+        if stored is not None:
+            stored = [_typed(v, int) for v in _typed(stored, list)]
+        found[_typed(name, str)] = stored
+    return found
 
 
 def _typed(value, kind):

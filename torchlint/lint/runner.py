@@ -110,7 +110,9 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     result = process_source(source, job, write_to=item.path)
     # A fixing run's notes (a fix dropped, a file not fixed) are about that run: not for a later check.
     if key is not None and result.new_text is None and not ((job.fix or job.diff) and result.notes):
-        cache.put(key, result)  # type: ignore[union-attr]
+        from torchlint.semantic.project import dependencies  # the project files its findings may rest on
+
+        cache.put(key, result, dependencies(os.path.abspath(item.path), source.text))  # type: ignore[union-attr]
     return result
 
 

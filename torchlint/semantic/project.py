@@ -94,8 +94,18 @@ def module_file(from_path: str, dots: int, module: str) -> Optional[str]:
     return None
 
 
+_IMPORTS_OF: dict[tuple[str, int], list[str]] = {}
+
+
 def imported_modules(path: str, text: str) -> list[str]:
     """The project files `text` (the source of `path`) imports directly, found with a cheap scan."""
+    key = (os.path.realpath(path), hash(text))
+    if key not in _IMPORTS_OF:
+        _IMPORTS_OF[key] = _scan_imports(path, text)
+    return _IMPORTS_OF[key]
+
+
+def _scan_imports(path: str, text: str) -> list[str]:
     found: list[str] = []
     for match in _IMPORT_LINE.finditer(text):
         dots, module, plain = match.group(1), match.group(2), match.group(3)

@@ -58,6 +58,7 @@ class LoaderRecord:
     passes: int = 0  # times iterated (epochs)
     batches: int = 0
     wait_s: float = 0.0
+    waits: list = field(default_factory=list)  # seconds per batch
     moved: int = 0  # batch tensors copied with .to(device) / .cuda()
 
 

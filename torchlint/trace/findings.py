@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -113,8 +114,9 @@ def runtime_findings(events: Events, clock: StepClock) -> list[RuntimeFinding]:
             continue
         facts = (f"num_workers={loader.num_workers}, pin_memory={loader.pin_memory}, "
                  f"persistent_workers={loader.persistent_workers}")
-        share = loader.wait_s / traced if traced else 0.0
-        per_batch = loader.wait_s / loader.batches if loader.batches else 0.0
+        # The median wait, so that one slow first batch (imports, worker start) does not decide.
+        per_batch = statistics.median(loader.waits) if loader.waits else 0.0
+        share = min(1.0, per_batch * len(loader.waits) / traced) if traced else 0.0
         if loader.num_workers == 0 and share >= LOADER_WAIT_SHARE and per_batch >= LOADER_WAIT_PER_BATCH_S:
             found.append(RuntimeFinding("TL101", "TL101", loader.site, loader.stack,
                                         f"{facts}: steps spent {share:.0%} of their time waiting for batches "

@@ -67,7 +67,10 @@ class LoaderPatches:
         @functools.wraps(original_next)
         def __next__(iterator: Any) -> Any:
             clock = tracer.clock
-            clock.batch_fetched()  # asking for the next batch ends the step before (may stop the trace)
+            if getattr(iterator, "_num_yielded", None) == 0:
+                clock.pass_started()
+            else:
+                clock.batch_fetched()  # asking for the next batch ends the step before (may stop the trace)
             record = iterators.get(iterator)
             busy = clock.busy  # loading a batch is not the step's own tensor work
             started = time.perf_counter()
@@ -82,6 +85,7 @@ class LoaderPatches:
                     record.wait_s += waited
             if record is not None:
                 record.batches += 1
+                record.waits.append(waited)
             provenance = tracer.provenance
             for value in tree_leaves(batch):
                 if isinstance(value, torch.Tensor):

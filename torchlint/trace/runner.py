@@ -82,12 +82,24 @@ def run_program(program: Program, around: Callable[[Callable[[], None]], None] =
         return 0
     except SystemExit as exc:
         return exit_code(exc)
-    except KeyboardInterrupt:
-        traceback.print_exc()
+    except KeyboardInterrupt as exc:
+        _print_error(exc)
         return 130
-    except BaseException:  # the program's own error: shown as Python shows it, and exit 1
-        traceback.print_exc()
+    except BaseException as exc:  # the program's own error: shown as Python shows it, and exit 1
+        _print_error(exc)
         return 1
     finally:
         sys.stdout.flush()
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _print_error(exc: BaseException) -> None:
+    """The traceback Python would print, without the frames of the trace and of runpy above the program."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the torchlint package
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not (name.startswith(here + os.sep) or "runpy" in name):
+            break
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)

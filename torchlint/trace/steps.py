@@ -52,6 +52,14 @@ class StepClock:
         self._fetched = True
         self.boundary()
 
+    def pass_started(self) -> None:
+        """The first batch of a new pass over a DataLoader: what ran since the last step (evaluation between
+        epochs, setting up the next loop) is not a step of its own; the next step starts now."""
+        self._fetched = True
+        self.current = Step()
+        self.started_at = time.perf_counter()
+        self.busy = False
+
     def optimizer_stepped(self) -> None:
         """An optimizer step ends a step only in programs that do not fetch a batch per step; otherwise the
         work after it (logging, metrics) still belongs to the step, which ends at the next fetch."""

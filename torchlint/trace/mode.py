@@ -135,6 +135,17 @@ class TraceMode(TorchFunctionMode):
             if loop is not None:
                 out_flags |= SAMPLE
         result = func(*args, **kwargs)
+        if (
+            (out_flags ^ flags) & DEVICE
+            and args
+            and result is args[0]
+            and not result.requires_grad
+            and tracer.user.path(sys._getframe(1).f_code.co_filename)
+        ):
+            # `.to(device)` or `.cpu()` that is a no-op on this machine returns the tensor itself; marking that
+            # would change what the tensor the user still holds is. On a GPU the copy is a new tensor: so is
+            # the trace's, sharing the same memory (`detach()`: same values, no copy, no autograd to lose).
+            result = result.detach()
         if out_flags:
             for tensor in provenance.tensors(result):
                 provenance.mark(tensor, out_flags, origin=loop)

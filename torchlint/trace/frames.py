@@ -19,7 +19,8 @@ def _library_dirs() -> list[str]:
     torch = sys.modules.get("torch")
     if torch is not None and getattr(torch, "__file__", None):
         dirs.add(os.path.dirname(torch.__file__))
-    return sorted(os.path.realpath(d) + os.sep for d in dirs)
+    # Both spellings: code objects name files as imported (no link resolved), the check compares real paths.
+    return sorted({d + os.sep for d in dirs} | {os.path.realpath(d) + os.sep for d in dirs})
 
 
 class UserCode:
@@ -40,7 +41,8 @@ class UserCode:
         except KeyError:
             pass
         result = None
-        if filename and not filename.startswith("<"):
+        # Most frames are the library's: a prefix test settles them without touching the file system.
+        if filename and not filename.startswith("<") and not filename.startswith(tuple(self.excluded)):
             real = os.path.realpath(filename)
             if any(real.startswith(r) for r in self.roots) and not any(real.startswith(e) for e in self.excluded):
                 if not any(part in ("site-packages", "dist-packages") for part in real.split(os.sep)):

@@ -19,6 +19,7 @@ class LinesRun:
         self.lines: dict[str, set[int]] = {}  # real path -> lines that ran
         self._previous: Optional[Callable] = None
         self._by_name: dict[str, Optional[set[int]]] = {}  # code object's file name -> the set for it
+        self._started = False
 
     def _lines_for(self, filename: str) -> Optional[set[int]]:
         try:
@@ -44,6 +45,7 @@ class LinesRun:
         return on_line
 
     def start(self) -> None:
+        self._started = True
         self._previous = sys.gettrace()
         sys.settrace(self._on_call)
         threading.settrace(self._on_call)
@@ -55,7 +57,13 @@ class LinesRun:
                 frame.f_trace = self._on_call(frame, "call", None)
             frame = frame.f_back
 
+    def watch(self, on: bool) -> None:
+        """Pause or resume watching (frames already watched resume their line events with it)."""
+        if self._started:
+            sys.settrace(self._on_call if on else None)
+
     def stop(self) -> None:
+        self._started = False
         sys.settrace(self._previous)
         threading.settrace(self._previous)  # type: ignore[arg-type]
         frame = sys._getframe(1)

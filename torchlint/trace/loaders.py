@@ -76,6 +76,9 @@ class LoaderPatches:
             started = time.perf_counter()
             try:
                 batch = original_next(iterator)
+            except StopIteration:
+                clock.pass_ended()
+                raise
             finally:
                 clock.busy = busy
                 waited = time.perf_counter() - started

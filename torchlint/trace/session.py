@@ -35,6 +35,7 @@ class Tracer:
         self.clock = StepClock(limit=steps)
         self.events = Events()
         self.lines_run = LinesRun(self.user)
+        self.clock.watch_lines = self.lines_run.watch
         self.lint = lint
         self.report: Any = None
         self._installed: list[Any] = []

@@ -11,7 +11,13 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
+
+
+# Which lines of the user's code run is watched (it costs a call per Python function entered, a large part of
+# the trace's cost per step) outside the loops and on the first steps of each pass over a DataLoader: the
+# later steps of a pass run the same lines.
+WATCHED_STEPS = 2
 
 
 class StopTracing(BaseException):
@@ -35,6 +41,8 @@ class StepClock:
         self.busy = False  # tensor work since the last boundary
         self.stopped = False
         self._fetched = False  # a batch was fetched since the last optimizer step
+        self.steps_in_pass = 0  # steps since the current pass over a DataLoader began
+        self.watch_lines: Callable[[bool], None] = lambda on: None  # see `WATCHED_STEPS`
 
     @property
     def index(self) -> Optional[int]:
@@ -50,7 +58,16 @@ class StepClock:
     def batch_fetched(self) -> None:
         """The program asks a DataLoader for a batch: the previous step (if any) is over."""
         self._fetched = True
+        closed = len(self.steps)
         self.boundary()
+        if len(self.steps) > closed:
+            self.steps_in_pass += 1
+            if self.steps_in_pass == WATCHED_STEPS:
+                self.watch_lines(False)
+
+    def pass_ended(self) -> None:
+        """The DataLoader ran out of batches: the code after the loop runs once, and its lines are watched."""
+        self.watch_lines(True)
 
     def pass_started(self) -> None:
         """The first batch of a new pass over a DataLoader: what ran since the last step (evaluation between
@@ -59,6 +76,8 @@ class StepClock:
         self.current = Step()
         self.started_at = time.perf_counter()
         self.busy = False
+        self.steps_in_pass = 0
+        self.watch_lines(True)
 
     def optimizer_stepped(self) -> None:
         """An optimizer step ends a step only in programs that do not fetch a batch per step; otherwise the

@@ -127,7 +127,7 @@ def test_provenance_moves_and_host_copies() -> None:
 def _loop_then_more(loader) -> int:
     total = 0
     for (x, y) in loader:
-        total += 1
+        total += x.sum()
     after = total * 2
     return after
 
@@ -138,6 +138,6 @@ def test_lines_are_watched_on_first_steps_and_after_the_loop_again() -> None:
     with torchlint.trace(roots=[HERE], lint=False) as t:
         _loop_then_more(_loader())
     lines = t.lines_run.lines[os.path.realpath(__file__)]
-    assert _line_of(_loop_then_more, "total += 1") in lines  # seen on the first steps
+    assert _line_of(_loop_then_more, "total += x.sum()") in lines  # seen on the first steps
     assert _line_of(_loop_then_more, "after = total * 2") in lines  # watched again once the pass ended
     assert len(t.clock.steps) > WATCHED_STEPS

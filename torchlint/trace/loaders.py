@@ -32,12 +32,13 @@ class LoaderPatches:
         original_init, original_iter = DataLoader.__init__, DataLoader.__iter__
         original_next = _BaseDataLoaderIter.__next__
 
-        @functools.wraps(original_init)
-        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
-            original_init(loader, *args, **kwargs)
-            if loader in records:  # a subclass calling DataLoader.__init__: already recorded
-                return
-            stack = tracer.user.stack(2)
+        def record_of(loader: Any) -> LoaderRecord:
+            """The loader's record, made on first sight: where it is built, or, for a loader built before the
+            trace began, where it is first iterated."""
+            record = records.get(loader)
+            if record is not None:
+                return record
+            stack = tracer.user.stack(3)
             record = LoaderRecord(
                 site=stack[0] if stack else None,
                 stack=stack,
@@ -49,19 +50,24 @@ class LoaderPatches:
             )
             records[loader] = record
             tracer.events.loaders.append(record)
+            return record
+
+        @functools.wraps(original_init)
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(loader, *args, **kwargs)
+            record_of(loader)
 
         @functools.wraps(original_iter)
         def __iter__(loader: Any) -> Any:
             busy = tracer.clock.busy  # seeding the sampler is not the step's own tensor work
             iterator = original_iter(loader)
             tracer.clock.busy = busy
-            record = records.get(loader)
-            if record is not None:
-                record.passes += 1
-                try:
-                    iterators[iterator] = record
-                except TypeError:  # an iterator that cannot be weakly referenced: not timed
-                    pass
+            record = record_of(loader)
+            record.passes += 1
+            try:
+                iterators[iterator] = record
+            except TypeError:  # an iterator that cannot be weakly referenced: not timed
+                pass
             return iterator
 
         @functools.wraps(original_next)
@@ -73,6 +79,7 @@ class LoaderPatches:
                 clock.batch_fetched()  # asking for the next batch ends the step before (may stop the trace)
             record = iterators.get(iterator)
             busy = clock.busy  # loading a batch is not the step's own tensor work
+            loading, tracer.loading = tracer.loading, True
             started = time.perf_counter()
             try:
                 batch = original_next(iterator)
@@ -80,6 +87,7 @@ class LoaderPatches:
                 clock.pass_ended()
                 raise
             finally:
+                tracer.loading = loading
                 clock.busy = busy
                 waited = time.perf_counter() - started
                 if tracer.clock.current is not None:

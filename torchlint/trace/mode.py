@@ -95,6 +95,8 @@ class TraceMode(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         tracer = self.tracer
+        if tracer.loading:  # inside a DataLoader's __next__: its time is the data wait, measured as is
+            return func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
         if name[:1] != "_" or (name[:2] == "__" and name != "__get__"):
             tracer.clock.busy = True  # tensor work (not grad-mode switches, profiler marks, attribute reads)

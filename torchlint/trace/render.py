@@ -27,6 +27,10 @@ def _runtime_fields(traced) -> dict:
     return fields
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -57,7 +61,7 @@ def text(report: "TraceReport") -> str:
             lines.append(
                 f"  {report.loader_site(loader)}: {loader.dataset}, batch_size={loader.batch_size}, "
                 f"num_workers={loader.num_workers}, pin_memory={loader.pin_memory}, "
-                f"persistent_workers={loader.persistent_workers}; {loader.passes} passes, {loader.batches} "
+                f"persistent_workers={loader.persistent_workers}; {_plural(loader.passes, 'pass', 'passes')}, {loader.batches} "
                 f"batches, {wait} wait per batch"
             )
     counts = Counter(t.status for t in report.findings)

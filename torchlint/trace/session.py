@@ -37,6 +37,7 @@ class Tracer:
         self.lines_run = LinesRun(self.user)
         self.clock.watch_lines = self.lines_run.watch
         self.lint = lint
+        self.loading = False  # a DataLoader is producing a batch (the torch function mode stands aside)
         self.report: Any = None
         self._installed: list[Any] = []
 

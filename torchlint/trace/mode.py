@@ -56,10 +56,27 @@ def _one_sample(index: Any) -> bool:
     return False
 
 
+_PASS, _ATTRIBUTE = "pass", "attribute"
+# Calls that return metadata, never a tensor value: no mark to carry, nothing to count.
+_METADATA = {"dim", "size", "numel", "stride", "is_contiguous", "__len__", "element_size", "is_floating_point",
+             "is_complex", "data_ptr", "get_device", "register_hook", "__hash__", "__set__", "storage_offset"}
+
+
+def _kind(func: Any) -> str:
+    """How the mode treats a function: passed through, an attribute read, or watched (then: its name)."""
+    name = getattr(func, "__name__", "")
+    if name in _METADATA or (name[:1] == "_" and name[:2] != "__"):  # grad-mode switches, profiler marks
+        return _PASS
+    if name == "__get__":
+        return _ATTRIBUTE
+    return name
+
+
 class TraceMode(TorchFunctionMode):
     def __init__(self, tracer: "Tracer") -> None:
         super().__init__()
         self.tracer = tracer
+        self._kinds: dict[Any, str] = {}  # function -> _PASS, _ATTRIBUTE or its name
         self.provenance = tracer.provenance
         self.accelerator = torch.cuda.is_available()
 
@@ -95,13 +112,21 @@ class TraceMode(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         tracer = self.tracer
-        if tracer.loading:  # inside a DataLoader's __next__: its time is the data wait, measured as is
-            return func(*args, **(kwargs or {}))
-        name = getattr(func, "__name__", "")
-        if name[:1] != "_" or (name[:2] == "__" and name != "__get__"):
-            tracer.clock.busy = True  # tensor work (not grad-mode switches, profiler marks, attribute reads)
+        kind = self._kinds.get(func)
+        if kind is None:
+            kind = self._kinds[func] = _kind(func)
+        if kind is _PASS or tracer.loading:
+            # Bookkeeping and metadata, or a DataLoader building a batch (its time is the data wait, as is).
+            return func(*args, **kwargs)
         provenance = self.provenance
         flags = provenance.combined(args, kwargs)
+        if kind is _ATTRIBUTE:  # `.grad`, `.data`, `.T`: the same tensor's marks, nothing else to watch
+            result = func(*args, **kwargs)
+            if flags and isinstance(result, torch.Tensor):
+                provenance.mark(result, flags)
+            return result
+        tracer.clock.busy = True
+        name = kind
         moved = self._move_target(name, args, kwargs) if name in ("to", "cuda", "xpu", "mps") else None
         out_flags = flags
         if moved == "accelerator" or (moved == "cpu" and not flags & DEVICE and not self.accelerator):

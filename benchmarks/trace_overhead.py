@@ -9,8 +9,10 @@ Each fixture script (fixtures/trace/) runs in this one process, untraced and tra
 the wall time of the whole script (model and data set-up included), median over the repetitions. The traced
 run is the runtime part only (`lint=False`); the static pass the report merges in (linting the files that
 ran) is timed on its own, once per script, as it runs once per trace whatever the program's length.
-The fixture models are tiny (a few hundred parameters, batches of 8), so the framework's Python overhead per
-operation is the whole cost of a step: this is the worst case for a tracer that adds work per operation.
+The first three fixture models are tiny (a few hundred parameters, batches of 8), so the framework's Python
+overhead per operation is the whole cost of a step: the worst case for a tracer that adds work per operation.
+The fourth, convnet.py, trains a small convolutional network on 32x32 images in batches of 32, steps whose
+operations do real work.
 
 The sync share comes from one traced run with the linter: of the lines where the program read an
 accelerator value on the host on (more than half of) its steps, how many a static rule had reported.
@@ -32,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "trace"
-SCRIPTS = ("train_syncs.py", "evaluate.py", "clean.py")
+SCRIPTS = ("train_syncs.py", "evaluate.py", "clean.py", "convnet.py")
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "trace-overhead.md"
 
 

@@ -115,3 +115,9 @@ def test_static_finding_on_a_line_that_ran_without_a_sync_is_not_seen(tmp_path, 
     report, _ = trace_fixture(str(script))
     assert [(t.finding.code, t.status) for t in report.findings] == [("TL201", "not seen")]
     assert report.steps["steps"] == 4
+
+
+def test_convnet_training_reports_nothing() -> None:
+    report, code = trace_fixture("convnet.py", steps=3)
+    assert code == 0 and report.stopped and report.steps["steps"] == 3
+    assert report.findings == []

@@ -126,7 +126,7 @@ class TraceMode(TorchFunctionMode):
                 provenance.mark(result, flags)
             return result
         tracer.clock.busy = True
-        name = kind
+        name = kind  # a watched function: its name
         moved = self._move_target(name, args, kwargs) if name in ("to", "cuda", "xpu", "mps") else None
         out_flags = flags
         if moved == "accelerator" or (moved == "cpu" and not flags & DEVICE and not self.accelerator):
@@ -135,16 +135,16 @@ class TraceMode(TorchFunctionMode):
             if args:
                 tracer.moved(args[0])
         elif flags & DEVICE:
-            kind = HOST_READS.get(name) or DATA_DEPENDENT.get(name)
+            read = HOST_READS.get(name) or DATA_DEPENDENT.get(name)
             if moved == "cpu":
-                kind = "cpu"
+                read = "cpu"
             elif name == "where" and len(args) == 1 and not kwargs:
-                kind = "nonzero"
+                read = "nonzero"
             elif name == "__getitem__" and len(args) > 1 and _bool_index(args[1]):
-                kind = "mask"
-            if kind is not None:
-                tracer.host_read(kind)
-                if kind in ("cpu", "numpy"):
+                read = "mask"
+            if read is not None:
+                tracer.host_read(read)
+                if read in ("cpu", "numpy"):
                     out_flags &= ~DEVICE
         elif kwargs.get("device") is not None and tracer.user.path(sys._getframe(1).f_code.co_filename):
             # The user's code builds a tensor on `device` (libraries name the CPU for their own reasons).

@@ -65,9 +65,10 @@ def test_clean_script_reports_nothing() -> None:
 
 def test_dataloader_that_makes_steps_wait() -> None:
     report, _ = trace_fixture("slow_loader.py")
+    # 32 ms of sleep per batch against about a millisecond of work: far past the thresholds (which
+    # test_loader_findings_follow_what_the_loader_cost checks exactly, on made-up timings).
     loader = _only(at(report, 24, "TL101"))
     assert loader.status == "confirmed"
-    assert loader.runtime.extra["data_wait_share"] > 0.2
     assert report.loaders[0].batches == 8 and report.loaders[0].dataset == "Decoded"
 
 

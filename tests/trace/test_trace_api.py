@@ -141,3 +141,39 @@ def test_lines_are_watched_on_first_steps_and_after_the_loop_again() -> None:
     assert _line_of(_loop_then_more, "total += x.sum()") in lines  # seen on the first steps
     assert _line_of(_loop_then_more, "after = total * 2") in lines  # watched again once the pass ended
     assert len(t.clock.steps) > WATCHED_STEPS
+
+
+def test_compiled_model_runs_under_the_trace_with_the_same_results() -> None:
+    import warnings
+
+    def run(traced: bool):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        fast = torch.compile(model, backend="eager")  # dynamo only: what traces the hooks and the mode
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+
+        def train() -> None:
+            for x, y in _loader(16):
+                loss = torch.nn.functional.mse_loss(fast(x.to("cpu")), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+
+        if not traced:
+            train()
+            return losses, None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # the program shows every warning; the trace's own are not shown
+            with torchlint.trace(roots=[HERE], lint=False) as t:
+                train()
+        assert not [w for w in caught if "global hooks" in str(w.message)]
+        return losses, t.report
+
+    torch._dynamo.reset()
+    plain, _ = run(False)
+    torch._dynamo.reset()
+    traced, report = run(True)
+    assert traced == plain
+    assert [(r.extra["kind"], r.count) for r in _runtime(report)] == [("item", 4)]

@@ -25,10 +25,12 @@ class Hooks:
         self.handles: list = []
 
     def install(self) -> None:
+        # Under torch.compile the hooks run as plain Python (a graph break), not traced into the graph.
+        disable = torch.compiler.disable
         self.handles = [
-            register_module_forward_pre_hook(self._before_forward),
-            register_module_forward_hook(self._after_forward, always_call=True),
-            register_optimizer_step_post_hook(self._after_optimizer_step),
+            register_module_forward_pre_hook(disable(self._before_forward)),
+            register_module_forward_hook(disable(self._after_forward), always_call=True),
+            register_optimizer_step_post_hook(disable(self._after_optimizer_step)),
         ]
 
     def remove(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dis
 import functools
 import os
+import warnings
 from typing import Any, Optional, Sequence
 
 from torchlint.trace.events import Events, LoaderRecord, SampleLoop
@@ -98,6 +99,10 @@ class Tracer:
         from torchlint.trace.mode import TraceMode
 
         hooks, loaders, mode = Hooks(self), LoaderPatches(self), TraceMode(self)
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        # torch warns that its global hooks (the trace's) also fire for a torch.compile wrapper: not the program's.
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
         hooks.install()
         loaders.install()
         mode.__enter__()
@@ -115,6 +120,7 @@ class Tracer:
         mode.__exit__(None, None, None)
         loaders.remove()
         hooks.remove()
+        self._warnings.__exit__(None, None, None)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         self.stop()

@@ -149,7 +149,7 @@ def test_compiled_model_runs_under_the_trace_with_the_same_results() -> None:
     def run(traced: bool):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-        fast = torch.compile(model, backend="eager")  # dynamo only: what traces the hooks and the mode
+        fast = torch.compile(model, backend="eager", fullgraph=True)  # dynamo only: it traces the hooks and the mode
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         losses = []
 

@@ -25,12 +25,10 @@ class Hooks:
         self.handles: list = []
 
     def install(self) -> None:
-        # Under torch.compile the hooks run as plain Python (a graph break), not traced into the graph.
-        disable = torch.compiler.disable
         self.handles = [
-            register_module_forward_pre_hook(disable(self._before_forward)),
-            register_module_forward_hook(disable(self._after_forward), always_call=True),
-            register_optimizer_step_post_hook(disable(self._after_optimizer_step)),
+            register_module_forward_pre_hook(self._before_forward),
+            register_module_forward_hook(self._after_forward, always_call=True),
+            register_optimizer_step_post_hook(self._after_optimizer_step),
         ]
 
     def remove(self) -> None:
@@ -47,6 +45,8 @@ class Hooks:
             provenance.mark(tensor, DEVICE)
 
     def _before_forward(self, module: Any, args: Any) -> None:
+        if torch.compiler.is_compiling():  # traced into a torch.compile graph: nothing to watch there
+            return
         self._mark_parameters(module)
         if self.depth == 0:
             tracer = self.tracer
@@ -62,6 +62,8 @@ class Hooks:
         self.depth += 1
 
     def _after_forward(self, module: Any, args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         self.depth = max(0, self.depth - 1)
         if self.depth or output is None:
             return
@@ -97,4 +99,5 @@ class Hooks:
             tensor.register_hook(on_gradient)
 
     def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.tracer.clock.optimizer_stepped()
+        if not torch.compiler.is_compiling():
+            self.tracer.clock.optimizer_stepped()

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Optional
 
 import torch
+from torch.compiler import is_compiling
 from torch.overrides import TorchFunctionMode
 
 from torchlint.trace.provenance import BATCH, DEVICE, SAMPLE
@@ -115,8 +116,9 @@ class TraceMode(TorchFunctionMode):
         kind = self._kinds.get(func)
         if kind is None:
             kind = self._kinds[func] = _kind(func)
-        if kind is _PASS or tracer.loading:
-            # Bookkeeping and metadata, or a DataLoader building a batch (its time is the data wait, as is).
+        if kind is _PASS or tracer.loading or is_compiling():
+            # Bookkeeping and metadata, a DataLoader building a batch (its time is the data wait, as is), or
+            # torch.compile tracing a graph (which then runs without Python: nothing to watch).
             return func(*args, **kwargs)
         provenance = self.provenance
         flags = provenance.combined(args, kwargs)

@@ -66,7 +66,7 @@ class StepsOnly:
 
     def __init__(self, steps: int = 0) -> None:
         from torchlint.trace.loaders import LoaderPatches
-        from torchlint.trace.session import Tracer
+        from torchlint.trace.tracer import Tracer
         from torchlint.trace.steps import StepClock
 
         class AlwaysBusy(StepClock):

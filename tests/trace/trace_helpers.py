@@ -15,7 +15,7 @@ FIXTURES = ROOT / "fixtures" / "trace"
 def trace_fixture(name: str, *args: str, steps: int = 0, lint: bool = True):
     """(report, exit code) of `torchlint trace --steps N -- python fixtures/trace/NAME ARGS`, in-process."""
     from torchlint.trace.runner import parse_command, run_program
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
     program = parse_command(["python", str(FIXTURES / name), *args])
     tracer = Tracer(steps=steps, roots=[program.root], lint=lint)

@@ -22,7 +22,7 @@ def trace(steps: int = 0, roots: Optional[Sequence[str]] = None, lint: bool = Tr
     roots: folders that hold the user's code (default: the working directory); frames elsewhere are libraries.
     lint: also run the linter on the user's files that ran, to merge its findings with the trace's.
     """
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
     return Tracer(steps=steps, roots=roots, lint=lint)
 

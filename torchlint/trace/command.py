@@ -29,7 +29,7 @@ def trace_command(steps: int, output_format: str, output_file: Optional[str], co
         click.echo("torchlint trace: torch is not installed (pip install torch)", err=True)
         sys.exit(EXIT_USAGE)
     from torchlint.trace.runner import CommandError, parse_command, run_program
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
     try:
         program = parse_command(command)

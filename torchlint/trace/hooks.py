@@ -14,7 +14,7 @@ from torchlint.trace.events import ForwardSite
 from torchlint.trace.provenance import BATCH, DEVICE, SAMPLE
 
 if TYPE_CHECKING:
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
 
 class Hooks:

@@ -17,7 +17,7 @@ from torchlint.trace.events import LoaderRecord
 from torchlint.trace.provenance import BATCH, DEVICE
 
 if TYPE_CHECKING:
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
 
 class LoaderPatches:

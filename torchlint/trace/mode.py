@@ -13,7 +13,7 @@ from torch.overrides import TorchFunctionMode
 from torchlint.trace.provenance import BATCH, DEVICE, SAMPLE
 
 if TYPE_CHECKING:
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
 # Tensor methods that hand a value to Python: the host must wait for the accelerator and copy.
 HOST_READS = {

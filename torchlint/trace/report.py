@@ -10,7 +10,7 @@ from torchlint.trace.events import LoaderRecord
 from torchlint.trace.merge import TracedFinding, display, merge
 
 if TYPE_CHECKING:
-    from torchlint.trace.session import Tracer
+    from torchlint.trace.tracer import Tracer
 
 
 @dataclass

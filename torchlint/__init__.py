@@ -1,6 +1,6 @@
 """torchlint: find and fix the PyTorch code that makes training and inference slow.
 
-Importing this package never imports torch; `optimize` and `explain` load it on first use.
+Importing this package never imports torch; `optimize`, `explain` and `trace` load it on first use.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ except _metadata.PackageNotFoundError:  # running from a source checkout
     __version__ = "0.0.0+local"
 
 from torchlint.lint.api import lint_paths, lint_source  # noqa: E402
+from torchlint import trace  # noqa: E402  (a callable package; torch is imported when a trace starts)
 
-__all__ = ["__version__", "lint_paths", "lint_source", "optimize", "explain"]
+__all__ = ["__version__", "lint_paths", "lint_source", "optimize", "explain", "trace"]
 
 
 def optimize(model: Any, example_inputs: Any = None, **options: Any) -> Any:

@@ -339,6 +339,15 @@ def _register_optimize() -> None:
 _register_optimize()
 
 
+def _register_trace() -> None:
+    from torchlint.trace.command import trace_command  # imports torch only when the command runs
+
+    cli.add_command(trace_command, "trace")
+
+
+_register_trace()
+
+
 def main() -> None:
     # Not click's standalone mode, which turns Ctrl-C into exit code 1: an interrupted run exits 130.
     try:

@@ -10,6 +10,7 @@ from torch import fx, nn
 
 from . import verify
 from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext
+from .inference import make_inference_model
 from .report import NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
 from .shapes import ShapeRecorder
 from .trace import copy_graph_module, trace_largest
@@ -40,13 +41,18 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
         try:
             reference = verify.run(work, args, kwargs, training)
         except Exception as error:  # noqa: BLE001 - the caller's inputs are wrong, not the optimizer
-            raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}") from error
+            hint = ("; a list is passed as ONE argument: pass a tuple for several positional arguments"
+                    if isinstance(example_inputs, list) else "")
+            raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}{hint}") from error
         finally:
             recorder.close()
         if not verify_:
             reference = None
 
-    traced = trace_largest(work)
+    # An eval-mode result keeps the original's state_dict: a structural copy sharing every tensor keeps the
+    # original tensors that passes replace by folded or packed ones.
+    source = None if training else _snapshot(work)
+    traced = trace_largest(work, follow_mode=training)
     root, pieces = traced.root, traced.pieces
     for item in traced.untraced:
         report.add("trace", NOT_TRACED, item.path, item.reason)
@@ -83,6 +89,8 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
         report.add("verify", NOTE, "", "not verified: pass example_inputs to compare against the original model")
     elif not verify_:
         report.add("verify", NOTE, "", "not verified: verify=False")
+    if not training and report.passes_applied:
+        root = make_inference_model(root, source)
     report.transform_seconds = time.perf_counter() - started
     setattr(root, REPORT_ATTRIBUTE, report)
     return root

@@ -14,7 +14,7 @@ from .base import PassContext
 
 def autocast(model: nn.Module, ctx: PassContext) -> nn.Module:
     wrapped = AutocastForward(model, ctx.device_type, ctx.autocast_dtype)
+    wrapped.training = model.training
     ctx.rewrote("", f"forward runs under torch.autocast({ctx.device_type!r}, dtype={ctx.autocast_dtype}); "
-                    "low-precision outputs are cast back to float32 (the returned "
-                    "AutocastForward wraps the model: state_dict keys gain a 'module.' prefix)")
+                    "low-precision outputs are cast back to float32")
     return wrapped

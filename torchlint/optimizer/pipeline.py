@@ -48,6 +48,11 @@ def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes
             recorder.close()
         if not verify_:
             reference = None
+        elif not (comparable := verify.compare(reference.output, reference.output, fp32)).ok:
+            report.add("verify", NOTE, "", f"model returned unchanged: {comparable.detail}")
+            report.transform_seconds = time.perf_counter() - started
+            setattr(work, REPORT_ATTRIBUTE, report)
+            return work
 
     # An eval-mode result keeps the original's state_dict: a structural copy sharing every tensor keeps the
     # original tensors that passes replace by folded or packed ones.
@@ -274,8 +279,12 @@ class _Checkpoint:
     def __init__(self, root: nn.Module, pieces: list[str], deep: bool) -> None:
         self.root = _snapshot(root) if deep else root
         self.graphs = {} if deep else {path: _piece(root, path) for path in pieces}
+        # channels_last re-lays out weights in place (param.data = ...) to keep Parameter identity for training.
+        self.data = [(p, p.data) for p in root.parameters()]
 
     def restore(self) -> nn.Module:
+        for param, data in self.data:
+            param.data = data
         root = self.root
         for path, gm in self.graphs.items():
             root = _replace(root, path, gm)

@@ -41,48 +41,69 @@ Importing this package does not import torch; `optimize` and `explain` do.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+
+if TYPE_CHECKING:  # annotations only: importing this package does not import torch
+    import torch
+    from torch import nn
+
+    from .passes import Pass
+    from .report import Report
 
 __all__ = ["optimize", "explain"]
 
 
 def optimize(
-    model: Any,
+    model: nn.Module,
     example_inputs: Any = None,
     *,
+    dtype: Union[torch.dtype, str, bool, None] = None,
     inplace: bool = False,
-    autocast: Any = None,
-    passes: Any = None,
+    passes: Sequence[Union[str, Pass, Callable]] | None = None,
     verify: bool = True,
     rtol: float | None = None,
     atol: float | None = None,
-) -> Any:
+    measure: bool | None = None,
+    time_limit: float = 10.0,
+    autocast: Union[torch.dtype, str, bool, None] = None,
+) -> nn.Module:
     """Return an optimized nn.Module computing what `model` computes; `explain(result)` says what was done.
 
-    model: an nn.Module, in eval mode for inference (all passes) or training mode (channels_last, in-place
-        activations, autocast; eval-only passes are refused with a report line).
-    example_inputs: a tensor, a tuple of positional arguments, or a dict of keyword arguments. Enables
-        verification and shape-dependent rewrites (Linear + BatchNorm1d folding, weight packing for this shape).
+    model: an nn.Module. In eval mode every pass may run and the result is an inference model (see the package
+        docstring); in training mode only channels_last, in-place activations and autocast run.
+    example_inputs: what the model is called with. A tuple is the positional arguments, a dict the keyword
+        arguments, anything else (a tensor, a list, ...) the single positional argument. Enables verification,
+        timing and shape-dependent rewrites (Linear + BatchNorm1d folding, weight packing for this shape).
+    dtype: None (default, float32 only); "bf16"/torch.bfloat16 or "fp16"/torch.float16 to also run in mixed
+        precision under torch.autocast; True to pick for the device (bf16 on CPUs with native bf16). fp16 is
+        refused on CPUs without native fp16.
     inplace: False (default) works on a deep copy and never touches `model`; True saves the copy but leaves
         `model` itself in an unspecified state: use only the returned module.
-    autocast: None/False (default, float32 only), "bf16", "fp16", or True to pick (bf16 on CPUs with native
-        bf16, bf16 or fp16 on CUDA). fp16 is refused on CPUs without native fp16.
     passes: names from torchlint.optimizer.passes.PASSES, Pass objects, or callables (GraphModule, PassContext)
-        -> GraphModule, run in the given order. Default: all float32 passes (+ mixed precision with autocast).
-    verify: compare with the original after each pass when example_inputs are given, rolling back failures.
-    rtol, atol: the verification tolerances (see the module docstring for the defaults).
+        -> PassResult, run in the given order. Default: all float32 passes (+ mixed precision with dtype).
+    verify: compare with the original after each group of passes when example_inputs are given, rolling back the
+        passes that change the outputs.
+    rtol, atol: the verification tolerances (see the package docstring for the defaults).
+    measure: time each group of passes against the model before it on example_inputs (eval mode) and keep the
+        group only if it is faster beyond noise, so the result is never slower than `model`. None (default) means
+        True unless the environment variable TORCHLINT_MEASURE is "0" (for deterministic test suites).
+    time_limit: seconds of timing, at most, spent by `measure` (after two warm-up calls of each variant).
+    autocast: the former name of `dtype`, still accepted.
     """
+    from .pipeline import Options
     from .pipeline import optimize as _optimize
 
-    return _optimize(
-        model, example_inputs, inplace=inplace, autocast=autocast, passes=passes, verify_=verify, rtol=rtol,
-        atol=atol,
-    )
+    if autocast is not None and dtype is not None and autocast != dtype:
+        raise ValueError("pass dtype= or its former name autocast=, not both")
+    options = Options(inplace=inplace, dtype=dtype if dtype is not None else autocast, passes=passes, verify=verify,
+                      rtol=rtol, atol=atol, measure=measure, time_limit=time_limit)
+    return _optimize(model, example_inputs, options)
 
 
-def explain(model: Any) -> Any:
+def explain(model: nn.Module) -> Report:
     """The Report of what `optimize` did to produce `model` (also at `model.torchlint_report`).
 
+    `print(report)` shows a summary and one line per pass; `report.format(verbose=True)` every layer.
     Raises ValueError for a module that optimize() did not return.
     """
     from .pipeline import explain as _explain

@@ -9,13 +9,13 @@ from __future__ import annotations
 from torch import nn
 
 from ..modules import FusedConv2d, FusedLinear
-from .base import PassContext
+from .base import PassContext, PassResult
 
 _LAYERS = (nn.modules.conv._ConvNd, nn.Linear, FusedConv2d, FusedLinear)
 _ATTENTION_PARAMS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight")
 
 
-def cast_weights(model: nn.Module, ctx: PassContext) -> nn.Module:
+def cast_weights(model: nn.Module, ctx: PassContext) -> PassResult:
     dtype = ctx.autocast_dtype
     count = 0
     for name, module in model.named_modules():
@@ -33,4 +33,4 @@ def cast_weights(model: nn.Module, ctx: PassContext) -> nn.Module:
     if count:
         ctx.rewrote("", f"{count} conv/linear/attention layers store their weights in {dtype} "
                         "(cast once instead of on every call)")
-    return model
+    return PassResult(model, count > 0)

@@ -14,22 +14,22 @@ import torch
 from torch import fx, nn
 
 from ..modules import FusedConv2d
-from .base import PassContext, finish, submodules, tensor_shape
+from .base import PassContext, PassResult, finish, submodules, tensor_shape
 
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d)
 
 
-def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def channels_last(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
     conv_nodes = [
         n for n in gm.graph.nodes if n.op == "call_module" and isinstance(modules[n.target], _CONVS + (FusedConv2d,))
     ]
     if not conv_nodes:
-        return gm
+        return PassResult(gm, False)
     if ctx.device_type == "cuda" and ctx.autocast_dtype is None:
         # cuDNN's NHWC kernels pay off with tensor-core dtypes; in fp32 they can be slower than NCHW.
         ctx.skipped("", "on CUDA channels_last pays with fp16/bf16 tensor cores: pass autocast to enable it")
-        return gm
+        return PassResult(gm, False)
     for target in sorted({n.target for n in conv_nodes}):
         weight = modules[target].weight
         # Same Parameter object, new strides: an optimizer holding it keeps working (training mode).
@@ -51,7 +51,7 @@ def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
     views_to_reshapes(gm, ctx)
     if not ctx.piece:  # see _outputs_contiguous
         _outputs_contiguous(gm)
-    return finish(gm)
+    return PassResult(finish(gm), True)
 
 
 def views_to_reshapes(gm: fx.GraphModule, ctx: PassContext) -> None:

@@ -15,14 +15,14 @@ from torch import fx, nn
 
 from ..modules import FusedConv2d, FusedLinear
 from .activations import activation_of, onednn_post_op
-from .base import PassContext, finish, fresh_name, submodules, tensor_shape
+from .base import PassContext, PassResult, finish, fresh_name, submodules, tensor_shape
 from .channels_last import _outputs_contiguous, views_to_reshapes
 
 _ADDS = (operator.add, torch.add)
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
-def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
     erased: set[fx.Node] = set()
     for node in list(gm.graph.nodes):
@@ -36,11 +36,11 @@ def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
                 continue
             erased.update(_fuse(gm, node, layer, modules, ctx))
     if not erased:
-        return gm
+        return PassResult(gm, False)
     views_to_reshapes(gm, ctx)  # fused convs return channels_last tensors
     if not ctx.piece:  # see _outputs_contiguous
         _outputs_contiguous(gm)
-    return finish(gm)
+    return PassResult(finish(gm), True)
 
 
 def _why_not(layer, node) -> str | None:

@@ -7,7 +7,6 @@ weight reorder oneDNN otherwise does on every call. CPU only, eval only (packed 
 
 from __future__ import annotations
 
-import math
 import operator
 
 import torch
@@ -94,14 +93,11 @@ def _fuse(gm, node, layer, modules, ctx) -> list[fx.Node]:
                 pattern.append(after)
                 post_op = ("relu", [], "")
                 parts.append("relu")
-    shape = tensor_shape(node.args[0])
     if isinstance(layer, nn.Conv2d):
         fused = FusedConv2d(layer, post_op, padding=_explicit_padding(layer))
         fused.binary = other is not None
-        fused.input_size = list(shape) if shape is not None else None
     else:
         fused = FusedLinear(layer, post_op)
-        fused.batch_size = math.prod(shape[:-1]) if shape else None
     fused.packed_weight()  # pack now, not on the first call
     name = fresh_name(gm, f"{node.target}_fused")
     gm.add_submodule(name, fused)

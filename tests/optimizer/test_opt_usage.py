@@ -349,3 +349,29 @@ def test_torch_compile_of_an_optimized_model():
     compiled = torch.compile(fast, backend="aot_eager")
     with torch.no_grad():
         assert relative_error(model(x), compiled(x)) < 1e-4
+
+
+# Report and shapes
+
+
+def test_report_leads_with_one_line_per_pass_and_details_only_when_verbose():
+    torch.manual_seed(0)
+    model, x = randomize_batchnorm(resnet.resnet18()).eval(), torch.randn(1, 3, 32, 32)
+    report = optimizer.explain(optimizer.optimize(model, x))
+    lines = str(report).splitlines()
+    assert lines[0] == report.summary()
+    assert "  fold_batchnorm: 20 BatchNorm layers folded" in lines
+    assert any(line.startswith("  onednn_fusion: ") and line.endswith(" layers fused") for line in lines)
+    assert "layer1.0.conv1" not in str(report)  # per-layer detail only with verbose
+    verbose = report.format(verbose=True)
+    assert verbose.startswith(str(report)) and "layer1.0.conv1" in verbose
+
+
+def test_other_input_shapes_than_the_example():
+    torch.manual_seed(0)
+    model, x = randomize_batchnorm(resnet.resnet18()).eval(), torch.randn(2, 3, 32, 32)
+    fast = optimizer.optimize(model, x)
+    with torch.no_grad():
+        for shape in ((1, 3, 32, 32), (5, 3, 48, 40), (1, 3, 97, 64)):
+            other = torch.randn(shape)
+            assert relative_error(model(other), fast(other)) < 1e-4

@@ -1,9 +1,14 @@
 """torchlint.optimizer: make a PyTorch model faster without changing what it computes.
 
-    fast = torchlint.optimize(model, example_inputs=torch.randn(16, 3, 224, 224))
-    print(torchlint.explain(fast))
+    fast = torchlint.optimize(model.eval(), example_inputs=torch.randn(16, 3, 224, 224))
+    print(torchlint.explain(fast))        # one line per pass; .format(verbose=True) for every layer
 
-Passes (each in torchlint/optimizer/passes/, run in this order; each can be rolled back on its own):
+Steps: capture (copy the model, run it once on example_inputs for reference outputs and shapes, trace it with
+torch.fx), passes (in two groups: float32, then mixed precision), verify (after each group; a group that changes
+the outputs is replayed pass by pass and the passes that break equality are rolled back), measure (each group is
+timed against the model before it and kept only if it is faster beyond noise), report.
+
+Passes (each in torchlint/optimizer/passes/, run in this order; each returns a torch.fx PassResult):
 
 - remove_dropout       drop Dropout / Identity (eval only)
 - fold_batchnorm       fold eval-mode BatchNorm (module or F.batch_norm, subclasses too) into the preceding
@@ -11,30 +16,47 @@ Passes (each in torchlint/optimizer/passes/, run in this order; each can be roll
                        features the Linear produces; needs example_inputs to see the input rank)
 - channels_last        2-D convolutions in channels_last memory format
 - onednn_fusion        Conv2d (+ residual add) (+ activation) and Linear (+ activation) as single oneDNN calls with
-                       weights packed once (CPU, eval only)
+                       weights packed once, for any input shape (CPU, eval only)
 - inplace_activations  activations overwrite their input where nothing else uses it and autograd allows
-- autocast             (only with autocast=...) run the forward under torch.autocast
-- cast_weights         (only with autocast=..., eval only) store conv/linear weights in bf16/fp16 once instead of
-                       letting autocast re-cast them on every call
+- autocast             (only with dtype=...) run the forward under torch.autocast
+- cast_weights         (only with dtype=..., eval only) store conv/linear weights in bf16/fp16 once instead of
+                       letting autocast re-cast them on every call (not MultiheadAttention's: measured 6x slower)
 
-The model is traced with torch.fx. When the whole model does not trace (data-dependent control flow...), the
-largest submodules that do trace are optimized instead and the report says which did not trace and why; a model
-with nothing traceable comes back unchanged (and working).
+Capture: when the whole model does not trace (data-dependent control flow...), the largest submodules that do
+trace are optimized instead and the report says which did not trace and why; a model with nothing traceable comes
+back unchanged (and working). example_inputs: a tuple is the positional arguments, a dict the keyword arguments,
+anything else (a tensor, a list...) the one positional argument.
 
-Verification: with example_inputs, the original model's outputs are recorded first. The float32 passes are
-applied, then the model is run and compared with the original; then the same for the mixed-precision passes.
-When a group's result differs, the group starts again from its starting point, one pass at a time, verifying after
-each, and a pass that breaks equality (or raises) is rolled back and reported. Outputs match when, for each output
-tensor, max|optimized - original| <= atol + rtol * max|original| (relative to the output's scale). Defaults:
-rtol=1e-4, atol=1e-5 for float32 passes; rtol=5e-2, atol=1e-3 for bfloat16 autocast and rtol=1e-2, atol=1e-3 for
+Verification: outputs are compared by structure and value: containers by type (an OrderedDict must stay one),
+recursively; named tuples, dataclasses and ModelOutput-like objects field by field; non-tensors by equality;
+tensors match when max|optimized - original| <= atol + rtol * max|original| (relative to the output's scale).
+Defaults: rtol=1e-4, atol=1e-5 for float32 passes; rtol=5e-2, atol=1e-3 for bfloat16 and rtol=1e-2, atol=1e-3 for
 float16 (rtol/atol given to optimize() replace both). Runs are seeded, so dropout draws the same masks, and leave
-buffers (BatchNorm running statistics) and gradients as they were. In training mode the backward pass must
-also still run. Without example_inputs nothing is verified and the report says so.
+buffers (BatchNorm running statistics) and gradients as they were. In training mode the backward pass must also
+still run. Without example_inputs nothing is verified or timed and the report says so; a model whose outputs
+cannot be compared (an __eq__ that raises) comes back unchanged, with the reason.
 
-The returned module is specialised to the mode (train/eval) it was optimized in (fx records the branches taken
-for that mode); in eval mode it is meant for inference (packed oneDNN weights have no autograd). Build an
-optimizer for training after optimize(), or use inplace=True, which keeps the caller's Parameter objects in
-training mode.
+Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
+example_inputs, each group's result and the model before it run in alternation under no_grad (two warm-up calls
+each, then up to 15 rounds or time_limit seconds, at least 3 rounds); the group is kept only when its median is
+lower by more than 2% and by more than the baseline's spread. So the result is never slower than the model given,
+on the example inputs. The report gives the measured speed-up and the transform time.
+
+What an optimized model is:
+
+- Optimized in eval mode: an inference model. Its class is a subclass of the model's own class that refuses
+  .train() and parameters that require grad (they are frozen; re-enabling them raises at the next forward) with a
+  message saying how to get a trainable model (optimize in train mode, or train the original and re-optimize).
+  Gradients with respect to inputs are right (fused layers run plain torch ops when an input requires grad).
+  state_dict() gives the original model's keys and values; load_state_dict raises (load into the original and
+  re-optimize). .to()/.double()/.half()/.cuda() work (fused layers run plain torch ops outside float32/bfloat16
+  on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work;
+  torch.jit.script raises and points to torch.jit.trace. Memory: the original tensors that were folded or packed
+  are kept for state_dict(), next to the folded dense weights and their packed copies.
+- Optimized in train mode: only channels_last, in-place activations and autocast run, all differentiable; the
+  model trains and follows .train()/.eval(), because modules whose graph would depend on the mode (code reading
+  self.training, like stochastic depth) are not traced, while Dropout and BatchNorm stay modules that read their
+  mode at run time. Its state_dict keys are the original's and load_state_dict works.
 
 Importing this package does not import torch; `optimize` and `explain` do.
 """

@@ -50,8 +50,9 @@ class _Packed(nn.Module):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, activation: tuple) -> None:
         super().__init__()
-        self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
-        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+        # Shared with the layer it replaces, not copied: an unfolded layer's weight is also the original model's.
+        self.weight = nn.Parameter(weight.detach(), requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
         # (oneDNN post-op name, scalars, algorithm), e.g. ("relu", [], "") or ("hardtanh", [0.0, 6.0], "")
         self.attr, self.scalars, self.algorithm = activation
         self._packed = None

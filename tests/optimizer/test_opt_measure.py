@@ -93,9 +93,38 @@ def test_the_time_limit_bounds_the_rounds(fake_clock):
 
 
 def test_noise_decides():
-    assert measure.Timing(baseline=1.0, candidate=0.9, rounds=5, noise=0.01).pays
-    assert not measure.Timing(baseline=1.0, candidate=0.9, rounds=5, noise=0.15).pays  # within the spread
-    assert not measure.Timing(baseline=1.0, candidate=0.99, rounds=5, noise=0.0).pays  # below MIN_GAIN
+    assert measure.Timing(baseline=1.0, candidate=0.9, ratio=0.9, rounds=5, noise=0.01).pays
+    assert not measure.Timing(baseline=1.0, candidate=0.9, ratio=0.9, rounds=5, noise=0.06).pays  # within noise
+    assert not measure.Timing(baseline=1.0, candidate=0.99, ratio=0.99, rounds=5, noise=0.0).pays  # below MIN_GAIN
+
+
+class Jittery(nn.Module):
+    """Costs alternate between rounds, as under changing machine load: baseline 1, 3, 1, 3... and the candidate
+    (after set_cost(0.8)) 0.8, 2.4, ...: every paired ratio is 0.8, though the medians alone overlap."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return tick(self.fc(x), 1.0)
+
+
+def test_paired_rounds_see_through_changing_load(fake_clock, monkeypatch):
+    load = {"factor": 1.0, "calls": 0}
+
+    def loaded_tick(x, cost):
+        load["calls"] += 1
+        if load["calls"] % 2 == 1:  # a new round (two calls a round) under a new load
+            load["factor"] = 3.0 if load["factor"] == 1.0 else 1.0
+        CLOCK.now += cost * load["factor"]
+        return x
+
+    model, x = Jittery().eval(), torch.randn(2, 4)
+    monkeypatch.setitem(globals(), "tick", loaded_tick)
+    fast = optimizer.optimize(model, x, passes=[set_cost(0.8)], measure=True, time_limit=1000)
+    report = optimizer.explain(fast)
+    assert report.passes_applied == ["cost_0_8"] and report.speedup == pytest.approx(1.25)
 
 
 def sleep_first(gm, ctx):

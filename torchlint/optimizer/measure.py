@@ -1,9 +1,10 @@
 """Timing two models on the same inputs in the same process, to keep a rewrite only when it pays.
 
-The two run in alternation (A B, then B A, ...) after a warm-up, so that load on the machine hits both alike, until
-`rounds` rounds are done or the time budget is spent (never fewer than MIN_ROUNDS). A candidate pays when its
-median is lower than the baseline's by more than the noise: at least MIN_GAIN, and at least the baseline's own
-spread (median absolute deviation / median).
+The two run in alternation (A B, then B A, ...) after a warm-up, until ROUNDS rounds are done or the time budget is
+spent (never fewer than MIN_ROUNDS). Each round gives one ratio candidate time / baseline time, from two runs
+next to each other, so that changes in machine load cancel out. A candidate pays when the median ratio shows a
+gain larger than the noise: at least MIN_GAIN, and at least twice the standard error of that median
+(1.86 x median absolute deviation / sqrt(rounds), for roughly normal ratios).
 """
 
 from __future__ import annotations
@@ -30,17 +31,17 @@ clock: Callable[[], float] = time.perf_counter
 class Timing:
     baseline: float  # median seconds per call
     candidate: float
+    ratio: float  # median over rounds of candidate time / baseline time
     rounds: int
-    noise: float  # the baseline's relative spread
+    noise: float  # the standard error of `ratio`, relative to it
 
     @property
     def speedup(self) -> float:
-        return self.baseline / self.candidate if self.candidate > 0 else float("inf")
+        return 1 / self.ratio if self.ratio > 0 else float("inf")
 
     @property
     def pays(self) -> bool:
-        gain = 1 - self.candidate / self.baseline if self.baseline > 0 else 0.0
-        return gain > max(MIN_GAIN, self.noise)
+        return 1 - self.ratio > max(MIN_GAIN, 2 * self.noise)
 
     def describe(self) -> str:
         return (f"{self.candidate * 1e3:.3g} ms vs {self.baseline * 1e3:.3g} ms, {self.speedup:.2f}x "
@@ -66,9 +67,11 @@ def compare_speed(baseline, candidate, args: tuple, kwargs: dict, budget: float)
                 samples[i].append(clock() - begin)
             if round_ + 1 >= MIN_ROUNDS and clock() - started > budget:
                 break
-    base = statistics.median(samples[0])
-    spread = statistics.median(abs(s - base) for s in samples[0]) / base if base > 0 else 0.0
-    return Timing(base, statistics.median(samples[1]), len(samples[0]), spread)
+    ratios = [c / b if b > 0 else float("inf") for b, c in zip(samples[0], samples[1])]
+    ratio = statistics.median(ratios)
+    spread = statistics.median(abs(r - ratio) for r in ratios)
+    noise = 1.86 * spread / len(ratios) ** 0.5 / ratio if ratio > 0 else 0.0
+    return Timing(statistics.median(samples[0]), statistics.median(samples[1]), ratio, len(ratios), noise)
 
 
 def _fresh(value):

@@ -183,34 +183,35 @@ def _kept_passes(report: Report, first_entry: int) -> list[str]:
 
 
 def _pays(baseline: nn.Module, candidate: nn.Module, kept: list[str], job: _Job, first_entry: int) -> bool:
-    """Time `candidate` against `baseline`; when it is not faster, take its passes' rewrites out of the report."""
-    report = job.report
+    """Time `candidate` against `baseline` within the time left; report the result either way."""
     groups_left = 2 if job.mixed_passes and kept[0] not in MIXED_PRECISION else 1
-    budget = job.time_left / groups_left
     began = time.perf_counter()
     try:
-        timing = measure.compare_speed(baseline, candidate, job.args, job.kwargs, budget)
+        timing = measure.compare_speed(baseline, candidate, job.args, job.kwargs, job.time_left / groups_left)
     except Exception as error:  # noqa: BLE001 - verified models should run; if not, keep the safe side
-        timing, why = None, f"timing failed: {type(error).__name__}: {error}"
+        timing, why = None, f"timing failed: {type(error).__name__}: {_first_line(error)}"
     job.time_left = max(0.0, job.time_left - (time.perf_counter() - began))
-    names = ", ".join(kept)
     if timing is not None and timing.pays:
-        report.speedup = (report.speedup or 1.0) * timing.speedup
-        report.add("measure", MEASURED, "", f"kept {names}: {timing.describe()}")
+        job.report.speedup = (job.report.speedup or 1.0) * timing.speedup
+        job.report.add("measure", MEASURED, "", f"kept {', '.join(kept)}: {timing.describe()}")
         return True
     if timing is not None:
         why = f"not faster: {timing.describe()}"
-    kept_set = set(kept)
-    report.entries[first_entry:] = [e for e in report.entries[first_entry:]
-                                    if not (e.pass_name in kept_set and e.action in (REWROTE, VERIFIED))]
-    report.entries = [e for e in report.entries if not (e.pass_name == "verify" and e.action == VERIFIED
-                                                        and any(n in e.detail for n in kept))]
-    for name in kept:
-        report.max_error.pop(name, None)
-        report.add(name, ROLLED_BACK, "", why)
-    for key in [k for k in report.max_error if any(n in k for n in kept)]:
-        del report.max_error[key]
+    _undo_in_report(job.report, first_entry, kept, why)
     return False
+
+
+def _undo_in_report(report: Report, first_entry: int, kept: list[str], why: str) -> None:
+    """A group that is undone leaves the report (its rewrites and its verification); each of its passes gets one
+    line saying why."""
+    report.entries[first_entry:] = [
+        e for e in report.entries[first_entry:]
+        if not (e.action in (REWROTE, VERIFIED) and (e.pass_name in kept or e.pass_name == "verify"))
+    ]
+    for key in [k for k in report.max_error if set(k.split(", ")) & set(kept)]:
+        del report.max_error[key]
+    for name in kept:
+        report.add(name, ROLLED_BACK, "", why)
 
 
 class _TraceMismatch(Exception):

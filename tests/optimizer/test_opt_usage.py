@@ -375,3 +375,18 @@ def test_other_input_shapes_than_the_example():
         for shape in ((1, 3, 32, 32), (5, 3, 48, 40), (1, 3, 97, 64)):
             other = torch.randn(shape)
             assert relative_error(model(other), fast(other)) < 1e-4
+
+
+def test_copies_of_a_partly_traced_inference_model():
+    from fixtures.models import branchy
+
+    torch.manual_seed(0)
+    model, x = randomize_batchnorm(branchy.branchy()).eval(), torch.randn(2, 3, 16, 16)
+    fast = optimizer.optimize(model, x)
+    assert isinstance(fast, type(model)) and is_inference_model(fast)  # the root did not trace
+    with torch.no_grad():
+        expected = fast(x)
+        for other in (copy.deepcopy(fast), pickle.loads(pickle.dumps(fast))):
+            assert isinstance(other, type(model)) and is_inference_model(other)
+            assert torch.equal(expected, other(x))
+            assert list(other.state_dict()) == list(model.state_dict())

@@ -38,8 +38,9 @@ cannot be compared (an __eq__ that raises) comes back unchanged, with the reason
 
 Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
 example_inputs, each group's result and the model before it run in alternation under no_grad (two warm-up calls
-each, then up to 15 rounds or time_limit seconds, at least 3 rounds); the group is kept only when its median is
-lower by more than 2% and by more than the baseline's spread. So the result is never slower than the model given,
+each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
+round gives the ratio of two neighbouring runs, so load changes cancel, and the group is kept only when the median
+ratio shows a gain above 2% and above twice its standard error. So the result is never slower than the model given,
 on the example inputs. The report gives the measured speed-up and the transform time.
 
 What an optimized model is:

@@ -96,7 +96,7 @@ def optimize(
         docstring); in training mode only channels_last, in-place activations and autocast run.
     example_inputs: what the model is called with. A tuple is the positional arguments, a dict the keyword
         arguments, anything else (a tensor, a list, ...) the single positional argument. Enables verification,
-        timing and shape-dependent rewrites (Linear + BatchNorm1d folding, weight packing for this shape).
+        timing and shape-dependent rewrites (Linear + BatchNorm1d folding needs the input rank).
     dtype: None (default, float32 only); "bf16"/torch.bfloat16 or "fp16"/torch.float16 to also run in mixed
         precision under torch.autocast; True to pick for the device (bf16 on CPUs with native bf16). fp16 is
         refused on CPUs without native fp16.

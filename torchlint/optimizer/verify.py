@@ -4,8 +4,9 @@ A run is deterministic and leaves no trace: the RNG is seeded (so dropout draws 
 as BatchNorm running statistics and parameter gradients are restored afterwards, and inputs are cloned so a
 model that writes into its inputs cannot change the next run.
 
-Two outputs match when, for every tensor, max|optimized - original| <= atol + rtol * max|original|: the error
-is measured relative to the scale of the output, not element by element, so tiny entries do not dominate.
+Two outputs match when they have the same structure (the same container types, keys, lengths and fields, the
+same non-tensor values) and, for every tensor, max|optimized - original| <= atol + rtol * max|original|: the
+error is measured relative to the scale of the output, not element by element, so tiny entries do not dominate.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ What an optimized model is:
   re-optimize). .to()/.double()/.half()/.cuda() work (fused layers run plain torch ops outside float32/bfloat16
   on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work;
   torch.jit.script raises and points to torch.jit.trace. Memory: the original tensors that were folded or packed
-  are kept for state_dict(), next to the folded dense weights and their packed copies.
+  are kept for state_dict(), next to the folded dense weights and their packed copies: two to three times the
+  memory of the weights (resnet50: 98 MB as given, 285 MB optimized in fp32).
 - Optimized in train mode: only channels_last, in-place activations and autocast run, all differentiable; the
   model trains and follows .train()/.eval(), because modules whose graph would depend on the mode (code reading
   self.training, like stochastic depth) are not traced, while Dropout and BatchNorm stay modules that read their

@@ -6,7 +6,6 @@ Importing this package never imports torch; `optimize`, `explain` and `trace` lo
 from __future__ import annotations
 
 from importlib import metadata as _metadata
-from typing import Any
 
 try:
     __version__ = _metadata.version("torchlint")
@@ -19,15 +18,5 @@ from torchlint import trace  # noqa: E402  (a callable package; torch is importe
 __all__ = ["__version__", "lint_paths", "lint_source", "optimize", "explain", "trace"]
 
 
-def optimize(model: Any, example_inputs: Any = None, **options: Any) -> Any:
-    """Return a faster copy of `model` that computes the same thing (see `torchlint.optimizer.optimize`)."""
-    from torchlint.optimizer import optimize as _optimize
-
-    return _optimize(model, example_inputs, **options)
-
-
-def explain(model: Any) -> Any:
-    """Return the report of what `optimize` did to `model` (see `torchlint.optimizer.explain`)."""
-    from torchlint.optimizer import explain as _explain
-
-    return _explain(model)
+# The optimizer's own functions (their full signatures show in help()); importing them does not import torch.
+from torchlint.optimizer import explain, optimize  # noqa: E402

@@ -44,7 +44,8 @@ def run_pass(pass_fn, model: nn.Module, example=None, training=None, device_type
             ShapeProp(gm).propagate(example)
     report = Report()
     ctx = PassContext(report, pass_fn.__name__, model.training if training is None else training, device_type)
-    return pass_fn(gm, ctx), report
+    result = pass_fn(gm, ctx)
+    return result.graph_module, report
 
 
 def count_modules(gm: nn.Module, kind) -> int:

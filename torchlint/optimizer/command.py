@@ -73,7 +73,8 @@ def _first_line(error: BaseException) -> str:
 @click.option("--runs", type=click.IntRange(1), default=20, show_default=True, help="Timed runs of each variant.")
 @click.option("--warmup", type=click.IntRange(0), default=3, show_default=True, help="Untimed runs first.")
 @click.option("--no-verify", is_flag=True, help="Do not compare with the original model after each pass.")
-def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_verify):
+@click.option("--verbose", "-v", is_flag=True, help="Report every decision, layer by layer.")
+def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_verify, verbose):
     """Optimize the nn.Module returned by FACTORY() in FILE.py (in eval mode) and compare its speed with eager.
 
     FILE.py is imported and FACTORY() is called: this runs their code, as `python FILE.py` would. Run it
@@ -111,9 +112,9 @@ def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_ve
         shown = " and ".join("x".join(map(str, s)) for s in shapes)
         raise CommandError(f"the model fails on input {shown}: {type(error).__name__}: {_first_line(error)}")
 
-    fast = optimize(model, inputs, autocast=autocast, verify=not no_verify)
+    fast = optimize(model, inputs, dtype=autocast, verify=not no_verify)
     report = explain(fast)
-    click.echo(str(report))
+    click.echo(report.format(verbose=verbose))
     click.echo()
 
     timings = _time_interleaved({"eager (no_grad)": model, "torchlint": fast}, inputs, runs, warmup, torch_device)

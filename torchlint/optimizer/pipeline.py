@@ -1,146 +1,271 @@
-"""optimize(): copy, trace (whole or in parts), run the passes, verify, roll back the passes that break equality."""
+"""optimize() in four steps: capture (copy, reference run, trace), passes (in groups, each verified, a pass that
+breaks equality rolled back), measure (a group is kept only if it makes the model faster), report."""
 
 from __future__ import annotations
 
 import copy
+import os
 import time
+from dataclasses import dataclass, field
 
 import torch
 from torch import fx, nn
 
-from . import verify
-from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext
-from .report import NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
+from . import measure, verify
+from .inference import make_inference_model
+from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext, PassResult
+from .report import MEASURED, NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
 from .shapes import ShapeRecorder
-from .trace import copy_graph_module, trace_largest
+from .trace import Traced, copy_graph_module, trace_largest
 
 REPORT_ATTRIBUTE = "torchlint_report"
+MEASURE_ENV = "TORCHLINT_MEASURE"  # "0" turns timing off where optimize() is called with measure=None
 
 
-def optimize(model, example_inputs=None, *, inplace=False, autocast=None, passes=None, verify_=True, rtol=None,
-             atol=None) -> nn.Module:
+@dataclass
+class Options:
+    inplace: bool = False
+    dtype: object = None
+    passes: object = None
+    verify: bool = True
+    rtol: float | None = None
+    atol: float | None = None
+    measure: bool | None = None
+    time_limit: float = 10.0
+
+
+@dataclass
+class _Job:
+    """Everything the steps share for one optimize() call."""
+
+    report: Report
+    training: bool
+    device_type: str
+    dtype: torch.dtype | None
+    fp32_passes: list[Pass]
+    mixed_passes: list[Pass]
+    fp32: verify.Tolerance
+    low: verify.Tolerance
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    reference: verify.Run | None = None  # None: nothing to verify against
+    measure: bool = False
+    baseline: nn.Module | None = None  # what the first group is timed against: the model as given
+    time_left: float = 0.0
+    recorder: ShapeRecorder | None = None  # tensor shapes seen on the example inputs
+
+    @property
+    def inputs(self):
+        return self.args, self.kwargs
+
+
+def optimize(model, example_inputs=None, options: Options | None = None) -> nn.Module:
+    options = options or Options()
     if not isinstance(model, nn.Module):
         raise TypeError(f"optimize() takes an nn.Module, not {type(model).__name__}")
     started = time.perf_counter()
-    work = model if inplace else copy.deepcopy(model)
+    work = model if options.inplace else copy.deepcopy(model)
+    job = _prepare(work, example_inputs, options)
+    source = None if job.training else _snapshot(work)
+    if example_inputs is not None:
+        problem = _capture_reference(work, example_inputs, job, options)
+        if problem:
+            job.report.add("verify", NOTE, "", f"model returned unchanged: {problem}")
+            return _finish(work, job, None, started)
+    if job.measure:
+        job.baseline = source if options.inplace else model
+    traced = trace_largest(work, follow_mode=job.training)
+    _report_trace(traced, job)
+    root = _run_groups(traced, job)
+    return _finish(root, job, source, started)
+
+
+# Step 1: capture
+
+
+def _prepare(work: nn.Module, example_inputs, options: Options) -> _Job:
     training = work.training
     device_type = _device_type(work, example_inputs)
     report = Report(mode="train" if training else "eval", device=device_type)
-    dtype = _autocast_dtype(autocast, device_type, report)
-    selected = _select(passes, dtype is not None)
-    fp32 = _tolerance(verify.FP32, rtol, atol)
-    low = _tolerance(verify.LOW_PRECISION.get(dtype, verify.FP32), rtol, atol)
+    dtype = _autocast_dtype(options.dtype, device_type, report)
+    selected = _select(options.passes, dtype is not None)
+    fp32 = _tolerance(verify.FP32, options.rtol, options.atol)
+    low = _tolerance(verify.LOW_PRECISION.get(dtype, verify.FP32), options.rtol, options.atol)
     report.rtol, report.atol = (low.rtol, low.atol) if dtype is not None else (fp32.rtol, fp32.atol)
+    wanted = options.measure if options.measure is not None else os.environ.get(MEASURE_ENV, "1") != "0"
+    job = _Job(report, training, device_type, dtype,
+               fp32_passes=[p for p in selected if p.name not in MIXED_PRECISION],
+               mixed_passes=[p for p in selected if p.name in MIXED_PRECISION], fp32=fp32, low=low,
+               time_left=options.time_limit)
+    if wanted and example_inputs is None:
+        report.add("measure", NOTE, "", "speed not measured: pass example_inputs to time the rewrites")
+    elif wanted and training:
+        report.add("measure", NOTE, "", "speed not measured in training mode (only inference is timed)")
+    job.measure = bool(wanted and example_inputs is not None and not training)
+    return job
 
-    args, kwargs = verify.as_call_arguments(example_inputs) if example_inputs is not None else ((), {})
-    reference = recorder = None
-    if example_inputs is not None:
-        # One run of the original model gives both the reference outputs and the tensor shapes passes need.
-        recorder = ShapeRecorder(work)
-        try:
-            reference = verify.run(work, args, kwargs, training)
-        except Exception as error:  # noqa: BLE001 - the caller's inputs are wrong, not the optimizer
-            raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}") from error
-        finally:
-            recorder.close()
-        if not verify_:
-            reference = None
 
-    traced = trace_largest(work)
-    root, pieces = traced.root, traced.pieces
+def _capture_reference(work: nn.Module, example_inputs, job: _Job, options: Options) -> str | None:
+    """Run the original model once: its outputs are the reference, and hooks record the shapes passes need.
+    Returns why the model cannot be verified, when its outputs cannot be compared even with themselves."""
+    job.args, job.kwargs = verify.as_call_arguments(example_inputs)
+    recorder = ShapeRecorder(work)
+    try:
+        reference = verify.run(work, job.args, job.kwargs, job.training)
+    except Exception as error:  # noqa: BLE001 - the caller's inputs are wrong, not the optimizer
+        hint = ("; a list is passed as ONE argument: pass a tuple for several positional arguments"
+                if isinstance(example_inputs, list) else "")
+        raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}{hint}") from error
+    finally:
+        recorder.close()
+    job.recorder = recorder
+    if not options.verify:
+        return None
+    comparable = verify.compare(reference.output, reference.output, job.fp32)
+    if not comparable.ok:
+        return comparable.detail
+    job.reference = reference
+    return None
+
+
+def _report_trace(traced: Traced, job: _Job) -> None:
     for item in traced.untraced:
-        report.add("trace", NOT_TRACED, item.path, item.reason)
-    for piece in pieces:
-        report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
+        job.report.add("trace", NOT_TRACED, item.path, item.reason)
+    recorder = job.recorder
+    for piece in traced.pieces:
+        job.report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
         if recorder is not None:
-            recorder.annotate(_piece(root, piece))
-    if not pieces:
-        report.add("trace", NOTE, "", "nothing traced: only whole-model passes can run; graph passes skipped")
+            recorder.annotate(_piece(traced.root, piece))
+    if not traced.pieces:
+        job.report.add("trace", NOTE, "", "nothing traced: only whole-model passes can run; graph passes skipped")
 
-    context = PassContext(report, "", training, device_type, autocast_dtype=dtype)
-    fp32_stage = [p for p in selected if p.name not in MIXED_PRECISION]
-    mixed_stage = [p for p in selected if p.name in MIXED_PRECISION]
-    if fp32_stage:
+
+# Step 2: the passes, in two groups (float32, then mixed precision), each timed
+
+
+def _run_groups(traced: Traced, job: _Job) -> nn.Module:
+    report = job.report
+    root, pieces = traced.root, traced.pieces
+    if job.fp32_passes:
         first_entry = len(report.entries)
         try:
-            root = _run_stage(root, fp32_stage, pieces, reference, (args, kwargs), fp32, context, check_start=True)
+            root = _run_stage(root, job.fp32_passes, pieces, job, job.fp32, check_start=True)
         except _TraceMismatch as mismatch:
             del report.entries[first_entry:]
             report.add("trace", NOTE, "", f"the traced graphs do not reproduce the model ({mismatch}); kept as is")
             root, pieces = traced.undo(), []
-        if pieces and not any(e.action == REWROTE for e in report.entries[first_entry:]):
+        kept = _kept_passes(report, first_entry)
+        if pieces and not kept:
             # Nothing to gain from the traced graphs: give back the original modules.
             root, pieces = traced.undo(), []
             report.add("trace", NOTE, "", "no graph rewrite kept: the original modules are returned")
-        elif pieces and "" not in pieces and reference is None:
+        elif pieces and job.measure and not _pays(job.baseline, root, kept, job, first_entry):
+            root, pieces = traced.undo(), []
+        elif pieces and "" not in pieces and job.reference is None:
             report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): "
                                           "code that reaches into them, like self.block[0], or that views their "
                                           "channels_last outputs with .view(), would fail")
-    if mixed_stage:
-        root = _run_stage(root, mixed_stage, pieces, reference, (args, kwargs), low, context)
-
-    if example_inputs is None:
-        report.add("verify", NOTE, "", "not verified: pass example_inputs to compare against the original model")
-    elif not verify_:
-        report.add("verify", NOTE, "", "not verified: verify=False")
-    report.transform_seconds = time.perf_counter() - started
-    setattr(root, REPORT_ATTRIBUTE, report)
+    if job.mixed_passes:
+        before = _snapshot(root) if job.measure else None
+        first_entry = len(report.entries)
+        root = _run_stage(root, job.mixed_passes, pieces, job, job.low)
+        kept = _kept_passes(report, first_entry)
+        baseline = before if report.speedup is not None else job.baseline
+        if kept and job.measure and not _pays(baseline, root, kept, job, first_entry):
+            root = before
     return root
+
+
+def _kept_passes(report: Report, first_entry: int) -> list[str]:
+    entries = report.entries[first_entry:]
+    undone = {e.pass_name for e in entries if e.action == ROLLED_BACK}
+    return list(dict.fromkeys(e.pass_name for e in entries if e.action == REWROTE and e.pass_name not in undone))
+
+
+def _pays(baseline: nn.Module, candidate: nn.Module, kept: list[str], job: _Job, first_entry: int) -> bool:
+    """Time `candidate` against `baseline` within the time left; report the result either way."""
+    groups_left = 2 if job.mixed_passes and kept[0] not in MIXED_PRECISION else 1
+    began = time.perf_counter()
+    try:
+        timing = measure.compare_speed(baseline, candidate, job.args, job.kwargs, job.time_left / groups_left)
+    except Exception as error:  # noqa: BLE001 - verified models should run; if not, keep the safe side
+        timing, why = None, f"timing failed: {type(error).__name__}: {_first_line(error)}"
+    job.time_left = max(0.0, job.time_left - (time.perf_counter() - began))
+    if timing is not None and timing.pays:
+        job.report.speedup = (job.report.speedup or 1.0) * timing.speedup
+        job.report.add("measure", MEASURED, "", f"kept {', '.join(kept)}: {timing.describe()}")
+        return True
+    if timing is not None:
+        why = f"not faster: {timing.describe()}"
+    _undo_in_report(job.report, first_entry, kept, why)
+    return False
+
+
+def _undo_in_report(report: Report, first_entry: int, kept: list[str], why: str) -> None:
+    """A group that is undone leaves the report (its rewrites and its verification); each of its passes gets one
+    line saying why."""
+    report.entries[first_entry:] = [
+        e for e in report.entries[first_entry:]
+        if not (e.action in (REWROTE, VERIFIED) and (e.pass_name in kept or e.pass_name == "verify"))
+    ]
+    for key in [k for k in report.max_error if set(k.split(", ")) & set(kept)]:
+        del report.max_error[key]
+    for name in kept:
+        report.add(name, ROLLED_BACK, "", why)
 
 
 class _TraceMismatch(Exception):
     """The traced graphs, before any pass, already compute something else than the model."""
 
 
-def _run_stage(root, stage: list[Pass], pieces, reference, inputs, tolerance, ctx: PassContext,
-               check_start: bool = False) -> nn.Module:
+def _run_stage(root, stage: list[Pass], pieces, job: _Job, tolerance, check_start: bool = False) -> nn.Module:
     """Apply a group of passes sharing a tolerance, then verify once. If the result differs, start the group again
     one pass at a time, verifying after each and rolling back the passes that break equality.
 
     With check_start, a failed verification first checks the starting point (the freshly traced model) and raises
     _TraceMismatch when it is the trace itself that differs from the original model."""
+    report = job.report
     start = _Checkpoint(root, pieces, deep=any(p.whole_model and p.edits_modules for p in stage))
-    first_entry = len(ctx.report.entries)
-    root, changed = _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_each=False)
-    if reference is None or not changed:
+    first_entry = len(report.entries)
+    root, changed = _apply_all(root, stage, pieces, job, tolerance, verify_each=False)
+    if job.reference is None or not changed:
         return root
-    outcome = _check(root, reference, inputs, ctx.training, tolerance)
+    outcome = _check(root, job.reference, job.inputs, job.training, tolerance)
     if not isinstance(outcome, str):
         names = ", ".join(changed)
-        ctx.report.max_error[names] = outcome.error
-        ctx.report.add("verify", VERIFIED, "", f"after {names}: {outcome.detail} "
-                                              f"(rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
+        report.max_error[names] = outcome.error
+        report.add("verify", VERIFIED, "", f"after {names}: {outcome.detail} "
+                                           f"(rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
         return root
-    del ctx.report.entries[first_entry:]
+    del report.entries[first_entry:]
     if check_start and pieces:
-        start_outcome = _check(start.restore(), reference, inputs, ctx.training, tolerance)
+        start_outcome = _check(start.restore(), job.reference, job.inputs, job.training, tolerance)
         if isinstance(start_outcome, str):
             raise _TraceMismatch(start_outcome)
-    root, _ = _apply_all(start.restore(), stage, pieces, ctx, reference, inputs, tolerance, verify_each=True)
+    root, _ = _apply_all(start.restore(), stage, pieces, job, tolerance, verify_each=True)
     return root
 
 
-def _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_each: bool):
+def _apply_all(root, stage, pieces, job: _Job, tolerance, verify_each: bool):
     changed = []
-    report = ctx.report
+    report = job.report
     for p in stage:
-        refusal = _refusal(p, ctx.training, ctx.device_type, pieces)
+        refusal = _refusal(p, job.training, job.device_type, pieces)
         if refusal:
             if pieces or p.whole_model:
                 report.add(p.name, REFUSED, "", refusal)
             continue
-        ctx.pass_name, ctx.piece = p.name, ""
         checkpoint, first_entry = _Checkpoint(root, pieces, deep=p.whole_model and p.edits_modules), len(report.entries)
         try:
-            root = _apply(p, root, pieces, ctx)
+            root, modified = _apply(p, root, pieces, job)
         except Exception as error:  # noqa: BLE001 - a failing pass is undone, never fatal
             root = checkpoint.restore()
-            _roll_back(report, p.name, first_entry, f"the pass failed: {type(error).__name__}: {error}")
+            _roll_back(report, p.name, first_entry, f"the pass failed: {type(error).__name__}: {_first_line(error)}")
             continue
-        if not any(e.action == REWROTE for e in report.entries[first_entry:]):
+        if not modified:
             continue
-        if verify_each and reference is not None:
-            outcome = _check(root, reference, inputs, ctx.training, tolerance)
+        if verify_each and job.reference is not None:
+            outcome = _check(root, job.reference, job.inputs, job.training, tolerance)
             if isinstance(outcome, str):
                 root = checkpoint.restore()
                 _roll_back(report, p.name, first_entry, outcome)
@@ -149,6 +274,50 @@ def _apply_all(root, stage, pieces, ctx, reference, inputs, tolerance, verify_ea
             report.add(p.name, VERIFIED, "", f"{outcome.detail} (rtol {tolerance.rtol:.0e}, atol {tolerance.atol:.0e})")
         changed.append(p.name)
     return root, changed
+
+
+def _apply(p: Pass, root: nn.Module, pieces: list[str], job: _Job) -> tuple[nn.Module, bool]:
+    """Run `p` on the whole model or on each traced piece, each run with its own context."""
+    if p.whole_model:
+        return _result(p.run(root, _context(p, job, "")), job.report, p.name)
+    modified = False
+    for path in pieces:
+        # Passes edit graphs in place: give them a copy, so the graph installed now stays intact for a rollback.
+        new, changed = _result(p.run(copy_graph_module(_piece(root, path)), _context(p, job, path)), job.report, p.name)
+        root = _replace(root, path, new)
+        modified = modified or changed
+    return root, modified
+
+
+def _context(p: Pass, job: _Job, piece: str) -> PassContext:
+    return PassContext(job.report, p.name, job.training, job.device_type, piece=piece, autocast_dtype=job.dtype)
+
+
+def _result(result, report: Report, name: str) -> tuple[nn.Module, bool]:
+    if isinstance(result, PassResult):
+        return result.graph_module, bool(result.modified)
+    # A user pass returning a plain module: it changed something if it reported a rewrite.
+    return result, any(e.pass_name == name and e.action == REWROTE for e in report.entries)
+
+
+# Step 3: the result
+
+
+def _finish(root: nn.Module, job: _Job, source: nn.Module | None, started: float) -> nn.Module:
+    report = job.report
+    if job.reference is None and not any(e.pass_name == "verify" and e.action == NOTE for e in report.entries):
+        report.add("verify", NOTE, "", "not verified: pass example_inputs to compare against the original model"
+                   if not job.args and not job.kwargs else "not verified: verify=False")
+    if not job.training and report.passes_applied and source is not None:
+        root = make_inference_model(root, source)
+    report.transform_seconds = time.perf_counter() - started
+    setattr(root, REPORT_ATTRIBUTE, report)
+    return root
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def _check(root, reference, inputs, training, tolerance):
@@ -191,7 +360,7 @@ _DTYPE_NAMES = {
 
 def _autocast_dtype(autocast, device_type: str, report: Report):
     """The dtype to autocast to, or None (off, or refused with a report line)."""
-    if autocast is None or autocast is False:
+    if autocast is None or autocast is False or autocast in (torch.float32, "fp32", "float32"):
         return None
     if autocast is True or autocast == "auto":
         if device_type == "cuda":
@@ -201,7 +370,7 @@ def _autocast_dtype(autocast, device_type: str, report: Report):
         report.add("autocast", REFUSED, "", f"no fast low-precision type on {device_type}: staying in float32")
         return None
     if autocast not in _DTYPE_NAMES:
-        raise ValueError(f"autocast must be True, 'bf16' or 'fp16', not {autocast!r}")
+        raise ValueError(f"dtype must be None, True, 'bf16' or 'fp16' (or the torch dtypes), not {autocast!r}")
     dtype = _DTYPE_NAMES[autocast]
     if device_type == "cpu":
         fast = (torch.ops.mkldnn._is_mkldnn_bf16_supported() if dtype == torch.bfloat16
@@ -244,17 +413,6 @@ def _refusal(p: Pass, training: bool, device_type: str, pieces: list[str]) -> st
     return None
 
 
-def _apply(p: Pass, root: nn.Module, pieces: list[str], ctx: PassContext) -> nn.Module:
-    if p.whole_model:
-        return p.run(root, ctx)
-    for path in pieces:
-        ctx.piece = path
-        # Passes edit graphs in place: give them a copy, so the graph installed now stays intact for a rollback.
-        new = p.run(copy_graph_module(_piece(root, path)), ctx)
-        root = _replace(root, path, new)
-    return root
-
-
 def _piece(root: nn.Module, path: str) -> fx.GraphModule:
     return _inner(root).get_submodule(path) if path else _inner(root)
 
@@ -266,8 +424,12 @@ class _Checkpoint:
     def __init__(self, root: nn.Module, pieces: list[str], deep: bool) -> None:
         self.root = _snapshot(root) if deep else root
         self.graphs = {} if deep else {path: _piece(root, path) for path in pieces}
+        # channels_last re-lays out weights in place (param.data = ...) to keep Parameter identity for training.
+        self.data = [(p, p.data) for p in root.parameters()]
 
     def restore(self) -> nn.Module:
+        for param, data in self.data:
+            param.data = data
         root = self.root
         for path, gm in self.graphs.items():
             root = _replace(root, path, gm)

@@ -14,6 +14,15 @@ VERIFIED = "verified"  # the model after a pass matched the original within tole
 NOT_TRACED = "not traced"  # torch.fx could not trace this module; its traceable children were optimized instead
 TRACED = "traced"  # this module was traced and optimized as one graph
 NOTE = "note"  # anything else worth knowing (no example inputs, so no verification, ...)
+MEASURED = "measured"  # a group of passes was timed against the model before it and kept
+
+# How the one-line-per-pass summary counts each pass's rewrites.
+UNITS = {
+    "remove_dropout": "layers removed",
+    "fold_batchnorm": "BatchNorm layers folded",
+    "onednn_fusion": "layers fused",
+    "inplace_activations": "activations in place",
+}
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,9 @@ class Report:
 
     `entries` lists every decision in order. `rewrites`, `skipped`, `rolled_back`, `untraced` filter it;
     `max_error` maps each verified pass to the largest relative output error measured after it;
-    `str(report)` renders everything as a table.
+    `speedup` is the measured speed-up over the model as given (None when not measured).
+    `str(report)` gives a summary line and one line per pass; `report.format(verbose=True)` adds every
+    decision, layer by layer, as a table.
     """
 
     entries: list[Entry] = field(default_factory=list)
@@ -40,6 +51,7 @@ class Report:
     mode: str = "eval"
     device: str = "cpu"
     transform_seconds: float = 0.0
+    speedup: float | None = None
 
     def add(self, pass_name: str, action: str, where: str, detail: str) -> None:
         self.entries.append(Entry(pass_name, action, where or "<root>", detail))
@@ -97,7 +109,49 @@ class Report:
             parts.append(f"max relative error {worst:.2e} (rtol {self.rtol:.0e})")
         elif kept:
             parts.append("not verified")
+        if self.speedup is not None:
+            parts.insert(0, f"{self.speedup:.2f}x faster (measured)")
         return f"torchlint.optimize ({self.mode}, {self.device}, {self.transform_seconds:.2f} s): " + ", ".join(parts)
+
+    def pass_lines(self) -> list[str]:
+        """One line per pass that did something (its count of rewrites), was rolled back or refused (why), then
+        the modules not traced, the verification, the timing and the notes."""
+        lines = []
+        undone = {e.pass_name: e.detail for e in self.rolled_back}
+        names = list(dict.fromkeys(e.pass_name for e in self.entries if e.action in (REWROTE, ROLLED_BACK, REFUSED)))
+        for name in names:
+            if name in undone:
+                lines.append(f"{name}: rolled back: {undone[name]}")
+                continue
+            rewrites = [e for e in self.rewrites if e.pass_name == name]
+            refused = self.filter(REFUSED, name)
+            if refused and not rewrites:
+                lines.append(f"{name}: refused: {refused[0].detail}")
+            elif len(rewrites) == 1 and name not in UNITS:
+                lines.append(f"{name}: {rewrites[0].detail}")
+            elif rewrites:
+                lines.append(f"{name}: {len(rewrites)} {UNITS.get(name, 'rewrites')}")
+        lines += [f"not traced: {e.where}: {e.detail}" for e in self.untraced]
+        lines += [f"verified: {e.detail}" for e in self.filter(VERIFIED, "verify")]
+        lines += [f"measured: {e.detail}" for e in self.filter(MEASURED)]
+        lines += [f"note: {e.detail}" for e in self.filter(NOTE)]
+        return lines
+
+    def format(self, verbose: bool = False) -> str:
+        lines = [self.summary()] + ["  " + line for line in self.pass_lines()]
+        if verbose:
+            lines += ["", self.table()]
+        return "\n".join(lines)
+
+    def table(self) -> str:
+        """Every decision, in order, as a table: pass, action, where, detail."""
+        header = ("pass", "action", "where", "detail")
+        rows = [(e.pass_name, e.action, e.where, e.detail) for e in self.entries]
+        widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(3)]
+        fmt = "{:<%d}  {:<%d}  {:<%d}  {}" % tuple(widths)
+        lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths), "-" * len(header[3]))]
+        lines += [fmt.format(*row) for row in rows]
+        return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {
@@ -107,20 +161,13 @@ class Report:
             "rtol": self.rtol,
             "atol": self.atol,
             "transform_seconds": self.transform_seconds,
+            "speedup": self.speedup,
             "max_error": dict(self.max_error),
             "entries": [e.__dict__.copy() for e in self.entries],
         }
 
     def __str__(self) -> str:
-        header = ("pass", "action", "where", "detail")
-        rows = [(e.pass_name, e.action, e.where, e.detail) for e in self.entries]
-        widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(3)]
-        lines = [self.summary(), ""]
-        fmt = "{:<%d}  {:<%d}  {:<%d}  {}" % tuple(widths)
-        lines.append(fmt.format(*header))
-        lines.append(fmt.format(*("-" * w for w in widths), "-" * len(header[3])))
-        lines += [fmt.format(*row) for row in rows]
-        return "\n".join(lines)
+        return self.format()
 
     __repr__ = summary
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import os
 import traceback
@@ -23,6 +24,13 @@ class Tracer(fx.Tracer):
     fx traces into a user subclass of BatchNorm2d and then fails on its input-dimension check;
     as a leaf it is one call_module node that the folding pass can inspect with isinstance.
     """
+
+    def create_arg(self, a):
+        # fx turns every dict into a plain dict; an OrderedDict (torchvision's segmentation models return one)
+        # stays an OrderedDict.
+        if type(a) is collections.OrderedDict:
+            return self.create_node("call_function", collections.OrderedDict, (self.create_arg(list(a.items())),), {})
+        return super().create_arg(a)
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if isinstance(m, (_BatchNorm,) + OPTIMIZER_MODULES):
@@ -76,9 +84,14 @@ class Traced:
         return self.original
 
 
-def trace_largest(model: nn.Module) -> Traced:
+def trace_largest(model: nn.Module, follow_mode: bool = False) -> Traced:
     """Trace `model`, or failing that its largest traceable descendants, swapping them in place.
-    Built-in torch.nn modules that do not trace are kept as they are."""
+    Built-in torch.nn modules that do not trace are kept as they are.
+
+    With follow_mode, a module whose traced graph depends on its train/eval mode (code reading self.training,
+    such as stochastic depth or F.dropout(x, training=self.training)) is not traced, since the graph would fix
+    the current mode's branch; its children are tried instead. Leaf modules (Dropout, BatchNorm) read their mode
+    at run time, so a graph holding them follows .train()/.eval()."""
     pieces: list[str] = []
     untraced: list[Untraced] = []
     replaced: list[tuple[nn.Module, str, nn.Module]] = []
@@ -87,6 +100,11 @@ def trace_largest(model: nn.Module) -> Traced:
         if not isinstance(module, (nn.ModuleList, nn.ModuleDict)):
             try:
                 gm = trace(module)
+                if follow_mode and _depends_on_mode(module, gm):
+                    raise _ModeDependent()
+            except _ModeDependent:
+                untraced.append(Untraced(path, "its forward depends on train/eval mode (self.training): a graph "
+                                               "would keep the current mode's branch after .eval()"))
             except Exception as error:  # noqa: BLE001 - fx raises many kinds of errors
                 untraced.append(Untraced(path, describe_trace_error(error)))
             else:
@@ -102,6 +120,25 @@ def trace_largest(model: nn.Module) -> Traced:
         return module
 
     return Traced(visit(model, ""), pieces, untraced, model, replaced)
+
+
+class _ModeDependent(Exception):
+    pass
+
+
+def _depends_on_mode(module: nn.Module, gm: fx.GraphModule) -> bool:
+    """Whether tracing `module` in the other mode gives another graph."""
+    modes = [(m, m.training) for m in module.modules()]
+    for m, training in modes:
+        m.training = not training  # set directly: a module's own train() may do more than set the flag
+    try:
+        other = trace(module)
+    except Exception:  # noqa: BLE001 - does not even trace in the other mode
+        return True
+    finally:
+        for m, training in modes:
+            m.training = training
+    return other.code != gm.code
 
 
 def _worth_descending(module: nn.Module) -> bool:

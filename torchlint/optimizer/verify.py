@@ -4,19 +4,22 @@ A run is deterministic and leaves no trace: the RNG is seeded (so dropout draws 
 as BatchNorm running statistics and parameter gradients are restored afterwards, and inputs are cloned so a
 model that writes into its inputs cannot change the next run.
 
-Two outputs match when, for every tensor, max|optimized - original| <= atol + rtol * max|original|: the error
-is measured relative to the scale of the output, not element by element, so tiny entries do not dominate.
+Two outputs match when they have the same structure (the same container types, keys, lengths and fields, the
+same non-tensor values) and, for every tensor, max|optimized - original| <= atol + rtol * max|original|: the
+error is measured relative to the scale of the output, not element by element, so tiny entries do not dominate.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten, tree_map
+
+from .structures import is_dataclass_instance, is_namedtuple, map_tensors, tensors
 
 SEED = 0
 
@@ -40,32 +43,30 @@ class Run:
 
 
 def as_call_arguments(example_inputs) -> tuple[tuple, dict]:
-    """example_inputs may be one tensor, a tuple/list of positional arguments, or a dict of keyword arguments."""
-    if isinstance(example_inputs, torch.Tensor):
-        return (example_inputs,), {}
-    if isinstance(example_inputs, dict):
+    """The rule for example_inputs: a tuple holds positional arguments, a dict keyword arguments, and anything
+    else (a tensor, a list, ...) is the single positional argument."""
+    if type(example_inputs) is tuple:
+        return example_inputs, {}
+    if type(example_inputs) is dict:
         return (), dict(example_inputs)
-    if isinstance(example_inputs, (tuple, list)):
-        return tuple(example_inputs), {}
     return (example_inputs,), {}
 
 
 def run(model: nn.Module, args: tuple, kwargs: dict, training: bool, call=None) -> Run:
     """Run `model` (or `call`, a function standing in for it) once, deterministically and without side effects."""
     call = call or model
-    args, kwargs = tree_map(_clone, (args, kwargs))
+    args, kwargs = map_tensors(_clone, (args, kwargs))
     with _restored_state(model), torch.random.fork_rng(devices=_cuda_devices(model)):
         torch.manual_seed(SEED)
         if not training:
             with torch.no_grad():
-                return Run(tree_map(_detach, call(*args, **kwargs)))
+                return Run(map_tensors(_detach, call(*args, **kwargs)))
         output = call(*args, **kwargs)
-        return Run(tree_map(_detach, output), _backward_error(output))
+        return Run(map_tensors(_detach, output), _backward_error(output))
 
 
 def _backward_error(output) -> str | None:
-    leaves, _ = tree_flatten(output)
-    total = [t.float().sum() for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+    total = [t.float().sum() for t in tensors(output) if t.requires_grad]
     if not total:
         return None
     try:
@@ -109,33 +110,78 @@ class Comparison:
 
 
 def compare(reference, candidate, tolerance: Tolerance) -> Comparison:
-    ref_leaves, ref_spec = tree_flatten(reference)
-    new_leaves, new_spec = tree_flatten(candidate)
-    if ref_spec != new_spec:
-        return Comparison(False, math.inf, "the output structure differs")
-    worst = 0.0
-    for i, (a, b) in enumerate(zip(ref_leaves, new_leaves)):
-        if not isinstance(a, torch.Tensor):
-            if a != b:
-                return Comparison(False, math.inf, f"output {i} differs: {a!r} != {b!r}")
-            continue
-        if not isinstance(b, torch.Tensor) or a.shape != b.shape:
-            return Comparison(False, math.inf, f"output {i} changed shape or type")
-        a64, b64 = a.detach().double().cpu(), b.detach().double().cpu()
-        if not torch.equal(torch.isnan(a64), torch.isnan(b64)):
-            return Comparison(False, math.inf, f"output {i} has NaNs in different places")
-        finite = torch.isfinite(a64)
-        if not torch.equal(a64[~finite].nan_to_num(), b64[~finite].nan_to_num()):
-            return Comparison(False, math.inf, f"output {i} has infinities in different places")
-        if a64.numel() == 0 or not finite.any():
-            continue
-        diff = (a64[finite] - b64[finite]).abs().max().item()
-        scale = a64[finite].abs().max().item()
-        error = diff / scale if scale > 0 else diff
-        worst = max(worst, error)
-        if diff > tolerance.atol + tolerance.rtol * scale:
-            return Comparison(
-                False, error, f"output {i}: max difference {diff:.3g} at output scale {scale:.3g} "
-                f"(relative {error:.2e} > rtol {tolerance.rtol:.0e})",
-            )
-    return Comparison(True, worst, f"max relative error {worst:.2e}")
+    """Compare two outputs by structure and value: containers by type and recursively (named tuples, dataclasses
+    and ModelOutput-like objects field by field), tensors within tolerance, other values by equality."""
+    worst = [0.0]
+    try:
+        problem = _compare(reference, candidate, "output", tolerance, worst)
+    except Exception as error:  # noqa: BLE001 - a value whose comparison raises cannot be shown equal
+        problem = f"the outputs cannot be compared: {type(error).__name__}: {error}"
+    if problem:
+        return Comparison(False, math.inf if worst[0] == 0 else worst[0], problem)
+    return Comparison(True, worst[0], f"max relative error {worst[0]:.2e}")
+
+
+def _compare(a, b, where: str, tolerance: Tolerance, worst: list) -> str | None:
+    if type(a) is not type(b):
+        return f"{where} is a {type(b).__name__}, not a {type(a).__name__} like the original's"
+    if isinstance(a, torch.Tensor):
+        return _compare_tensors(a, b, where, tolerance, worst)
+    if is_dataclass_instance(a) or is_namedtuple(a):
+        names = [f.name for f in dataclasses.fields(a)] if is_dataclass_instance(a) else list(a._fields)
+        for name in names:
+            problem = _compare(getattr(a, name), getattr(b, name), f"{where}.{name}", tolerance, worst)
+            if problem:
+                return problem
+        if not isinstance(a, dict):
+            return None
+    if isinstance(a, dict):
+        if list(a.keys()) != list(b.keys()):
+            return f"{where} has keys {list(b.keys())}, the original's has {list(a.keys())}"
+        for key in a:
+            problem = _compare(a[key], b[key], f"{where}[{key!r}]", tolerance, worst)
+            if problem:
+                return problem
+        return None
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where} has {len(b)} items, the original's has {len(a)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            problem = _compare(x, y, f"{where}[{i}]", tolerance, worst)
+            if problem:
+                return problem
+        return None
+    if isinstance(a, float):
+        scale = abs(a)
+        if not (a == b or abs(a - b) <= tolerance.atol + tolerance.rtol * scale):
+            return f"{where} differs: {b!r} != {a!r}"
+        return None
+    if type(a).__eq__ is object.__eq__ and hasattr(a, "__dict__"):
+        # No equality of its own: compare what it holds.
+        return _compare(vars(a), vars(b), where, tolerance, worst)
+    if not bool(a == b):
+        return f"{where} differs: {b!r} != {a!r}"
+    return None
+
+
+def _compare_tensors(a: torch.Tensor, b: torch.Tensor, where: str, tolerance: Tolerance, worst: list) -> str | None:
+    if a.shape != b.shape:
+        return f"{where} has shape {tuple(b.shape)}, the original's {tuple(a.shape)}"
+    if a.dtype != b.dtype:
+        return f"{where} is {b.dtype}, the original's is {a.dtype}"
+    a64, b64 = a.detach().cpu().double(), b.detach().cpu().double()
+    if not torch.equal(torch.isnan(a64), torch.isnan(b64)):
+        return f"{where} has NaNs in different places"
+    finite = torch.isfinite(a64)
+    if not torch.equal(a64[~finite].nan_to_num(), b64[~finite].nan_to_num()):
+        return f"{where} has infinities in different places"
+    if a64.numel() == 0 or not finite.any():
+        return None
+    diff = (a64[finite] - b64[finite]).abs().max().item()
+    scale = a64[finite].abs().max().item()
+    error = diff / scale if scale > 0 else diff
+    worst[0] = max(worst[0], error)
+    if diff > tolerance.atol + tolerance.rtol * scale:
+        return (f"{where}: max difference {diff:.3g} at output scale {scale:.3g} "
+                f"(relative {error:.2e} > rtol {tolerance.rtol:.0e})")
+    return None

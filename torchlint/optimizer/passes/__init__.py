@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .autocast import autocast
-from .base import Pass, PassContext
+from .base import Pass, PassContext, PassResult
 from .batchnorm import fold_batchnorm
 from .cast_weights import cast_weights
 from .channels_last import channels_last
@@ -29,4 +29,4 @@ PASSES: dict[str, Pass] = {
 DEFAULT = ["remove_dropout", "fold_batchnorm", "channels_last", "onednn_fusion", "inplace_activations"]
 MIXED_PRECISION = ["autocast", "cast_weights"]
 
-__all__ = ["PASSES", "DEFAULT", "MIXED_PRECISION", "Pass", "PassContext"]
+__all__ = ["PASSES", "DEFAULT", "MIXED_PRECISION", "Pass", "PassContext", "PassResult"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 from torch import nn
 
 from ..modules import AutocastForward
-from .base import PassContext
+from .base import PassContext, PassResult
 
 
-def autocast(model: nn.Module, ctx: PassContext) -> nn.Module:
+def autocast(model: nn.Module, ctx: PassContext) -> PassResult:
     wrapped = AutocastForward(model, ctx.device_type, ctx.autocast_dtype)
+    wrapped.training = model.training
     ctx.rewrote("", f"forward runs under torch.autocast({ctx.device_type!r}, dtype={ctx.autocast_dtype}); "
-                    "low-precision outputs are cast back to float32 (the returned "
-                    "AutocastForward wraps the model: state_dict keys gain a 'module.' prefix)")
-    return wrapped
+                    "low-precision outputs are cast back to float32")
+    return PassResult(wrapped, True)

@@ -7,12 +7,15 @@ from typing import Callable
 
 import torch
 from torch import fx, nn
+from torch.fx.passes.infra.pass_base import PassResult
 
 from ..report import REWROTE, SKIPPED, Report
 
 
 @dataclass
 class PassContext:
+    """What one pass sees while it runs on one graph (a new context for every pass and traced piece)."""
+
     report: Report
     pass_name: str
     training: bool
@@ -32,7 +35,8 @@ class PassContext:
 
 @dataclass(frozen=True)
 class Pass:
-    """A named rewrite. `run(module, ctx)` returns the rewritten module.
+    """A named rewrite. `run(module, ctx)` returns a PassResult(graph_module, modified): the rewritten module and
+    whether anything changed (a plain module is accepted from user passes; then the report says whether it did).
 
     Graph passes get a copy of each traced GraphModule whose leaf modules (and their tensors) are shared with the
     version kept for a rollback: they may rewrite the graph and add or replace submodules and parameters, but
@@ -41,7 +45,7 @@ class Pass:
     """
 
     name: str
-    run: Callable[[nn.Module, PassContext], nn.Module]
+    run: Callable[[nn.Module, PassContext], PassResult | nn.Module]
     summary: str
     eval_only: bool = False
     cpu_only: bool = False

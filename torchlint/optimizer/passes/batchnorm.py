@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from .base import PassContext, call_sites, finish, fresh_name, set_submodule, submodules, tensor_shape
+from .base import PassContext, PassResult, call_sites, finish, fresh_name, set_submodule, submodules, tensor_shape
 from .bn_math import fold_into_conv, fold_into_linear
 
 _STANDARD_FORWARDS = (_BatchNorm.forward, nn.SyncBatchNorm.forward)
@@ -16,8 +16,9 @@ _BN_ARGS = ("input", "running_mean", "running_var", "weight", "bias", "training"
 _BN_DEFAULTS = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
 
 
-def fold_batchnorm(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def fold_batchnorm(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
+    folded = 0
     for node in list(gm.graph.nodes):
         bn = _batchnorm_of(gm, node, modules)
         if bn is None:
@@ -43,7 +44,8 @@ def fold_batchnorm(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
         node.replace_all_uses_with(producer)
         gm.graph.erase_node(node)
         ctx.rewrote(producer.target, f"folded {bn.kind} `{ctx.where(label)}` into {type(layer).__name__}")
-    return finish(gm)
+        folded += 1
+    return PassResult(finish(gm), folded > 0)
 
 
 def _batchnorm_of(gm, node: fx.Node, modules):

@@ -8,26 +8,28 @@ NCHW.
 
 from __future__ import annotations
 
+import collections
+
 import torch
 from torch import fx, nn
 
 from ..modules import FusedConv2d
-from .base import PassContext, finish, submodules, tensor_shape
+from .base import PassContext, PassResult, finish, submodules, tensor_shape
 
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d)
 
 
-def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def channels_last(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
     conv_nodes = [
         n for n in gm.graph.nodes if n.op == "call_module" and isinstance(modules[n.target], _CONVS + (FusedConv2d,))
     ]
     if not conv_nodes:
-        return gm
+        return PassResult(gm, False)
     if ctx.device_type == "cuda" and ctx.autocast_dtype is None:
         # cuDNN's NHWC kernels pay off with tensor-core dtypes; in fp32 they can be slower than NCHW.
         ctx.skipped("", "on CUDA channels_last pays with fp16/bf16 tensor cores: pass autocast to enable it")
-        return gm
+        return PassResult(gm, False)
     for target in sorted({n.target for n in conv_nodes}):
         weight = modules[target].weight
         # Same Parameter object, new strides: an optimizer holding it keeps working (training mode).
@@ -49,7 +51,7 @@ def channels_last(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
     views_to_reshapes(gm, ctx)
     if not ctx.piece:  # see _outputs_contiguous
         _outputs_contiguous(gm)
-    return finish(gm)
+    return PassResult(finish(gm), True)
 
 
 def views_to_reshapes(gm: fx.GraphModule, ctx: PassContext) -> None:
@@ -76,18 +78,30 @@ def _mutated_in_place(node: fx.Node) -> bool:
     return False
 
 
+def contiguous_if_tensor(value):
+    return value.contiguous() if isinstance(value, torch.Tensor) else value
+
+
 def _outputs_contiguous(gm: fx.GraphModule) -> None:
     """Return 4-D outputs NCHW-contiguous, as the caller got them before. Only for the model's own outputs: a
     traced submodule hands channels_last tensors to its parent, so the next traced submodule needs no conversion
     back (the parent's code sees the same values, with other strides)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
 
-    def restore(value):
-        shape = tensor_shape(value)
-        if shape is None or len(shape) != 4:
+    def restore(value, before=output):
+        if isinstance(value, fx.Node) and value.op == "call_function" and value.target is collections.OrderedDict:
+            value.args = fx.node.map_arg(value.args, lambda v: restore(v, value))  # see Tracer.create_arg
             return value
-        with gm.graph.inserting_before(output):
-            node = gm.graph.call_method("contiguous", (value,))
+        if not isinstance(value, fx.Node):
+            return value
+        shape = tensor_shape(value)
+        if shape is not None and len(shape) != 4:
+            return value
+        with gm.graph.inserting_before(before):
+            if shape is None:  # not seen on the example inputs: decide at run time
+                node = gm.graph.call_function(contiguous_if_tensor, (value,))
+            else:
+                node = gm.graph.call_method("contiguous", (value,))
         node.meta = dict(value.meta)
         return node
 

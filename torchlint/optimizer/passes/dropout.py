@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.nn.modules.dropout import _DropoutNd
 
-from .base import PassContext, finish, submodules
+from .base import PassContext, PassResult, finish, submodules
 
 # Functional dropouts and the position of their `training` argument (after input and p).
 _FUNCTIONS = {
@@ -46,8 +46,9 @@ def _is_torch_class(module: nn.Module) -> bool:
     return type(module).__module__.startswith("torch.nn")
 
 
-def remove_dropout(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def remove_dropout(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
+    removed = 0
     for node in list(gm.graph.nodes):
         what = _is_inactive(node, modules)
         if what is None:
@@ -57,4 +58,5 @@ def remove_dropout(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
         node.replace_all_uses_with(node.args[0])
         gm.graph.erase_node(node)
         ctx.rewrote(node.target if node.op == "call_module" else node.name, f"removed {what}: returns its input")
-    return finish(gm)
+        removed += 1
+    return PassResult(finish(gm), removed > 0)

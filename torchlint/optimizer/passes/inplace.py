@@ -16,7 +16,7 @@ from torch import fx
 
 from ..modules import FusedConv2d, FusedLinear
 from .activations import activation_of, backward_uses_only_output, inplace_call
-from .base import FRESH_OUTPUT_MODULES, PassContext, finish, submodules
+from .base import FRESH_OUTPUT_MODULES, PassContext, PassResult, finish, submodules
 
 # Functions/methods that return a new tensor and whose backward does not use their output.
 _FRESH_FUNCTIONS = {
@@ -28,8 +28,9 @@ _FRESH_FUNCTIONS = {
 _FRESH_METHODS = {"add", "sub", "mul", "matmul", "bmm"}
 
 
-def inplace_activations(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def inplace_activations(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
+    rewritten = 0
     for node in list(gm.graph.nodes):
         act = activation_of(node, modules)
         if act is None or act.inplace or inplace_call(act) is None:
@@ -45,7 +46,8 @@ def inplace_activations(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
         ctx.rewrote(new.name, f"{act.kind} runs in place on the output of `{act.input.name}`")
-    return finish(gm)
+        rewritten += 1
+    return PassResult(finish(gm), rewritten > 0)
 
 
 def _why_not(act, modules, training: bool) -> str | None:

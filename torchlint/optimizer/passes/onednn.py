@@ -7,7 +7,6 @@ weight reorder oneDNN otherwise does on every call. CPU only, eval only (packed 
 
 from __future__ import annotations
 
-import math
 import operator
 
 import torch
@@ -15,14 +14,14 @@ from torch import fx, nn
 
 from ..modules import FusedConv2d, FusedLinear
 from .activations import activation_of, onednn_post_op
-from .base import PassContext, finish, fresh_name, submodules, tensor_shape
+from .base import PassContext, PassResult, finish, fresh_name, submodules, tensor_shape
 from .channels_last import _outputs_contiguous, views_to_reshapes
 
 _ADDS = (operator.add, torch.add)
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
-def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
+def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
     erased: set[fx.Node] = set()
     for node in list(gm.graph.nodes):
@@ -36,11 +35,11 @@ def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> fx.GraphModule:
                 continue
             erased.update(_fuse(gm, node, layer, modules, ctx))
     if not erased:
-        return gm
+        return PassResult(gm, False)
     views_to_reshapes(gm, ctx)  # fused convs return channels_last tensors
     if not ctx.piece:  # see _outputs_contiguous
         _outputs_contiguous(gm)
-    return finish(gm)
+    return PassResult(finish(gm), True)
 
 
 def _why_not(layer, node) -> str | None:
@@ -94,14 +93,11 @@ def _fuse(gm, node, layer, modules, ctx) -> list[fx.Node]:
                 pattern.append(after)
                 post_op = ("relu", [], "")
                 parts.append("relu")
-    shape = tensor_shape(node.args[0])
     if isinstance(layer, nn.Conv2d):
         fused = FusedConv2d(layer, post_op, padding=_explicit_padding(layer))
         fused.binary = other is not None
-        fused.input_size = list(shape) if shape is not None else None
     else:
         fused = FusedLinear(layer, post_op)
-        fused.batch_size = math.prod(shape[:-1]) if shape else None
     fused.packed_weight()  # pack now, not on the first call
     name = fresh_name(gm, f"{node.target}_fused")
     gm.add_submodule(name, fused)

@@ -1,0 +1,188 @@
+"""Keeping only what pays: the timing logic, checked with a fake clock (models advance it by a cost written into
+their graph) and with a deliberately slow pass. Nothing here asserts how fast anything ran."""
+
+import random
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import fx, nn  # noqa: E402
+
+import torchlint.optimizer as optimizer  # noqa: E402
+from torchlint.optimizer import measure  # noqa: E402
+from torchlint.optimizer.passes import PassResult  # noqa: E402
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+CLOCK = FakeClock()
+
+
+def tick(x, cost):
+    """Advance the fake clock by `cost` seconds: the model's whole run time as the fake clock sees it."""
+    CLOCK.now += cost
+    return x
+
+
+fx.wrap("tick")  # one graph node whose cost argument a pass can change
+
+
+class Costly(nn.Module):
+    def __init__(self, cost=1.0):
+        super().__init__()
+        self.cost = cost
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return tick(self.fc(x), self.cost)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    monkeypatch.setattr(measure, "clock", CLOCK)
+    return CLOCK
+
+
+def set_cost(cost):
+    def pass_(gm, ctx):
+        node = next(n for n in gm.graph.nodes if n.target is tick)
+        node.args = (node.args[0], cost)
+        gm.recompile()
+        ctx.rewrote(node.name, f"cost {cost}")
+        return PassResult(gm, True)
+
+    pass_.__name__ = f"cost_{cost}".replace(".", "_")
+    return pass_
+
+
+def test_a_faster_group_is_kept_with_its_measured_speedup(fake_clock):
+    model, x = Costly().eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[set_cost(0.5)], measure=True, time_limit=1000)
+    report = optimizer.explain(fast)
+    assert report.passes_applied == ["cost_0_5"]
+    assert report.speedup == pytest.approx(2.0)
+    (line,) = [line for line in report.pass_lines() if line.startswith("measured")]
+    assert "2.00x" in line and f"median of {measure.CLEAR_ROUNDS}" in line
+
+
+@pytest.mark.parametrize("cost", [2.0, 0.99])  # slower; faster by less than the 2% taken as noise
+def test_a_group_that_does_not_pay_is_undone(fake_clock, cost):
+    model, x = Costly().eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[set_cost(cost)], measure=True)
+    report = optimizer.explain(fast)
+    assert report.passes_applied == [] and report.speedup is None
+    (undone,) = report.rolled_back
+    assert "not faster" in undone.detail
+    assert type(fast) is Costly and not isinstance(fast, fx.GraphModule)  # the model as given
+    with torch.no_grad():
+        assert torch.equal(model(x), fast(x))
+
+
+def test_the_time_limit_bounds_the_rounds(fake_clock):
+    model, x = Costly().eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[set_cost(0.5)], measure=True, time_limit=2.0)
+    (line,) = [line for line in optimizer.explain(fast).pass_lines() if line.startswith("measured")]
+    assert f"median of {measure.MIN_ROUNDS} interleaved" in line  # 1.5 fake seconds a round: stop at the minimum
+
+
+def test_noise_decides():
+    assert measure.Timing(baseline=1.0, candidate=0.9, ratio=0.9, rounds=5, noise=0.01).pays
+    assert not measure.Timing(baseline=1.0, candidate=0.9, ratio=0.9, rounds=5, noise=0.06).pays  # within noise
+    assert not measure.Timing(baseline=1.0, candidate=0.99, ratio=0.99, rounds=5, noise=0.0).pays  # below MIN_GAIN
+
+
+class Jittery(nn.Module):
+    """Costs alternate between rounds, as under changing machine load: baseline 1, 3, 1, 3... and the candidate
+    (after set_cost(0.8)) 0.8, 2.4, ...: every paired ratio is 0.8, though the medians alone overlap."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return tick(self.fc(x), 1.0)
+
+
+def test_paired_rounds_see_through_changing_load(fake_clock, monkeypatch):
+    load = {"factor": 1.0, "calls": 0}
+
+    def loaded_tick(x, cost):
+        load["calls"] += 1
+        if load["calls"] % 2 == 1:  # a new round (two calls a round) under a new load
+            load["factor"] = 3.0 if load["factor"] == 1.0 else 1.0
+        CLOCK.now += cost * load["factor"]
+        return x
+
+    model, x = Jittery().eval(), torch.randn(2, 4)
+    monkeypatch.setitem(globals(), "tick", loaded_tick)
+    fast = optimizer.optimize(model, x, passes=[set_cost(0.8)], measure=True, time_limit=1000)
+    report = optimizer.explain(fast)
+    assert report.passes_applied == ["cost_0_8"] and report.speedup == pytest.approx(1.25)
+
+
+def sleep_first(gm, ctx):
+    """A deliberately slow pass: sleeps 20 ms before the model runs."""
+    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    with gm.graph.inserting_after(placeholder):
+        gm.graph.call_function(time.sleep, (0.02,))
+    gm.recompile()
+    ctx.rewrote("", "sleeps 20 ms")
+    return PassResult(gm, True)
+
+
+def test_a_slow_pass_is_never_kept_on_the_real_clock():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    fast = optimizer.optimize(model, x, passes=[sleep_first], measure=True, time_limit=1.0)
+    report = optimizer.explain(fast)
+    assert report.passes_applied == [] and "not faster" in report.rolled_back[0].detail
+    assert type(fast) is nn.Sequential
+
+
+def test_measure_off_and_without_inputs(fake_clock):
+    model, x = Costly().eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[set_cost(2.0)], measure=False)
+    assert optimizer.explain(fast).passes_applied == ["cost_2_0"]  # not timed: kept
+    assert not [line for line in optimizer.explain(fast).pass_lines() if "measured" in line]
+    report = optimizer.explain(optimizer.optimize(model, passes=[set_cost(0.5)], measure=True))
+    assert any("speed not measured: pass example_inputs" in e.detail for e in report.filter("note"))
+    report = optimizer.explain(optimizer.optimize(model.train(), x, passes=[set_cost(0.5)], measure=True))
+    assert any("not measured in training mode" in e.detail for e in report.filter("note"))
+
+
+def test_bf16_leaves_multihead_attention_weights_in_float32():
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no native bf16")
+    model = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
+    fast = optimizer.optimize(model, torch.randn(2, 5, 32), dtype="bf16", measure=False)
+    attention = next(m for m in fast.modules() if isinstance(m, nn.MultiheadAttention))
+    assert attention.in_proj_weight.dtype == torch.float32
+    assert next(m for m in fast.modules() if isinstance(m, nn.Linear) and m is not attention.out_proj) \
+        .weight.dtype == torch.bfloat16
+
+
+def test_an_unclear_gain_is_timed_longer_before_it_is_kept(fake_clock, monkeypatch):
+    jitter = random.Random(0)
+
+    def jittery_tick(x, cost):
+        if cost < 0:  # the candidate: 10% faster on average, give or take 30% from call to call
+            cost = 0.9 * (1 + jitter.uniform(-0.3, 0.3))
+        CLOCK.now += cost
+        return x
+
+    monkeypatch.setitem(globals(), "tick", jittery_tick)
+    model, x = Costly().eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[set_cost(-1.0)], measure=True, time_limit=10_000)
+    report = optimizer.explain(fast)
+    (line,) = [line for line in report.pass_lines() if line.startswith("measured")]
+    rounds = int(line.split("median of ")[1].split()[0])
+    assert measure.CLEAR_ROUNDS < rounds < measure.MAX_ROUNDS  # past the first look, stopped once clear
+    assert report.passes_applied == ["cost_-1_0"]

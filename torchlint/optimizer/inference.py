@@ -1,0 +1,129 @@
+"""What a model optimized in eval mode is: an inference model, and it says so instead of computing something else.
+
+BatchNorm is folded into the weights, dropout is gone and the traced graphs took the eval-mode branches, so the
+model neither trains nor follows `.train()`. Its class becomes a subclass of its own class (isinstance still
+holds) that:
+
+- refuses `.train()` and a forward in training mode, and a forward that would build a graph for its parameters
+  (all frozen by optimize(); re-enabling requires_grad raises at the next forward). Gradients with respect to the
+  inputs are right: fused layers compute with plain torch ops when an input requires grad;
+- keeps the original model's `state_dict()`: keys and values of the model as it was before optimization (the
+  original tensors that were folded or packed are kept for it); `load_state_dict` raises and says how to re-optimize;
+- converts those original tensors too on `.to()`, `.double()`, `.half()`, `.cuda()`;
+- survives deepcopy, pickling and torch.save; `torch.jit.script` raises and points to `torch.jit.trace`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+SOURCE_ATTRIBUTE = "_torchlint_source"
+# Plain attributes that fx's GraphModule drops when it is copied or unpickled, carried over by hand.
+PRESERVED = (SOURCE_ATTRIBUTE, "torchlint_report")
+
+_RETRAIN = ("optimize the original model in train() mode for training, or train the original and call "
+            "torchlint.optimize(model.eval(), ...) again")
+MODE_MESSAGE = ("this model was optimized by torchlint.optimize() in eval mode, for inference (BatchNorm folded, "
+                "dropout removed, eval-mode branches fixed): it cannot run in training mode; " + _RETRAIN)
+GRAD_MESSAGE = ("this model was optimized by torchlint.optimize() for inference: its parameters are folded and "
+                "packed, so gradients for them would not be the original model's. Run it under torch.no_grad() or "
+                "torch.inference_mode() with parameters frozen (gradients for inputs are supported); " + _RETRAIN)
+LOAD_MESSAGE = ("load_state_dict on a model optimized by torchlint.optimize() for inference: its weights are "
+                "derived (BatchNorm folded, packed) from the original's. Load the checkpoint into the original model "
+                "and call torchlint.optimize() again")
+SCRIPT_MESSAGE = ("torch.jit.script cannot compile a model optimized by torchlint.optimize() (its fused layers call "
+                  "oneDNN with packed weights): use torch.jit.trace on it, or script the original model")
+
+
+class InferenceModel:
+    """Mixed in front of the optimized model's own class; see the module docstring."""
+
+    _torchlint_base: type
+
+    def __call__(self, *args, **kwargs):
+        if self.training:
+            raise RuntimeError(MODE_MESSAGE)
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            raise RuntimeError(GRAD_MESSAGE)
+        return super().__call__(*args, **kwargs)
+
+    def train(self, mode: bool = True):
+        if mode:
+            raise RuntimeError(MODE_MESSAGE)
+        return super().train(False)
+
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        return source_of(self).state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        raise RuntimeError(LOAD_MESSAGE)
+
+    def _apply(self, fn, recurse: bool = True):
+        super()._apply(fn, recurse)
+        source_of(self)._apply(fn, recurse)
+        return self
+
+    def __prepare_scriptable__(self):
+        raise RuntimeError(SCRIPT_MESSAGE)
+
+    # The mixed class is made at run time, so pickle and deepcopy see the model's own class and the mixin is put
+    # back on the result.
+    def __reduce_ex__(self, protocol):
+        with _as_base(self):
+            reduced = self.__reduce_ex__(protocol)
+        extras = {k: self.__dict__[k] for k in PRESERVED if k in self.__dict__}
+        build, args = reduced[0], reduced[1]
+        if args and isinstance(args[0], dict) and SOURCE_ATTRIBUTE in args[0]:
+            # A GraphModule pickles its __dict__ and would register the source as a submodule on loading.
+            args = ({k: v for k, v in args[0].items() if k not in PRESERVED},) + tuple(args[1:])
+        return (_remake, (build, args, extras)) + tuple(reduced[2:])
+
+    def __deepcopy__(self, memo):
+        import copy
+
+        with _as_base(self):
+            new = copy.deepcopy(self, memo)
+        for key in PRESERVED:
+            if key in self.__dict__ and key not in new.__dict__:
+                new.__dict__[key] = copy.deepcopy(self.__dict__[key], memo)
+        return make_inference_model(new, None)
+
+
+class _as_base:
+    def __init__(self, model: nn.Module) -> None:
+        self.model, self.cls = model, type(model)
+
+    def __enter__(self):
+        self.model.__class__ = self.cls._torchlint_base
+
+    def __exit__(self, *exc):
+        self.model.__class__ = self.cls
+
+
+def _remake(build, args, extras):
+    model = build(*args)
+    model.__dict__.update(extras)
+    return make_inference_model(model, None)
+
+
+def source_of(model: nn.Module) -> nn.Module:
+    return model.__dict__[SOURCE_ATTRIBUTE]
+
+
+def make_inference_model(model: nn.Module, source: nn.Module | None) -> nn.Module:
+    """Turn `model` (optimized in eval mode) into an InferenceModel whose state_dict() is `source`'s (None: keep the
+    one it has)."""
+    if not isinstance(model, InferenceModel):
+        base = type(model)
+        model.__class__ = type(base.__name__, (InferenceModel, base), {"_torchlint_base": base,
+                                                                       "__module__": base.__module__})
+    if source is not None:
+        object.__setattr__(model, SOURCE_ATTRIBUTE, source)  # a plain attribute, not a submodule
+        for param in model.parameters():
+            param.requires_grad_(False)
+    return model
+
+
+def is_inference_model(model: nn.Module) -> bool:
+    return isinstance(model, InferenceModel)

@@ -54,7 +54,7 @@ def test_deep_nesting_under_fix_reports_the_files_fixed(tmp_path: Path) -> None:
         ("x = " + " + ".join(["a"] * 1500) + "\n", "expression too long to lint (more than 1,000 chained operators"),
         ("x = a" + ".b" * 1500 + "\n", "expression too long to lint"),
         ("x = (" + " ".join(['"s"'] * 1500) + ")\n", "expression too long to lint"),
-        ("x = 1\n" * 10_000, "file too long to lint (10,001 lines; the limit is 10,000)"),
+        ("x = 1\n" * 15_000, "file too long to lint (15,001 lines; the limit is 15,000)"),
         ("".join(" " * i + "if x:\n" for i in range(120)) + " " * 120 + "pass\n", "nesting too deep to lint (more than 100 nested blocks"),
         ("x = " + "{" * 201 + "}" * 201 + "\n", "nesting too deep to lint (more than 200 nested brackets"),
     ],

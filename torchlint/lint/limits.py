@@ -13,7 +13,7 @@ import tokenize
 from typing import Optional
 
 MAX_FILE_BYTES = 1024 * 1024
-MAX_LINES = 10_000
+MAX_LINES = 15_000
 MAX_NESTING = 200  # CPython's own limit on nested brackets
 MAX_INDENT = 100  # CPython's own limit on nested blocks
 MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024  # outputs (images) make notebooks large; their code is limited as text

@@ -24,7 +24,7 @@ def test_a_tool_key_that_is_not_a_table_is_a_usage_error(runner, project: Path, 
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)
     assert "'tool' must be a table" in result.output
-    assert len([line for line in result.output.splitlines() if "Error" in line]) == 1
+    assert len([line for line in result.output.splitlines() if "error" in line.lower()]) == 1
 
 
 def _entries(root: Path) -> list[Path]:

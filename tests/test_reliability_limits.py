@@ -54,11 +54,12 @@ def test_deep_nesting_under_fix_reports_the_files_fixed(tmp_path: Path) -> None:
         ("x = " + " + ".join(["a"] * 1500) + "\n", "expression too long to lint (more than 1,000 chained operators"),
         ("x = a" + ".b" * 1500 + "\n", "expression too long to lint"),
         ("x = (" + " ".join(['"s"'] * 1500) + ")\n", "expression too long to lint"),
-        ("x = 1\n" * 10_000, "file too long to lint (10,001 lines; the limit is 10,000)"),
+        ("x = 1\n" * 15_000, "file too long to lint (15,001 lines; the limit is 15,000)"),
         ("".join(" " * i + "if x:\n" for i in range(120)) + " " * 120 + "pass\n", "nesting too deep to lint (more than 100 nested blocks"),
         ("x = " + "{" * 201 + "}" * 201 + "\n", "nesting too deep to lint (more than 200 nested brackets"),
+        ("for b in loader:\n" + "    y = b.item()\n" * 2501, "block too long to lint (more than 2,500 statements in one block"),
     ],
-    ids=["chain", "attributes", "strings", "lines", "blocks", "brackets"],
+    ids=["chain", "attributes", "strings", "lines", "blocks", "brackets", "loop-body"],
 )
 def test_each_limit_is_named(runner, project: Path, text: str, reason: str) -> None:
     write(project / "big.py", "import torch\n" + text)
@@ -70,6 +71,7 @@ def test_each_limit_is_named(runner, project: Path, text: str, reason: str) -> N
 def test_flat_lists_and_ordinary_code_pass_the_limits() -> None:
     assert limits.check_shape("x = [" + ", ".join(["-1.5"] * 50_000) + "]\n") is None
     assert limits.check_shape("x = " + "(" * 200 + ")" * 200 + "\n") is None
+    assert limits.check_shape("for b in loader:\n" + "    y = b.item()\n" * 2500 + "x = 1\n" * 5000) is None
     assert limits.check_shape(Path(limits.__file__).read_text()) is None
 
 

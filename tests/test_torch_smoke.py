@@ -45,6 +45,14 @@ def test_lint_all_of_torch(tmp_path) -> None:
     assert "Traceback" not in proc.stderr
     assert "internal error" not in proc.stderr, proc.stderr[-3000:]
     assert "All checks passed!" not in proc.stdout  # thousands of files, some findings
-    # torch's sources are valid Python: any file reported as unreadable is an engine bug
-    unreadable = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert unreadable == [], unreadable[:20]
+    # torch's sources are valid Python: any file reported as unreadable is an engine bug, except the few
+    # generated files too large to lint in bounded time (over 1 MB or 15,000 lines), which must say so.
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    too_large = [line for line in errors if ": error: file too large to lint" in line or ": error: file too long to lint" in line]
+    assert [line for line in errors if line not in too_large] == [], errors[:20]
+    assert len(too_large) <= 5, too_large
+    for line in too_large:
+        path = line.split(": error: ")[0]
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        assert os.path.getsize(path) > 1024 * 1024 or text.count("\n") > 15_000, line

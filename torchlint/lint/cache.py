@@ -34,7 +34,10 @@ def project_root(paths: Iterable[str], config: Optional[str]) -> str:
     if config:
         return os.path.dirname(os.path.abspath(config))
     absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
-    common = os.path.commonpath(absolute)
+    try:
+        common = os.path.commonpath(absolute)
+    except ValueError:  # paths on different drives
+        return os.getcwd()
     if not os.path.isdir(common):
         common = os.path.dirname(common)
     directory = common

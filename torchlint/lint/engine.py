@@ -484,7 +484,7 @@ def _unused_noqa(
                 start -= 1
         elif rest.startswith("#"):
             content = ""  # another tool's comment follows (`# type: ignore`): it takes the directive's place
-            end = line_end - len(text[end:line_end].lstrip(" \t"))
+            end = line_end - len(rest)
         else:
             content = "#"  # more comment text follows: keep it a comment
         start_line = line

@@ -2,8 +2,9 @@
 seconds and a few hundred MB (or crashes the native parser, which overflows its stack on deep nesting).
 
 Measured with the standard tokenizer, which is linear and cannot overflow: the number of lines, the
-depth of nested brackets, and the longest chain of operators between two commas at one bracket level
-(`a + b + c ...`, `x.a.b.c ...`, `"a" "b" "c" ...`: each link is one more level of the syntax tree).
+depth of nested brackets and blocks, the statements in one indented block, and the longest chain of
+operators between two commas at one bracket level (`a + b + c ...`, `x.a.b.c ...`, `"a" "b" "c" ...`:
+each link is one more level of the syntax tree).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import tokenize
 from typing import Optional
 
 MAX_FILE_BYTES = 1024 * 1024
-MAX_LINES = 10_000
+MAX_LINES = 15_000
 MAX_NESTING = 200  # CPython's own limit on nested brackets
 MAX_INDENT = 100  # CPython's own limit on nested blocks
 MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024  # outputs (images) make notebooks large; their code is limited as text
 MAX_CHAIN = 1_000
+MAX_BLOCK = 2_500  # statements in one indented block: some analyses of a loop grow with its body's square
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -43,6 +45,7 @@ def check_shape(text: str) -> Optional[str]:
     if lines > MAX_LINES:
         return f"file too long to lint ({_plural(lines, 'line')}; the limit is {MAX_LINES:,})"
     depth = indent = 0
+    blocks = [0]  # statements so far in each open indented block
     chains = [0]  # operator links since the last comma, one counter per open bracket
     previous_string = False
     try:
@@ -68,6 +71,7 @@ def check_shape(text: str) -> Optional[str]:
                     chains[-1] += 1
             elif kind == tokenize.INDENT:
                 indent += 1
+                blocks.append(0)
                 if indent > MAX_INDENT:
                     return (
                         f"nesting too deep to lint (more than {MAX_INDENT} nested blocks at line "
@@ -75,12 +79,21 @@ def check_shape(text: str) -> Optional[str]:
                     )
             elif kind == tokenize.DEDENT:
                 indent -= 1
+                if len(blocks) > 1:
+                    blocks.pop()
             elif kind == tokenize.NAME and string in _KEYWORD_LINKS:
                 chains[-1] += 1
             elif kind == tokenize.STRING and previous_string:
                 chains[-1] += 1
             elif kind == tokenize.NEWLINE and depth == 0:
                 chains[-1] = 0
+                if len(blocks) > 1:
+                    blocks[-1] += 1
+                    if blocks[-1] > MAX_BLOCK:
+                        return (
+                            f"block too long to lint (more than {MAX_BLOCK:,} statements in one block at line "
+                            f"{token.start[0]}; the limit is {MAX_BLOCK:,})"
+                        )
             if chains[-1] > MAX_CHAIN:
                 return (
                     f"expression too long to lint (more than {MAX_CHAIN:,} chained operators at line "

@@ -304,7 +304,8 @@ def write_fixed(path: str, data: bytes, read_digest: Optional[str]) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, stat.S_IMODE(info.st_mode))
         in_place = info.st_nlink > 1
-        if not in_place and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+        ours = (getattr(os, "geteuid", lambda: info.st_uid)(), getattr(os, "getegid", lambda: info.st_gid)())
+        if not in_place and (info.st_uid, info.st_gid) != ours:
             try:
                 os.chown(tmp, info.st_uid, info.st_gid)
             except OSError:

@@ -78,7 +78,7 @@ class FunctionSummaries:
         if found is None:
             return None
         summary, name = found
-        function_summary = summary.functions.get(name)
+        function_summary = summary.function_summary(name)
         if function_summary is None:
             return None
         how = function_summary.syncs

@@ -74,7 +74,8 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
         from_project = project.imported(context, expr.func)  # a Dataset class of another project file
         if from_project is not None:
             module, name = from_project
-            return name in module.classes and module.classes[name].in_memory_dataset
+            found_class = module.class_summary(name)
+            return found_class is not None and found_class.in_memory_dataset
         function = flow(context).function_called(expr)
         if function is not None:
             # `train_data = get_data(root)` where get_data builds and returns a list of ready samples

@@ -137,9 +137,11 @@ class Objects:
             from_project = project.imported(context, func)  # a class or factory of another project file
             if from_project is not None:
                 module, name = from_project
-                if name in module.classes:
-                    return module.classes[name].kind
-                return module.functions[name].returns if name in module.functions else None
+                found_class = module.class_summary(name)
+                if found_class is not None:
+                    return found_class.kind
+                found_function = module.function_summary(name)
+                return found_function.returns if found_function is not None else None
             function = called_function(context, expr)  # build_model(cfg), self.make_optimizer()
             if function is not None and not is_generator(function):
                 kinds = {self._kind(r.value, depth + 1) for r in returns_of(function) if r.value is not None}

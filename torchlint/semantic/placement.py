@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchlint.lint.calls import positional
 from torchlint.lint.context import UNKNOWN, Context
-from torchlint.lint.names import last_name
+from torchlint.lint.names import dotted, last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import (
@@ -147,14 +147,23 @@ class _OnAccelerator:
 def _project_helper_moves(context: "Context") -> bool:
     """The file calls a function of another project file that puts data on an accelerator
     (`from utils import gpu` ... `gpu(x, use_cuda)`)."""
+    asked: set[str] = set()
     for node in descendants(context.module):
         if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+            callee = dotted(node.func)
+            if callee in asked or len(asked) >= _MAX_HELPERS_ASKED:
+                continue
             found = project.imported(context, node.func)
             if found is not None:
+                asked.add(callee)  # type: ignore[arg-type]
                 module, name = found
-                if name in module.functions and module.functions[name].moves_to_accelerator:
+                function = module.function_summary(name)
+                if function is not None and function.moves_to_accelerator:
                     return True
     return False
+
+
+_MAX_HELPERS_ASKED = 16  # distinct project functions looked into: the answer is rarely far down the list
 
 
 

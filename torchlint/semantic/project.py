@@ -17,10 +17,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from functools import lru_cache
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
+
+from torchlint.lint.walk import descendants
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -43,12 +47,67 @@ class FunctionSummary:
     moves_to_accelerator: bool  # it puts something on an accelerator (`x.cuda()`, `.to(device)`)
 
 
-@dataclass
 class ModuleSummary:
-    path: str
-    classes: dict[str, ClassSummary] = field(default_factory=dict)
-    functions: dict[str, FunctionSummary] = field(default_factory=dict)
-    uses_accelerator: bool = False
+    """What a project module defines, worked out name by name when an importer first asks about it."""
+
+    def __init__(self, path: str, context: "Context") -> None:
+        from torchlint.semantic.model import SemanticModel
+        from torchlint.semantic.placement import uses_accelerator
+
+        self.path = path
+        self.context = context
+        self.model = SemanticModel(context)
+        self.uses_accelerator = uses_accelerator(context.source.text)  # its own code, not its imports'
+        self._top = {
+            s.name.value: s for s in context.module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef))
+        }
+        self._classes: dict[str, Optional[ClassSummary]] = {}
+        self._functions: dict[str, Optional[FunctionSummary]] = {}
+
+    def class_summary(self, name: str) -> Optional[ClassSummary]:
+        if name not in self._classes:
+            node = self._top.get(name)
+            self._classes[name] = self._summarise_class(node) if isinstance(node, cst.ClassDef) else None
+        return self._classes[name]
+
+    def function_summary(self, name: str) -> Optional[FunctionSummary]:
+        if name not in self._functions:
+            self._functions[name] = None  # a recursion through other modules finds nothing
+            node = self._top.get(name)
+            if isinstance(node, cst.FunctionDef):
+                self._functions[name] = self._summarise_function(node)
+        return self._functions[name]
+
+    def _summarise_class(self, node: cst.ClassDef) -> ClassSummary:
+        from torchlint.semantic import datasets
+        from torchlint.semantic.objects import DATASET, MODULE
+
+        objects = self.model.objects
+        kind = objects.class_kind(node) or (MODULE if objects.is_module_class(node) else None)
+        return ClassSummary(kind, kind == DATASET and datasets.indexes_memory(node))
+
+    def _summarise_function(self, node: cst.FunctionDef) -> FunctionSummary:
+        from torchlint.semantic.functions import returns_of
+        from torchlint.semantic.placement import is_device_argument
+
+        returns = {self.model.objects.kind(r.value) for r in returns_of(node) if r.value is not None}
+        moves = False
+        for call in descendants(node):
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+                method = call.func.attr.value
+                if method == "cuda" or (
+                    method == "to" and call.args and is_device_argument(self.context, call.args[0].value)
+                ):
+                    moves = True
+                    break
+        return FunctionSummary(
+            returns=returns.pop() if len(returns) == 1 else None,
+            syncs=self.model.calls.sync_in(node, strict=True),
+            moves_to_accelerator=moves,
+        )
+
+    def release(self) -> None:
+        self.context.release()
 
 
 # -- finding modules ------------------------------------------------------------------------------
@@ -76,6 +135,12 @@ def import_roots(path: str) -> list[str]:
 
 def module_file(from_path: str, dots: int, module: str) -> Optional[str]:
     """The file `from <dots><module> import ...` in `from_path` reads, if it is part of the project."""
+    return _module_file(os.path.dirname(os.path.abspath(from_path)), dots, module, os.getcwd())
+
+
+@lru_cache(maxsize=4096)
+def _module_file(folder: str, dots: int, module: str, cwd: str) -> Optional[str]:
+    from_path = os.path.join(folder, "__file__")
     parts = [p for p in module.split(".") if p]
     if dots:
         base = os.path.dirname(os.path.abspath(from_path))
@@ -156,26 +221,36 @@ def dependency_digest(path: str, text: str) -> str:
 
 # -- summaries ------------------------------------------------------------------------------------
 
-_SUMMARIES: dict[tuple[str, int, int], Optional[ModuleSummary]] = {}
-_BUILDING: set[str] = set()
+# Summaries kept per process, most recently used last; each holds its module's tree, so they are few.
+_SUMMARIES: "OrderedDict[tuple[str, int, int], Optional[ModuleSummary]]" = OrderedDict()
+MAX_SUMMARIES = 48
+# How many modules deep one question may go (a helper calling a helper of another module ...).
+MAX_DEPTH = 3
+_ACTIVE: list[str] = []
 
 
 def summary(path: str) -> Optional[ModuleSummary]:
-    """The summary of a project file (None when it cannot be read, parsed, or is too large)."""
+    """The summary of a project file (None when it cannot be read or parsed, is too large, or answering would
+    go more than MAX_DEPTH modules deep or round an import cycle)."""
     try:
         stat = os.stat(path)
     except OSError:
         return None
     key = (path, stat.st_mtime_ns, stat.st_size)
     if key in _SUMMARIES:
+        _SUMMARIES.move_to_end(key)
         return _SUMMARIES[key]
-    if path in _BUILDING or stat.st_size > MAX_SUMMARY_BYTES:
-        return None  # an import cycle, or too costly
-    _BUILDING.add(path)
+    if path in _ACTIVE or len(_ACTIVE) >= MAX_DEPTH or stat.st_size > MAX_SUMMARY_BYTES:
+        return None
+    _ACTIVE.append(path)
     try:
         found = _SUMMARIES[key] = _summarise(path)
     finally:
-        _BUILDING.discard(path)
+        _ACTIVE.pop()
+    while len(_SUMMARIES) > MAX_SUMMARIES:
+        _, old = _SUMMARIES.popitem(last=False)
+        if old is not None:
+            old.release()
     return found
 
 
@@ -204,42 +279,8 @@ def imported(context: "Context", name: cst.BaseExpression) -> Optional[tuple[Mod
 def _summarise(path: str) -> Optional[ModuleSummary]:
     from torchlint.lint.engine import prepare_context
     from torchlint.lint.source import SourceError, read_source
-    from torchlint.semantic import datasets
-    from torchlint.semantic.model import SemanticModel
-    from torchlint.semantic.objects import DATASET
 
     try:
-        source = read_source(path, path)
-        context: Context = prepare_context(source, walk=True)
+        return ModuleSummary(path, prepare_context(read_source(path, path), walk=True))
     except (SourceError, cst.ParserSyntaxError, RecursionError, ValueError):
         return None
-    model = SemanticModel(context)
-    result = ModuleSummary(path=path, uses_accelerator=model.uses_accelerator)
-    for statement in context.module.body:
-        if isinstance(statement, cst.ClassDef):
-            kind = model.objects.class_kind(statement)
-            if kind is None and model.objects.is_module_class(statement):
-                kind = "module"
-            in_memory = kind == DATASET and datasets.indexes_memory(statement)
-            result.classes[statement.name.value] = ClassSummary(kind, in_memory)
-        elif isinstance(statement, cst.FunctionDef):
-            returns = {model.objects.kind(r.value) for r in _returns(statement) if r.value is not None}
-            result.functions[statement.name.value] = FunctionSummary(
-                returns=returns.pop() if len(returns) == 1 else None,
-                syncs=model.calls.sync_in(statement, strict=True),
-                moves_to_accelerator=_moves_to_accelerator(context, statement),
-            )
-    context.release()
-    return result
-
-
-def _returns(function: cst.FunctionDef):  # noqa: ANN202
-    from torchlint.semantic.functions import returns_of
-
-    return returns_of(function)
-
-
-def _moves_to_accelerator(context: "Context", function: cst.FunctionDef) -> bool:
-    from torchlint.semantic.placement import uses_accelerator
-
-    return uses_accelerator(context.code(function))

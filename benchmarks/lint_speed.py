@@ -80,6 +80,9 @@ print(f"parsed {parsed} failed {failed}")
 # Data
 
 
+ROOT = Path(__file__).resolve().parent.parent  # this checkout
+
+
 @dataclasses.dataclass
 class Tree:
     name: str
@@ -113,6 +116,7 @@ class Entry:
     group: str  # "torchlint", "torchfix", "fixit", "parse"
     ok_codes: tuple[int, ...] = (0,)
     prepare: Optional[Callable[[], None]] = None  # untimed, once before the first repetition
+    env: Optional[dict] = None  # extra environment (the baseline's PYTHONPATH)
     runs: list[Run] = dataclasses.field(default_factory=list)
     problem: Optional[str] = None  # why there are no (or no trustworthy) figures
 
@@ -299,6 +303,16 @@ def make_venv(work: Path, name: str, requirement: str, executable: str) -> tuple
 # Plan
 
 
+def baseline_tree(work: Path, rev: str) -> Path:
+    """torchlint's own sources at `rev` (a commit of this checkout), extracted once under the work folder."""
+    target = work / f"torchlint-{rev}"
+    if not (target / "torchlint").is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", rev, "torchlint"], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
 def build_plan(args: argparse.Namespace, trees: list[Tree], work: Path, peers: dict) -> list[Entry]:
     cores = args.jobs
     torchlint = [sys.executable, "-m", "torchlint", "check"]
@@ -315,6 +329,14 @@ def build_plan(args: argparse.Namespace, trees: list[Tree], work: Path, peers: d
                 Entry(tree, "torchlint cold", str(jobs), torchlint + ["--no-cache", f"-j{jobs}"] + common, cwd,
                       reps, count_torchlint, "torchlint")
             )  # fmt: skip
+        if args.baseline_rev:
+            baseline = baseline_tree(work, args.baseline_rev)
+            for jobs in cold_jobs:
+                entries.append(
+                    Entry(tree, f"torchlint {args.baseline_rev} cold", str(jobs),
+                          torchlint + ["--no-cache", f"-j{jobs}"] + common, cwd, reps, count_torchlint, "baseline",
+                          env={"PYTHONPATH": str(baseline)})
+                )  # fmt: skip
         def fill(cwd: Path = cwd, argv: list[str] = torchlint + [f"-j{cores}"] + common) -> None:
             shutil.rmtree(cwd / ".torchlint_cache", ignore_errors=True)
             quiet_call(argv, cwd=cwd)  # untimed, with every core: it only fills the cache
@@ -362,7 +384,7 @@ def execute(entries: list[Entry], timeout: float, log: Callable[[str], None]) ->
                 continue
             if rep == 0 and entry.prepare is not None:
                 entry.prepare()
-            run = measure(entry.argv, entry.cwd, timeout)
+            run = measure(entry.argv, entry.cwd, timeout, env={**os.environ, **entry.env} if entry.env else None)
             label = f"[{rep + 1}/{entry.reps}] {entry.tree.name}: {entry.tool} -j{entry.jobs}"
             if run.returncode == -9:
                 entry.problem = f"killed after the {timeout:.0f} s time limit"
@@ -627,6 +649,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         "--trees", default="timm,torch", help="built-in trees to measure, comma-separated: timm, torch (default: both)"
     )
     parser.add_argument("--tree", action="append", default=[], metavar="PATH", help="another tree to measure")
+    parser.add_argument(
+        "--baseline-rev", default=None, metavar="REV",
+        help="also time torchlint as it was at commit REV of this checkout (cold runs, interleaved with today's)",
+    )  # fmt: skip
     parser.add_argument(
         "--peer-trees", default="timm", help="trees the peers run on, comma-separated (default: timm)"
     )

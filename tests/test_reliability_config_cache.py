@@ -20,7 +20,7 @@ from torchlint.lint.cache import CACHE_DIR, Cache, project_root
 def test_a_tool_key_that_is_not_a_table_is_a_usage_error(runner, project: Path, name: str, value: str) -> None:
     write(project / name, f"tool = {value}\n")
     write(project / "a.py", LOADER_ZERO)
-    result = runner.invoke(cli, ["check", "--no-cache"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache"])
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)
     assert "'tool' must be a table" in result.output
@@ -38,7 +38,7 @@ def test_the_cache_goes_to_the_project_root_not_the_current_directory(runner, pr
     elsewhere = project / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    runner.invoke(cli, ["check", str(repo / "src")])
+    runner.invoke(cli, ["check", "--output-format", "concise", str(repo / "src")])
     assert not (elsewhere / CACHE_DIR).exists()
     assert _entries(repo)
 
@@ -55,12 +55,12 @@ def test_entries_no_recent_run_used_are_pruned(runner, project: Path, monkeypatc
     monkeypatch.setattr(cache_module, "KEEP_RUNS", 3)
     write(project / "old.py", LOADER_ZERO)
     write(project / "new.py", LOADER_ZERO)
-    runner.invoke(cli, ["check", "old.py", "new.py"])
+    runner.invoke(cli, ["check", "--output-format", "concise", "old.py", "new.py"])
     assert len(_entries(project)) == 2
     for _ in range(4):
-        runner.invoke(cli, ["check", "new.py"])  # old.py's entry is not read by these runs
+        runner.invoke(cli, ["check", "--output-format", "concise", "new.py"])  # old.py's entry is not read by these runs
     assert len(_entries(project)) == 1
-    result = runner.invoke(cli, ["check", "old.py", "new.py"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "old.py", "new.py"])
     assert result.output.count("TL101") == 2
 
 
@@ -85,7 +85,7 @@ def test_a_crafted_cache_entry_is_a_miss(runner, project: Path, entry) -> None:
     runner.invoke(cli, ["check"])
     (target,) = _entries(project)
     target.write_text(entry if isinstance(entry, str) else json.dumps(entry))
-    result = runner.invoke(cli, ["check", "--fix"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--fix"])
     assert isinstance(result.exception, SystemExit), result.exception
     assert "a.py:3:10: TL101" in result.output
 

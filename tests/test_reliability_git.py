@@ -27,7 +27,7 @@ def test_a_repository_fsmonitor_hook_is_not_run(runner, project: Path) -> None:
     subprocess.run(["git", "-C", str(repo), "add", "a.py"], check=True)
     marker.unlink(missing_ok=True)  # `git add` itself may have run it
 
-    result = runner.invoke(cli, ["check", "--no-cache", str(repo)])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", str(repo)])
     assert not marker.exists()
     assert "a.py:3:10: TL101" in result.output
     assert "ignored.py" not in result.output  # .gitignore still applies

@@ -24,7 +24,8 @@ def _torchlint(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("CI", None)
     return subprocess.run(
-        [sys.executable, "-m", "torchlint", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, **kwargs
+        [sys.executable, "-m", "torchlint", *args, *(["--output-format", "concise"] if args[:1] == ("check",) else [])],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, **kwargs
     )
 
 
@@ -63,7 +64,7 @@ def test_deep_nesting_under_fix_reports_the_files_fixed(tmp_path: Path) -> None:
 )
 def test_each_limit_is_named(runner, project: Path, text: str, reason: str) -> None:
     write(project / "big.py", "import torch\n" + text)
-    result = runner.invoke(cli, ["check", "--no-cache", "-j", "1", "--select", "ALL"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "-j", "1", "--select", "ALL"])
     assert result.exit_code == 1
     assert f"big.py: error: {reason}" in result.output
 
@@ -77,7 +78,7 @@ def test_flat_lists_and_ordinary_code_pass_the_limits() -> None:
 
 def test_size_limit(runner, project: Path) -> None:
     write(project / "huge.py", "x = 1\n" * 200_000)  # 1.2 MB
-    result = runner.invoke(cli, ["check", "--no-cache"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache"])
     assert "huge.py: error: file too large to lint (1.2 MB; the limit is 1.0 MB)" in result.output
 
 
@@ -138,7 +139,7 @@ def _alive(pid: int) -> bool:
 
 
 def _busy_tree(tmp_path: Path) -> None:
-    body = "import torch\nfor b in loader:\n" + "    y = b.item() + 1\n" * 3000
+    body = "import torch\nfor b in loader:\n" + "    y = b.item() + 1\n" * 2400
     for i in range(24):
         write(tmp_path / f"slow{i}.py", body)
 
@@ -146,7 +147,7 @@ def _busy_tree(tmp_path: Path) -> None:
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torchlint", "check", "--no-cache", "-j", "2", "."],
+        [sys.executable, "-m", "torchlint", "check", "--output-format", "concise", "--no-cache", "-j", "2", "."],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     for _ in range(600):  # until the pool's workers exist

@@ -46,7 +46,7 @@ def _notebook(*cells, source_as_list: bool = True) -> dict:
 )
 def test_malformed_notebooks_are_one_line(runner, project: Path, data: str, reason: str) -> None:
     write(project / "bad.ipynb", data)
-    result = runner.invoke(cli, ["check", "--no-cache", "--fix"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix"])
     assert isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 1
     assert f"bad.ipynb: error: {reason}" in result.output
@@ -56,7 +56,7 @@ def test_a_fix_that_would_carry_a_statement_into_the_next_cell_is_dropped(runner
     notebook = _notebook("import torch\nmodel = Net()\nmodel.eval()\nout = model(x)\n", "out2 = model(y)\nprint(out)\n")
     path = write(project / "nb.ipynb", json.dumps(notebook, indent=1))
     before = path.read_text()
-    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes"])
     after = json.loads(path.read_text())
     assert "".join(after["cells"][1]["source"]) == "out2 = model(y)\nprint(out)\n"
     for cell in after["cells"]:
@@ -76,15 +76,16 @@ def test_a_fixed_notebook_keeps_its_json_style(runner, project: Path, indent: in
     notebook["cells"][2]["source"] = "print('\u00e9t\u00e9')\nx = 1\n"  # a string, as some tools write it
     text = json.dumps(notebook, indent=indent, ensure_ascii=ensure_ascii)  # no trailing newline
     path = write(project / "nb.ipynb", text)
-    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes"])
     assert "Fixed 1" in result.output, result.output
     new = path.read_text(encoding="utf-8")
     diff = [d for d in difflib.ndiff(text.splitlines(), new.splitlines()) if d[:1] in "+-"]
     removed = [d[2:] for d in diff if d[0] == "-"]
     added = [d[2:] for d in diff if d[0] == "+"]
-    # Only the fixed line and the import the fix adds (with the comma before it) change.
-    assert len(removed) == 2 and all("DataLoader" in line for line in removed), diff
-    assert len(added) == 3 and "num_workers" in added[2] and "import os" in added[1], diff
+    # Only the fixed line and the import the fix adds (its own block, so a blank line after it) change.
+    assert 1 <= len(removed) <= 2 and all("DataLoader" in line for line in removed), diff
+    assert sum("import os" in line for line in added) == 1 and sum("num_workers" in line for line in added) == 1, diff
+    assert len(added) - len(removed) <= 2, diff
     assert not new.endswith("\n")
     assert json.loads(new)["cells"][2]["source"] == "print('\u00e9t\u00e9')\nx = 1\n"
 
@@ -122,7 +123,7 @@ def test_magic_lines_are_still_masked() -> None:
 
 def test_help_magic_in_a_notebook_is_not_a_syntax_error(runner, project: Path) -> None:
     write(project / "nb.ipynb", json.dumps(_notebook("import torch\ntorch.zeros?\n", 'print("%d"\n      % (1,))\n')))
-    result = runner.invoke(cli, ["check", "--no-cache"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache"])
     assert "error" not in result.output, result.output
 
 

@@ -23,7 +23,7 @@ def _fixed(text: str) -> bool:
 def test_a_cookie_naming_a_non_text_codec_is_one_line(runner, project: Path, codec: str) -> None:
     write(project / "odd.py", f"# -*- coding: {codec} -*-\nx = 1\n")
     write(project / "good.py", LOADER_ZERO)
-    result = runner.invoke(cli, ["check", "--no-cache", "-j", "1"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "-j", "1"])
     assert result.exit_code == 1
     assert isinstance(result.exception, SystemExit)
     assert "odd.py: error: unsupported encoding declaration: " in result.output
@@ -40,7 +40,7 @@ def test_bytes_a_codec_cannot_decode_are_a_source_error(codec: str) -> None:
 def test_unicode_escape_files_are_linted_but_never_rewritten(runner, project: Path) -> None:
     original = b"# -*- coding: unicode_escape -*-\nimport torch\n\nx = torch.zeros(3).cuda()\n"
     path = write(project / "esc.py", original)
-    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL"])
     assert path.read_bytes() == original
     assert "esc.py: warning: not fixed: its encoding (unicode_escape) cannot be written back safely" in result.output
 
@@ -48,7 +48,7 @@ def test_unicode_escape_files_are_linted_but_never_rewritten(runner, project: Pa
 def test_fix_writes_through_a_symlink_to_its_target(runner, project: Path) -> None:
     target = write(project / "real" / "model.py", FIXABLE)
     os.symlink("real/model.py", project / "link.py")
-    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "link.py"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "link.py"])
     assert (project / "link.py").is_symlink(), result.output
     assert _fixed(target.read_text())
 
@@ -57,7 +57,7 @@ def test_fix_keeps_hard_links_and_mode(runner, project: Path) -> None:
     path = write(project / "a.py", FIXABLE)
     os.link(path, project / "b_copy.txt")
     path.chmod(0o640)
-    runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "a.py"])
+    runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "a.py"])
     assert _fixed(path.read_text())
     assert (project / "b_copy.txt").read_text() == path.read_text()
     assert os.stat(path).st_nlink == 2
@@ -68,7 +68,7 @@ def test_fix_keeps_hard_links_and_mode(runner, project: Path) -> None:
 def test_fix_keeps_the_owner(runner, project: Path) -> None:
     path = write(project / "a.py", FIXABLE)
     os.chown(path, 4321, 4321)
-    runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "a.py"])
+    runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "a.py"])
     assert _fixed(path.read_text())
     assert (os.stat(path).st_uid, os.stat(path).st_gid) == (4321, 4321)
 
@@ -84,7 +84,7 @@ def test_an_edit_made_while_fixing_is_not_lost(runner, project: Path, monkeypatc
     monkeypatch.setattr(runner_module, "fix_file", fix_file)
     from click.testing import CliRunner
 
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "-j", "1"])
+    result = CliRunner().invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "-j", "1"])
     assert "typed by the user meanwhile" in path.read_text()
     assert "a.py: error: changed on disk while being fixed; not written" in result.output
     assert "Fixed 1" not in result.output
@@ -97,7 +97,7 @@ def test_a_fix_that_cannot_be_written_is_not_counted(runner, project: Path, monk
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(runner_module, "write_fixed", refuse)
-    result = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "-j", "1"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL", "-j", "1"])
     assert "a.py: error: cannot write the fixed file: Permission denied" in result.output
     assert "Fixed 1" not in result.output
     assert "TL" in result.output  # the problem is still reported: it is still in the file
@@ -112,7 +112,7 @@ def test_add_noqa_that_cannot_write_is_one_line(runner, project: Path, monkeypat
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(cli_module, "write_fixed", refuse)
-    result = runner.invoke(cli, ["check", "--no-cache", "--add-noqa", "-j", "1"])
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--add-noqa", "-j", "1"])
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "a.py: error: cannot write the file: Permission denied" in result.output
     assert result.exit_code == 1
@@ -122,7 +122,7 @@ def test_add_noqa_in_a_read_only_directory_writes_the_file_in_place(runner, proj
     path = write(project / "ro" / "a.py", LOADER_ZERO)
     (project / "ro").chmod(0o555)
     try:
-        result = runner.invoke(cli, ["check", "--no-cache", "--add-noqa", "-j", "1", "ro"])
+        result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--add-noqa", "-j", "1", "ro"])
     finally:
         (project / "ro").chmod(0o755)
     assert result.exit_code == 0, result.output

@@ -202,6 +202,32 @@ class Objects:
         self._class_kinds[cls] = found
         return found
 
+    def is_iterable_dataset(self, expr: cst.BaseExpression) -> bool:
+        """`expr` builds (or names) an `IterableDataset`: a class of this file that derives from one."""
+        if isinstance(expr, cst.Name):
+            bindings = self.context.lookup(expr)
+            if bindings and len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+                expr = bindings[0].value
+        if not isinstance(expr, cst.Call):
+            return False
+        qual = self.context.qualname(expr) or ""
+        if qual.endswith("IterableDataset"):
+            return True
+        cls = self.classes().get(expr.func.value) if isinstance(expr.func, cst.Name) else None
+        return cls is not None and self._derives_from_iterable(cls, set())
+
+    def _derives_from_iterable(self, cls: cst.ClassDef, seen: set[str]) -> bool:
+        seen.add(cls.name.value)
+        for base in cls.bases:
+            value = base.value
+            qual = self.context.qualname(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+            if qual is not None and qual.endswith("IterableDataset"):
+                return True
+            if isinstance(value, cst.Name) and value.value in self.classes() and value.value not in seen:
+                if self._derives_from_iterable(self.classes()[value.value], seen):
+                    return True
+        return False
+
     def is_module_class(self, cls: Optional[cst.ClassDef]) -> bool:
         """An `nn.Module` subclass: by its bases, or (unresolved bases) named like one or defining `forward`."""
         if cls is None:

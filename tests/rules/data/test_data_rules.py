@@ -693,3 +693,42 @@ def test_cast_to_a_cuda_tensor_type_and_copy_into_a_cuda_buffer_are_transfers() 
         'device="cuda"', 'device="cpu"'
     )
     assert _lines(host_buffer, ["TL102"]) == []
+
+
+def test_tl101_iterable_dataset_is_reported_without_a_fix() -> None:
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                yield from open("data.txt")
+
+        def train(model, device):
+            for x in DataLoader(Stream(), batch_size=8):
+                model(x.to(device)).backward()
+        """
+    )
+    result = lint_source(source, select=["TL101"], unsafe_fixes=True)
+    assert [(f.line, f.code) for f in result.findings] == [(10, "TL101")]
+    assert "IterableDataset" in result.findings[0].message and "get_worker_info" in result.findings[0].message
+    assert result.findings[0].fix is None and result.fixed_text is None
+
+
+def test_tl103_explicit_non_blocking_false_is_reported_not_changed() -> None:
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def train(model, ds, device):
+            for x, y in DataLoader(ds, num_workers=4, pin_memory=True):
+                x = x.to(device, non_blocking=False)
+                y = y.to(device)
+                model(x).backward()
+        """
+    )
+    result = lint_source(source, select=["TL103"], unsafe_fixes=True)
+    assert [(f.line, f.fix is None) for f in result.findings] == [(7, True)]
+    assert "blocking on purpose" in result.findings[0].message and result.fixed_text is None

@@ -10,6 +10,12 @@ from torchlint.rules.data._common import PIN_MEMORY_AT, with_keyword_fix
 from torchlint.semantic.loaders import is_transfer
 
 
+_CHOSEN = (
+    "This copy from pinned memory is made blocking on purpose (non_blocking=False): the host waits for every "
+    "batch; pass non_blocking=True unless the code reads the batch on the host before the copy ends"
+)
+
+
 class CopyWithoutNonBlocking(Rule):
     code = "TL103"
     name = "copy-without-non-blocking"
@@ -46,7 +52,10 @@ class CopyWithoutNonBlocking(Rule):
         "reported: on the other path `non_blocking=True` is a plain copy."
     )
     fix_safety = FixSafety.SAFE
-    fix_notes = "Adds `non_blocking=True` to the `.to(...)` / `.cuda(...)` call."
+    fix_notes = (
+        "Adds `non_blocking=True` to the `.to(...)` / `.cuda(...)` call. An explicit `non_blocking=False` is "
+        "reported but never changed: someone chose it."
+    )
     requires = ("pin_memory",)
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -63,6 +72,10 @@ class CopyWithoutNonBlocking(Rule):
                     if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
                         continue
                     seen.add(id(transfer))
+                    if keyword(transfer, "non_blocking") is not None:
+                        # someone chose `non_blocking=False`: say what it costs, leave the choice to them
+                        self.report(transfer, _CHOSEN)
+                        continue
                     fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
                     self.report(transfer, fix=fix)
 

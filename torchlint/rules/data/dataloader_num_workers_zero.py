@@ -29,6 +29,12 @@ _DYNAMIC_NAMES = re.compile(r"\b(locals|globals|vars|eval|exec)\s*\(")
 _PRAGMA = re.compile(r"(noqa|type:|pragma|pylint:|fmt:|torchlint:|expect:)", re.IGNORECASE)
 
 
+_ITERABLE = (
+    "DataLoader reads this IterableDataset in the training process (num_workers=0); workers each run the whole "
+    "iterator, so shard it by `torch.utils.data.get_worker_info()` before setting num_workers"
+)
+
+
 class DataloaderNumWorkersZero(Rule):
     code = "TL101"
     name = "dataloader-num-workers-zero"
@@ -126,6 +132,12 @@ class DataloaderNumWorkersZero(Rule):
         return ".backward(" in self.context.source.text
 
     def _report(self, node: cst.Call) -> None:
+        dataset = argument(node, "dataset", 0)
+        if dataset is not None and self.semantic.objects.is_iterable_dataset(dataset.value):
+            # every worker runs its own copy of the iterator: without sharding by worker, each sample comes
+            # num_workers times. Said, never fixed.
+            self.report(node, _ITERABLE)
+            return
         message = None
         if self._unguarded_script(node):
             message = self.message + "; on Windows and macOS workers also need the script's code under `if __name__ == \"__main__\":`"

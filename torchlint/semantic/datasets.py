@@ -15,7 +15,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.functions import returns_of
+from torchlint.semantic.functions import method_named, returns_of
 from torchlint.semantic.loaders import (
     SAME_TENSOR,
     element_at,
@@ -23,7 +23,6 @@ from torchlint.semantic.loaders import (
     is_builtin,
     is_dataloader,
     is_transfer,
-    method_named,
 )
 
 _COLLATE_AT = 6

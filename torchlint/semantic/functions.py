@@ -19,18 +19,24 @@ def called_function(context: "Context", call: cst.Call) -> Optional[cst.Function
     enclosing function), or `self.method(...)` of the enclosing class. None when it cannot be told."""
     func = call.func
     if isinstance(func, cst.Name):
-        if context.qualname(func) is not None:
-            return None
         bindings = context.lookup(func)
         if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
             return bindings[0].node
         return None
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         cls = context.enclosing(call, cst.ClassDef)
-        if cls is None or not isinstance(cls.body, cst.IndentedBlock):
-            return None
-        found = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value]
-        return found[0] if len(found) == 1 else None
+        if cls is not None:
+            return method_named(cls, func.attr.value)  # type: ignore[arg-type]
+    return None
+
+
+def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    """The method `name` defined in the class body itself."""
+    body = cls.body
+    if isinstance(body, cst.IndentedBlock):
+        for stmt in body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+                return stmt
     return None
 
 

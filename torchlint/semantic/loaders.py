@@ -20,7 +20,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic.devices import is_device_name
-from torchlint.semantic.functions import returns_of
+from torchlint.semantic.functions import called_function, returns_of
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -374,17 +374,7 @@ class Flow:
 
     def function_called(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         """The FunctionDef a call runs, when it is a function or a `self.` method defined in this file."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            bindings = self.context.lookup(func)
-            if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
-                return bindings[0].node
-            return None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            cls = self.context.enclosing(call, cst.ClassDef)
-            if cls is not None:
-                return method_named(cls, func.attr.value)
-        return None
+        return called_function(self.context, call)
 
     def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
         if function.name.value == "__init__":
@@ -812,15 +802,6 @@ def element_at(value: cst.BaseExpression, index: int, size: int) -> Optional[cst
     if len(elements) != size or any(isinstance(e, cst.StarredElement) for e in elements):
         return None
     return elements[index].value
-
-
-def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
-    body = cls.body
-    if isinstance(body, cst.IndentedBlock):
-        for stmt in body.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-                return stmt
-    return None
 
 
 def _is_static(function: cst.FunctionDef) -> bool:

@@ -18,8 +18,8 @@ import hashlib
 import os
 import re
 from collections import OrderedDict
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -52,12 +52,10 @@ class ModuleSummary:
 
     def __init__(self, path: str, context: "Context") -> None:
         from torchlint.semantic.model import SemanticModel
-        from torchlint.semantic.placement import uses_accelerator
 
         self.path = path
         self.context = context
         self.model = SemanticModel(context)
-        self.uses_accelerator = uses_accelerator(context.source.text)  # its own code, not its imports'
         self._top = {
             s.name.value: s for s in context.module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef))
         }
@@ -113,24 +111,13 @@ class ModuleSummary:
 # -- finding modules ------------------------------------------------------------------------------
 
 
-def import_roots(path: str) -> list[str]:
-    """Folders that `import x` in `path` searches for project code, nearest first."""
-    folder = os.path.dirname(os.path.abspath(path))
-    roots = [folder]
+def import_roots(folder: str, cwd: str) -> list[str]:
+    """Folders that `import x` in a file of `folder` searches for project code, nearest first: its own
+    folder, the folder above its top-level package, the current directory and its `src/`."""
     top = folder
-    while os.path.isfile(os.path.join(top, "__init__.py")):
-        parent = os.path.dirname(top)
-        if parent == top:
-            break
-        top = parent
-    roots.append(top)
-    cwd = os.getcwd()
-    roots.extend([cwd, os.path.join(cwd, "src")])
-    seen: list[str] = []
-    for root in roots:
-        if root not in seen:
-            seen.append(root)
-    return seen
+    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+        top = os.path.dirname(top)
+    return list(dict.fromkeys([folder, top, cwd, os.path.join(cwd, "src")]))
 
 
 def module_file(from_path: str, dots: int, module: str) -> Optional[str]:
@@ -140,21 +127,20 @@ def module_file(from_path: str, dots: int, module: str) -> Optional[str]:
 
 @lru_cache(maxsize=4096)
 def _module_file(folder: str, dots: int, module: str, cwd: str) -> Optional[str]:
-    from_path = os.path.join(folder, "__file__")
     parts = [p for p in module.split(".") if p]
     if dots:
-        base = os.path.dirname(os.path.abspath(from_path))
+        base = folder
         for _ in range(dots - 1):
             base = os.path.dirname(base)
         candidates = [base]
     else:
-        candidates = import_roots(from_path)
+        candidates = import_roots(folder, cwd)
     for root in candidates:
-        stem = os.path.join(root, *parts) if parts else root
-        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-            if parts and os.path.isfile(candidate):
-                return os.path.realpath(candidate)
-            if not parts and candidate.endswith("__init__.py") and os.path.isfile(candidate):
+        stem = os.path.join(root, *parts)
+        package = os.path.join(stem, "__init__.py")
+        # `from . import x` names the package itself: only its __init__.py, never a sibling module
+        for candidate in (stem + ".py", package) if parts else (package,):
+            if os.path.isfile(candidate):
                 return os.path.realpath(candidate)
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,3 +18,31 @@ def write(path: Path, text: str | bytes) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def lint(code: str, rule: str, **kwargs):  # noqa: ANN201
+    """Lint dedented `code` with one rule; the file must lint cleanly (no error, no note)."""
+    from torchlint.lint.api import lint_source
+
+    result = lint_source(textwrap.dedent(code), "example.py", select=[rule], **kwargs)
+    assert result.error is None, result.error
+    assert not result.notes, result.notes
+    return result
+
+
+def lines(code: str, rule: str) -> list[int]:
+    return [f.line for f in lint(code, rule).findings if f.code == rule]
+
+
+def fixed(code: str, rule: str, unsafe: bool = True) -> str:
+    """The fixed text; it parses, and fixing it again changes nothing."""
+    import libcst as cst
+
+    from torchlint.lint.api import lint_source
+
+    result = lint(code, rule, fix=True, unsafe_fixes=unsafe)
+    text = result.fixed_text if result.fixed_text is not None else textwrap.dedent(code)
+    cst.parse_module(text)
+    again = lint_source(text, "example.py", select=[rule], fix=True, unsafe_fixes=unsafe)
+    assert again.fixed_text is None, "fixing twice changed the file"
+    return text

@@ -3,42 +3,24 @@
 from __future__ import annotations
 
 import libcst as cst
+from semantic_probe import ask
 
 from torchlint.semantic import loops as hotloop
-from torchlint.lint.api import lint_source
-from torchlint.lint.rule import _REGISTRY, Rule
+from torchlint.semantic.model import SemanticModel
 
 
-class _Probe(Rule):
-    """Reports every `probe(...)` call with what hotloop says about it."""
-
-    code = "TL998"
-    name = "hot-loop-probe"
-    family = "Suppressions"
-    summary = message = explanation = bad = good = "probe"
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value == "probe":
-            loop = hotloop.hot_loop(self.context, node)
-            if loop is None:
-                self.report(node, "cold")
-            else:
-                gated = hotloop.gated(self.context, node, loop)
-                training = hotloop.is_training_loop(self.context, loop)
-                self.report(node, f"hot{' training' if training else ''}{' gated' if gated else ''}")
-
-
-_REGISTRY.pop("TL998", None)  # keep the probe out of the rule list
+def _where(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+    loop = hotloop.hot_loop(model.context, call)
+    if loop is None:
+        return "cold"
+    gated = hotloop.gated(model.context, call, loop)
+    training = hotloop.is_training_loop(model.context, loop)
+    return f"hot{' training' if training else ''}{' gated' if gated else ''}"
 
 
 def _probe(source: str) -> list[str]:
-    _REGISTRY["TL998"] = _Probe
-    try:
-        result = lint_source(source, select=["TL998"])
-    finally:
-        _REGISTRY.pop("TL998", None)
-    assert not result.notes, result.notes
-    return [f.message for f in result.findings]
+    """What the hot-loop analysis says about every `probe()` call."""
+    return ask(source, _where)
 
 
 def test_loader_loop_is_hot_and_epoch_loop_is_not() -> None:
@@ -284,20 +266,7 @@ def only_backward(loss):
     probe()
 """
 
-    class _StepProbe(Rule):
-        code = "TL997"
-        name = "step-function-probe"
-        family = "Suppressions"
-        summary = message = explanation = bad = good = "probe"
+    def step(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        return "step" if hotloop.step_function(model.context, call) is not None else "no"
 
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Name) and node.func.value == "probe":
-                self.report(node, "step" if hotloop.step_function(self.context, node) is not None else "no")
-
-    _REGISTRY.pop("TL997", None)
-    _REGISTRY["TL997"] = _StepProbe
-    try:
-        result = lint_source(source, select=["TL997"])
-    finally:
-        _REGISTRY.pop("TL997", None)
-    assert [f.message for f in result.findings] == ["step", "no", "no", "no", "no"]
+    assert ask(source, step) == ["step", "no", "no", "no", "no"]

@@ -2,30 +2,8 @@
 
 from __future__ import annotations
 
-import textwrap
-
-import libcst as cst
 import pytest
-
-from torchlint.lint.api import lint_source
-
-
-def lint(code: str, rule: str, **kwargs):
-    result = lint_source(textwrap.dedent(code), "example.py", select=[rule], **kwargs)
-    assert result.error is None, result.error
-    assert not result.notes, result.notes
-    return result
-
-def lines(code: str, rule: str) -> list[int]:
-    return [f.line for f in lint(code, rule).findings if f.code == rule]
-
-def fixed(code: str, rule: str, unsafe: bool = True) -> str:
-    result = lint(code, rule, fix=True, unsafe_fixes=unsafe)
-    text = result.fixed_text if result.fixed_text is not None else textwrap.dedent(code)
-    cst.parse_module(text)
-    again = lint_source(text, "example.py", select=[rule], fix=True, unsafe_fixes=unsafe)
-    assert again.fixed_text is None, "fixing twice changed the file"
-    return text
+from lint_testing import fixed, lines, lint
 
 
 def test_tl601_resolves_factories_through_imports():

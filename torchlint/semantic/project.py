@@ -14,7 +14,6 @@ result is used only while none of them changed.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections import OrderedDict
@@ -145,10 +144,11 @@ def _module_file(folder: str, dots: int, module: str, cwd: str) -> Optional[str]
     return None
 
 
-_IMPORTS_OF: dict[tuple[str, int], list[str]] = {}
+_IMPORTS_OF: dict[tuple[str, int], tuple[str, ...]] = {}
+_FILE_IMPORTS: dict[tuple[str, int, int], tuple[str, ...]] = {}
 
 
-def imported_modules(path: str, text: str) -> list[str]:
+def imported_modules(path: str, text: str) -> tuple[str, ...]:
     """The project files `text` (the source of `path`) imports directly, found with a cheap scan."""
     key = (os.path.realpath(path), hash(text))
     if key not in _IMPORTS_OF:
@@ -156,53 +156,47 @@ def imported_modules(path: str, text: str) -> list[str]:
     return _IMPORTS_OF[key]
 
 
-def _scan_imports(path: str, text: str) -> list[str]:
+def _file_imports(path: str) -> tuple[str, ...]:
+    """`imported_modules` of a file on disk, read once per version of the file (its mtime and size)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    if key not in _FILE_IMPORTS:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                _FILE_IMPORTS[key] = _scan_imports(path, handle.read(MAX_SUMMARY_BYTES))
+        except OSError:
+            _FILE_IMPORTS[key] = ()
+    return _FILE_IMPORTS[key]
+
+
+def _scan_imports(path: str, text: str) -> tuple[str, ...]:
     found: list[str] = []
+    own = os.path.realpath(path)
     for match in _IMPORT_LINE.finditer(text):
         dots, module, plain = match.group(1), match.group(2), match.group(3)
         names = [(len(dots or ""), module)] if plain is None else [(0, m.strip()) for m in plain.split(",")]
         for level, name in names:
             target = module_file(path, level, name)
-            if target is None and level == 0 and "." in name:
+            if target is None and level == 0 and "." in name:  # `import pkg.mod` also runs pkg/__init__.py
                 target = module_file(path, 0, name.rsplit(".", 1)[0])
-            if target is None and plain is None:
-                continue
-            if target is not None and target not in found and target != os.path.realpath(path):
+            if target is not None and target not in found and target != own:
                 found.append(target)
-    return found
+    return tuple(found)
 
 
 def dependencies(path: str, text: str, limit: int = 200) -> list[str]:
     """Every project file `path` imports, directly or through other project files (bounded by `limit`)."""
     seen: list[str] = []
-    queue = imported_modules(path, text)
+    queue = list(imported_modules(path, text))
     while queue and len(seen) < limit:
         current = queue.pop(0)
-        if current in seen:
-            continue
-        seen.append(current)
-        try:
-            with open(current, encoding="utf-8", errors="replace") as handle:
-                queue.extend(imported_modules(current, handle.read(MAX_SUMMARY_BYTES)))
-        except OSError:
-            continue
+        if current not in seen:
+            seen.append(current)
+            queue.extend(_file_imports(current))
     return seen
-
-
-def dependency_digest(path: str, text: str) -> str:
-    """A digest of the contents of every project file `path` depends on (empty when it imports none)."""
-    files = dependencies(path, text)
-    if not files:
-        return ""
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(name.encode("utf-8", "surrogateescape"))
-        try:
-            with open(name, "rb") as handle:
-                digest.update(hashlib.sha256(handle.read()).digest())
-        except OSError:
-            digest.update(b"unreadable")
-    return digest.hexdigest()
 
 
 # -- summaries ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from torchlint.lint.finding import SYNTAX_ERROR, SYNTAX_ERROR_NAME
 from torchlint.lint.rule import FixSafety, Rule, all_rules
 
 _FIX_WORDS = {
@@ -61,9 +62,24 @@ README_START = "<!-- rules-table:start -->"
 README_END = "<!-- rules-table:end -->"
 
 
+def syntax_error_page() -> str:
+    """The page of TL000: not a rule but the finding for a file that cannot be parsed."""
+    return (
+        f"# {SYNTAX_ERROR} {SYNTAX_ERROR_NAME}\n\n"
+        "A file that does not parse as Python is reported as one finding at the first error, in every output "
+        "format (text, JSON, SARIF, GitHub annotations), and the other files are still linted. It is not a rule "
+        "of the catalogue and has no fix.\n\n"
+        "## What to do\n\n"
+        "Fix the syntax error. A file written for a newer Python than the one running torchlint is reported too: "
+        "run torchlint with the project's Python. A file too large or too deeply nested to lint in bounded time "
+        "gets an error line naming the limit instead (see the README's configuration section).\n"
+    )
+
+
 def expected_files(root: Path) -> dict[Path, str]:
     """Every generated file and its expected content."""
     files = {root / "rules" / f"{code}.md": render_page(rule) for code, rule in all_rules().items()}
+    files[root / "rules" / f"{SYNTAX_ERROR}.md"] = syntax_error_page()
     readme = root / "README.md"
     if readme.exists():
         text = readme.read_text(encoding="utf-8")

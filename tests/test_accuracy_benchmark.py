@@ -90,6 +90,10 @@ def test_matching_and_metrics(bench, labels):
     assert (five.tp, five.fp, five.fn, five.unjudged) == (4, 1, 2, 2)
     assert [(f.path, f.line, f.code) for f in result.unjudged] == [
         ("model.py", "7", "TL701"), ("train.py", "12", "TL202"), ("train.py", "30", "TL201")]
+    # What still stands: the TP label no longer reported is now a miss; the reported FP stays; reasons kept.
+    assert [(e.line, e.rule, e.verdict, e.reason) for e in result.errors] == [
+        ("12", "TL201", "FN", "per-step item"), ("20", "TL201", "FP", "logging interval"),
+        ("9", "E", "FN", "per-batch cpu gathering")]
 
 
 def test_rendered_table_has_rules_and_families(bench, labels):

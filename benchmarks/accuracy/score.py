@@ -9,7 +9,7 @@ split and matches its findings to every ``labels*.csv`` next to this script:
 - an FP label counts as FP when it is reported now (and as "FP gone" when it is not);
 - findings with no label for their rule or family are "unjudged" and kept out of precision.
 
-    python benchmarks/accuracy/score.py [--split tune|test|all] [--show-unjudged]
+    python benchmarks/accuracy/score.py [--split tune|test|all] [--show-unjudged] [--show-errors [FAMILY]]
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class Label:
     line: str
     rule: str  # a code such as TL201, or a family letter A..E
     verdict: str
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def read_labels(folder: Path, commits: dict[str, str]) -> list[Label]:
             where = f"{path}:{number}"
             if len(row) != len(LABEL_COLUMNS):
                 raise SystemExit(f"{where}: error: expected {len(LABEL_COLUMNS)} fields, got {len(row)}")
-            repo, commit, file, line, rule, verdict, _reason = row
+            repo, commit, file, line, rule, verdict, reason = row
             if repo not in commits:
                 raise SystemExit(f"{where}: error: {repo} is not in any repos*.csv")
             if commit != commits[repo]:
@@ -114,7 +115,7 @@ def read_labels(folder: Path, commits: dict[str, str]) -> list[Label]:
             if key in seen:
                 raise SystemExit(f"{where}: error: {repo} {file}:{line} {rule} already labelled at {seen[key]}")
             seen[key] = where
-            labels.append(Label(repo, file, line, rule, verdict))
+            labels.append(Label(repo, file, line, rule, verdict, reason))
     return labels
 
 
@@ -170,6 +171,7 @@ class Score:
     five_families: Tally  # A..E, where misses were hunted
     total: Tally  # every rule; its recall means little, as misses of other rules are not hunted
     unjudged: list[Finding]
+    errors: list[Label]  # FN labels still missed and FP labels still reported
 
 
 def score(labels: list[Label], findings: list[Finding]) -> Score:
@@ -181,6 +183,7 @@ def score(labels: list[Label], findings: list[Finding]) -> Score:
         codes_at[(f.repo, f.path, f.line)].add(f.code)
 
     by_rule: dict[str, Tally] = defaultdict(Tally)
+    errors: list[Label] = []
     judged: set[tuple[str, str, str, str]] = set()  # findings covered by a label
     for label in labels:
         place = (label.repo, label.path, label.line)
@@ -194,12 +197,14 @@ def score(labels: list[Label], findings: list[Finding]) -> Score:
         if label.verdict == "FP":
             if matched:
                 tally.fp += 1
+                errors.append(label)
             else:
                 tally.fp_gone += 1
         elif matched:
             tally.tp += 1
         else:
             tally.fn += 1
+            errors.append(Label(label.repo, label.path, label.line, label.rule, "FN", label.reason))
 
     unjudged = [f for f in findings if (f.repo, f.path, f.line, f.code) not in judged]
     for f in unjudged:
@@ -215,7 +220,7 @@ def score(labels: list[Label], findings: list[Finding]) -> Score:
             into.fn += tally.fn
             into.fp_gone += tally.fp_gone
             into.unjudged += tally.unjudged
-    return Score(dict(by_rule), dict(by_family), five_families, total, unjudged)
+    return Score(dict(by_rule), dict(by_family), five_families, total, unjudged, errors)
 
 
 def percent(value: float | None) -> str:
@@ -259,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("tune", "test", "all"), default="tune")
     parser.add_argument("--corpus", type=Path, default=HERE / "corpus", help="materialised repositories")
     parser.add_argument("--show-unjudged", action="store_true", help="list every unjudged finding")
+    parser.add_argument("--show-errors", metavar="FAMILY", nargs="?", const="all",
+                        help="list the misses and false positives that stand, of one family (A..E, other) or all")
     args = parser.parse_args(argv)
 
     repos = [r for r in read_repos(HERE) if args.split in ("all", r["split"])]
@@ -275,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     labels = [label for label in labels if label.repo in scored]
     result = score(labels, findings)
     print(render(result, args.split, len(scored), len(labels)))
+    if args.show_errors:
+        print(f"\nMisses and false positives ({args.show_errors}):")
+        for label in result.errors:
+            if args.show_errors in ("all", family_of(label.rule)):
+                print(f"  {label.verdict} {label.rule} {label.repo} {label.path}:{label.line}  {label.reason}")
     if args.show_unjudged:
         print("\nUnjudged findings:")
         for f in result.unjudged:

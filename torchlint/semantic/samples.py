@@ -19,8 +19,10 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets, last_name
 from torchlint.lint.walk import descendants, scope_nodes, semantic_children
+from torchlint.semantic.functions import method_named
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.objects import MODULE, objects
+from torchlint.semantic.values import value_kinds
 
 # What an iterable or a callee is called, when the spelling is the only evidence.
 _MODEL = re.compile(
@@ -29,6 +31,9 @@ _MODEL = re.compile(
     r"projector|projection|predictor|regressor|transformer|bert|vae|unet|cnn|rnn|lstm|gru|conv)\d*$",
     re.IGNORECASE,
 )
+
+# Methods of a model that run it.
+_MODEL_METHODS = frozenset("forward predict predict_proba encode embed infer inference".split())
 
 _CONTAINERS = (cst.List, cst.ListComp, cst.Tuple, cst.GeneratorExp)
 
@@ -65,6 +70,9 @@ _MATH_METHODS = frozenset(
     masked_fill gather topk sort einsum outer square neg reciprocal lerp where
     """.split()
 )
+
+# Tensor methods that multiply: their presence shows a helper computes with tensors.
+_PRODUCTS = frozenset("dot mm bmm matmul mv einsum".split())
 
 _NOT_WORK = frozenset(
     "item tolist numpy size dim numel shape dtype device type is_cuda nelement data_ptr element_size".split()
@@ -118,6 +126,9 @@ class _Loop:
     bound: Optional[cst.BaseExpression]  # what the range runs over
     evidence: bool  # the range bound or the iterated value is a batch
     items: dict[str, frozenset[int]] = field(default_factory=dict)  # `c` in `for c in zip(x, y)`: c[k] samples
+    # rows of an array or matrix not known to be a tensor: only a model run per row counts as work
+    rows: bool = False
+    inner: bool = False  # the range is a size past the first dimension (samples of a sequence-first batch)
 
 
 
@@ -149,12 +160,15 @@ class PerSampleLoops:
                 inner = args[0].value
                 if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "zip":
                     return self._zip_loop(node, scope, index.value, item, inner)  # enumerate(zip(x, y))
+                rows = False
                 if not self._is_batch(scope, inner, sequence=True):
-                    return None
+                    if not self._is_matrix(scope, inner):
+                        return None
+                    rows = True
                 samples = {item.value} if isinstance(item, cst.Name) else set()
                 if not samples:
                     return None
-                return _Loop(node, index.value, samples, None, True)
+                return _Loop(node, index.value, samples, None, True, rows=rows)
             if func == "zip":
                 return self._zip_loop(node, scope, None, target, iterable)
             return None
@@ -203,7 +217,9 @@ class PerSampleLoops:
         if source is not None:
             tensor, how = source
             if self._is_batch(scope, tensor, sequence=(how == "len")):
-                return _Loop(node, index, set(), tensor, True)
+                return _Loop(node, index, set(), tensor, True, inner=(how == "inner"))
+            if self._is_matrix(scope, tensor):
+                return _Loop(node, index, set(), tensor, True, rows=True)
             return None
         if self._batch_size_name(scope, bound):
             return _Loop(node, index, set(), None, False)
@@ -219,17 +235,20 @@ class PerSampleLoops:
             if isinstance(func, cst.Name) and func.value == "len" and len(bound.args) == 1 and not bound.args[0].star:
                 return bound.args[0].value, "len"
             if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(bound.args) == 1:
+                # any dimension: a sequence-first tensor keeps its samples in dimension 1
                 arg = argument(bound, "dim", 0)
-                if arg is not None and self.context.literal(arg.value) == 0:
-                    return func.value, "size"
+                dim = self.context.literal(arg.value) if arg is not None else None
+                if isinstance(dim, int):
+                    return func.value, "size" if dim == 0 else "inner"
             return None
         if isinstance(bound, cst.Subscript) and len(bound.slice) == 1:
             index = bound.slice[0].slice
-            if not isinstance(index, cst.Index) or self.context.literal(index.value) != 0:
+            dim = self.context.literal(index.value) if isinstance(index, cst.Index) else None
+            if not isinstance(dim, int):
                 return None
             value = bound.value
             if isinstance(value, cst.Attribute) and value.attr.value == "shape":
-                return value.value, "size"
+                return value.value, "size" if dim == 0 else "inner"
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
                 return value.func.value, "size"
             return None
@@ -272,15 +291,33 @@ class PerSampleLoops:
             if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS:
                 return self._is_batch(scope, func.value, sequence=sequence, depth=depth + 1)
             if self._is_module_call(scope, expr):
+                if not sequence:
+                    return True  # a module's output: batch dimension first
                 first = positional(expr)
                 return bool(first) and self._is_batch(scope, first[0].value, depth=depth + 1)
-            return False
+            qualname = self.context.qualname(expr) or ""
+            # a torch op's output (not a factory: those build fresh tensors of any shape)
+            return qualname.startswith("torch.") and value_kinds(self.context).is_tensor(expr)
         if isinstance(expr, cst.Subscript):
             # batch[0], batch["image"] where `batch` is a whole DataLoader element
             if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
                 key = expr.slice[0].slice.value
                 if isinstance(key, (cst.Integer, cst.SimpleString)) and isinstance(expr.value, cst.Name):
                     return self._loader_element(scope, expr.value.value)
+        return False
+
+    def _is_matrix(self, scope: _Scope, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """An array whose rows are samples, whatever library holds it: `a[:, :-1]` (a two-dimensional
+        slice) or a sparse matrix (`m.tocsr()`)."""
+        if depth > 3:
+            return False
+        if isinstance(expr, cst.Name):
+            values = self._assigned_anywhere(scope, expr.value)
+            return len(values) == 1 and self._is_matrix(scope, values[0], depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return len(expr.slice) >= 2 and _whole_slice(expr.slice[0].slice)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            return expr.func.attr.value in ("tocsr", "toarray", "todense") and not expr.args
         return False
 
     def _is_batch_name(self, scope: _Scope, name: str, sequence: bool, depth: int) -> bool:
@@ -329,6 +366,8 @@ class PerSampleLoops:
                 return False
             if re.search(r"(List|list|Tuple|tuple|Sequence)\[", text):
                 return False
+            if re.fullmatch(r"(torch\.)?Tensor", text.strip()):
+                return True  # `x: Tensor` in any function
         if scope.is_forward:
             if sequence and name not in scope.tensor_used:
                 return False
@@ -388,6 +427,8 @@ class PerSampleLoops:
         if isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Name, cst.Attribute)):
             if self.context.qualname(func) is not None:
                 return False
+            if func.attr.value in _MODEL_METHODS and isinstance(func.value, cst.Name) and _MODEL.search(func.value.value):
+                return True  # `model.predict(x)`, `net.forward(x)`
             return bool(_MODEL.search(func.attr.value)) and func.attr.value.lower() not in ("head", "conv")
         return False
 
@@ -395,6 +436,11 @@ class PerSampleLoops:
         """`dice_coeff(a, b)` for a function of this module that computes with torch (`torch.dot`, `F.*`) and
         has no per-sample work of varying size."""
         func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            # `self.score(h, enc[i])`: a method of the class that computes with torch
+            cls = self.context.enclosing(call, cst.ClassDef)
+            method = method_named(cls, func.attr.value) if cls is not None else None
+            return method is not None and self._computes_with_torch(method)
         if not isinstance(func, cst.Name):
             return False
         helpers = self._helpers
@@ -412,6 +458,10 @@ class PerSampleLoops:
                 continue
             if last_name(node.func) in _VARIABLE_LENGTH:
                 return False
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS:
+                computes = True  # `h.dot(e)`, `q.matmul(k)`
+            elif self._self_module_call(function, node):
+                computes = True  # `self.attn(e)`
             qualname = self.context.qualname(node) or ""
             if qualname.startswith("torch.nn.functional.") or (
                 qualname.startswith("torch.") and qualname.count(".") == 1
@@ -419,6 +469,16 @@ class PerSampleLoops:
             ):
                 computes = True
         return computes
+
+    def _self_module_call(self, function: cst.FunctionDef, call: cst.Call) -> bool:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        cls = self.context.enclosing(function, cst.ClassDef)
+        return cls is not None and any(
+            isinstance(value, cst.Call) and self._nn_module_class(value)
+            for value in self._class_self_assigns(cls).get(func.attr.value, [])
+        )
 
     def _nn_module_class(self, call: cst.Call) -> bool:
         """A module built here (a container of modules is not one that computes)."""
@@ -463,6 +523,8 @@ class PerSampleLoops:
         helper = _Body(self, scope, loop, tainted, sample_roots)
         if not helper.scan(statements):
             return False
+        if loop.rows and not any(isinstance(n, cst.Call) and helper.runs_model_on_sample(n) for n in nodes):
+            return False
         return helper.collected
 
     def _varying_size(self, loop: _Loop, nodes: list[cst.CSTNode]) -> bool:
@@ -504,7 +566,7 @@ class PerSampleLoops:
         weak: set[str] = set()
         bound_name = loop.bound.value if isinstance(loop.bound, cst.Name) else None
         for node in nodes:
-            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and _indexes_sample(node, loop.index):
+            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and _indexes_sample(node, loop.index, loop.inner):
                 name = node.value.value
                 if name == bound_name or self._is_batch(scope, node.value):
                     roots.add(name)
@@ -678,7 +740,7 @@ class _Body:
         if isinstance(expr, cst.Name):
             return expr.value in self.tainted
         if isinstance(expr, cst.Subscript):
-            if isinstance(expr.value, cst.Name) and expr.value.value in self.roots and _indexes_sample(expr, self.loop.index):
+            if isinstance(expr.value, cst.Name) and expr.value.value in self.roots and _indexes_sample(expr, self.loop.index, self.loop.inner):
                 return True
             if isinstance(expr.value, cst.Name) and expr.value.value in self.loop.items and len(expr.slice) == 1:
                 # `c[0]` for `c` in `zip(batch, per_image_list)`: only the batch's positions are samples
@@ -730,6 +792,9 @@ class _Body:
                 return True
         return any(self.work(child) for child in semantic_children(expr) if not isinstance(child, (cst.Lambda,)))
 
+    def runs_model_on_sample(self, call: cst.Call) -> bool:
+        return self.loops._is_module_call(self.scope, call) and self._work_call(call)
+
     def _math_operand(self, expr: cst.BaseExpression) -> bool:
         return self.is_sample(expr) and not _looks_scalar_index(expr)
 
@@ -742,6 +807,11 @@ class _Body:
         if isinstance(func, cst.Subscript):
             return False  # self.layers[i](x): a loop over layers
         takes_sample = any(self.mentions_sample(a) or self.work(a) for a in args)
+        if not takes_sample and self.loop.rows and self.loop.index is not None and self.loop.samples:
+            # `model.predict(user_id)` for `user_id, row in enumerate(matrix)`: the model runs once per row
+            takes_sample = any(isinstance(a, cst.Name) and a.value == self.loop.index for a in args) and (
+                self.loops._is_module_call(self.scope, call)
+            )
         if not takes_sample:
             return False
         qualname = self.loops.context.qualname(call)
@@ -901,7 +971,7 @@ class _Body:
     def _row_store(self, target: cst.Subscript) -> bool:
         """`out[i] = ...`, `out[i, :] = ...` with i the loop index (out not a sample itself)."""
         index = self.loop.index
-        return index is not None and _indexes_sample(target, index)
+        return index is not None and _indexes_sample(target, index, self.loop.inner)
 
     def _math_value(self, value: cst.BaseExpression) -> bool:
         return self.work(value)
@@ -959,11 +1029,19 @@ def _assigned_names(statements: Iterable[cst.CSTNode]) -> set[str]:
     return names
 
 
-def _indexes_sample(subscript: cst.Subscript, index: Optional[str]) -> bool:
+def _indexes_sample(subscript: cst.Subscript, index: Optional[str], inner: bool = False) -> bool:
     """`z[i]`, `z[i, ...]`, `z[i:i + 1]` (first index is the loop index)."""
     if index is None or not subscript.slice:
         return False
-    first = subscript.slice[0].slice
+    elements = list(subscript.slice)
+    # `h[:, i]`, `enc[t, i]`: the sample's position may follow whole slices or other loop indices
+    while inner and len(elements) > 1 and (_whole_slice(elements[0].slice) or (
+        isinstance(elements[0].slice, cst.Index)
+        and isinstance(elements[0].slice.value, cst.Name)
+        and elements[0].slice.value.value != index
+    )):
+        elements.pop(0)
+    first = elements[0].slice
     if isinstance(first, cst.Index):
         return isinstance(first.value, cst.Name) and first.value.value == index
     if isinstance(first, cst.Slice):
@@ -977,6 +1055,10 @@ def _indexes_sample(subscript: cst.Subscript, index: Optional[str]) -> bool:
                 and upper.right.value == "1"
             )
     return False
+
+
+def _whole_slice(part: cst.BaseSlice) -> bool:
+    return isinstance(part, cst.Slice) and part.lower is None and part.upper is None and part.step is None
 
 
 def _looks_scalar_index(expr: cst.BaseExpression) -> bool:

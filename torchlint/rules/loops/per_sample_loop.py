@@ -70,20 +70,34 @@ class PerSampleLoop(Rule):
         "peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`."
     )
     fix_safety = FixSafety.NONE
-    requires = ("torch",)
+    requires = ("torch", "model")  # a file without torch can still run a project's model once per row
 
     def visit_For(self, node: cst.For) -> None:
         samples = self.semantic.per_sample_loops
-        if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)):
+        if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)) or self._inside_reported(node):
             return
         loop = samples.candidate(node, node.target, node.iter)
         if loop is not None and samples.body_is_per_sample(loop, node.body):
-            self.report(node)
+            self._report_loop(node)
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
-        if self.semantic.per_sample_loops.comprehension_is_per_sample(node):
-            self.report(node)
+        if not self._inside_reported(node) and self.semantic.per_sample_loops.comprehension_is_per_sample(node):
+            self._report_loop(node)
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        if self.semantic.per_sample_loops.comprehension_is_per_sample(node):
-            self.report(node)
+        if not self._inside_reported(node) and self.semantic.per_sample_loops.comprehension_is_per_sample(node):
+            self._report_loop(node)
+
+    def _report_loop(self, node: cst.CSTNode) -> None:
+        self._reported_loops().add(node)
+        self.report(node)
+
+    def _inside_reported(self, node: cst.CSTNode) -> bool:
+        """A loop nested in a reported one (positions within a sample) is part of the same finding."""
+        reported = self._reported_loops()
+        return bool(reported) and any(ancestor in reported for ancestor in self.context.ancestors(node))
+
+    def _reported_loops(self) -> set[cst.CSTNode]:
+        if not hasattr(self, "_reported"):
+            self._reported: set[cst.CSTNode] = set()
+        return self._reported

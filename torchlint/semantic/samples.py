@@ -216,6 +216,8 @@ class PerSampleLoops:
         source = self._size_source(scope, bound)
         if source is not None:
             tensor, how = source
+            if how == "inner" and not self._batch_size_name(scope, bound):
+                return None  # past the first dimension only when the code says it holds the batch
             if self._is_batch(scope, tensor, sequence=(how == "len")):
                 return _Loop(node, index, set(), tensor, True, inner=(how == "inner"))
             if self._is_matrix(scope, tensor):

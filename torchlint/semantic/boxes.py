@@ -24,7 +24,7 @@ from torchlint.lint.walk import descendants
 
 # Element-wise max/min: how an intersection of boxes is computed.
 _EXTREMES = frozenset(
-    "torch.max torch.min torch.maximum torch.minimum torch.clamp torch.clip numpy.maximum numpy.minimum".split()
+    "torch.max torch.min torch.maximum torch.minimum torch.clamp torch.clip".split()
 )
 
 # Ops that resize a crop to a fixed size.
@@ -141,7 +141,8 @@ def box_loops(context: Context) -> BoxLoops:
 
 
 def _non_empty_test(test: cst.BaseExpression) -> Optional[str]:
-    """`order` for `order.numel() > 0`, `order.size(0) > 0`, `len(order) > 0`, `order.size > 0` (NumPy)."""
+    """`order` for `order.numel() > 0`, `order.size(0) > 0`, `len(order) > 0` (a NumPy loop, `order.size > 0`
+    with `np.maximum`, is host code that torchvision's tensor ops do not replace one for one)."""
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
         return None
     comparison = test.comparisons[0]
@@ -158,14 +159,12 @@ def _non_empty_test(test: cst.BaseExpression) -> Optional[str]:
         if isinstance(func, cst.Attribute) and func.attr.value in ("numel", "size", "nelement"):
             return func.value.value if isinstance(func.value, cst.Name) else None
         return None
-    if isinstance(left, cst.Attribute) and left.attr.value == "size" and isinstance(left.value, cst.Name):
-        return left.value.value
     return None
 
 
 def _filters_by_threshold(node: cst.CSTNode, candidates: str) -> bool:
-    """`order = order[iou <= t]`, `idx = idx[IoU.le(t)]`, `order = order[inds + 1]` after
-    `inds = np.where(ovr <= t)[0]`: the candidates rebound to a subset of themselves."""
+    """`order = order[iou <= t]`, `idx = idx[IoU.le(t)]`, `order = order[ids + 1]`: the candidates rebound
+    to a subset of themselves (picked by a mask or indices, not a plain slice)."""
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         return False
     target, value = node.targets[0].target, node.value

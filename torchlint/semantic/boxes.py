@@ -3,7 +3,8 @@
 Three shapes, recognised by what the loop does rather than by what it is called:
 
 - greedy suppression written by hand: a `while` loop that runs while a tensor of candidate indices is not
-  empty, computes the overlap of the best box with the rest (element-wise max/min of coordinates) and keeps
+  empty, computes the overlap of the best box with the rest (element-wise max/min of coordinates, or an
+  IoU function) and keeps
   only the candidates under a threshold (`torchvision.ops.nms`);
 - suppression run once per class or per image: a `for` loop whose body calls an NMS routine
   (`torchvision.ops.batched_nms` takes the class or image index of every box and does them all at once);
@@ -66,8 +67,8 @@ class BoxLoops:
             return False
         nodes = list(descendants(loop.body))
         extremes = sum(1 for n in nodes if isinstance(n, cst.Call) and self._is_extreme(n))
-        if extremes < 2:
-            return False  # no intersection of boxes computed
+        if extremes < 2 and not any(isinstance(n, cst.Call) and _is_overlap_call(n) for n in nodes):
+            return False  # no overlap of boxes computed
         return any(_filters_by_threshold(n, candidates) for n in nodes)
 
     def _is_extreme(self, call: cst.Call) -> bool:
@@ -160,6 +161,12 @@ def _non_empty_test(test: cst.BaseExpression) -> Optional[str]:
             return func.value.value if isinstance(func.value, cst.Name) else None
         return None
     return None
+
+
+def _is_overlap_call(call: cst.Call) -> bool:
+    """`box_iou(a, b)`, `bbox_overlaps(a, b)`, `jaccard(a, b)`: a function that computes overlaps of boxes."""
+    name = (last_name(call.func) or "").lower()
+    return "iou" in name.split("_") or name in ("jaccard", "bbox_overlaps", "box_overlaps", "compute_overlap")
 
 
 def _filters_by_threshold(node: cst.CSTNode, candidates: str) -> bool:

@@ -65,10 +65,10 @@ class PerBoxLoop(Rule):
         "crops = roi_align(images, boxes_with_image_index, output_size=(24, 24))\n"
     )
     false_positives = (
-        "The rule needs the shape of the work, not a name: a `while` loop that runs while a tensor of "
-        "candidate indices is not empty, computes an intersection with at least two element-wise "
-        "max/min/clamp calls and rebinds the candidates to a subset of themselves; a `for` loop whose body "
-        "calls an NMS routine (`torchvision.ops.nms`, or a function called `nms`, `*_nms`, "
+        "The rule looks for three shapes: a `while` loop that runs while a tensor of candidate indices is "
+        "not empty, computes an intersection with at least two element-wise max/min/clamp calls (or calls an "
+        "IoU function such as `box_iou`) and rebinds the candidates to a subset of themselves; a `for` loop "
+        "whose body calls an NMS routine (`torchvision.ops.nms`, or a function called `nms`, `*_nms`, "
         "`non_max_suppression`), but not `batched_nms`; or a `for` loop that slices a tensor by two per-box "
         "bounds (`img[:, y1[k]:y2[k], x1[k]:x2[k]]`), resizes the slice with `interpolate` or adaptive "
         "pooling (directly or through a function of the same file) and collects it. Crops resized on the "
@@ -87,6 +87,8 @@ class PerBoxLoop(Rule):
         self._check(node)
 
     def _check(self, node: cst.CSTNode) -> None:
+        if not self.semantic.uses_torch:
+            return  # the advice is torchvision's
         kind = box_loops(self.context).kind(node)
         if kind is not None:
             self.report(node, _MESSAGES[kind])

@@ -141,6 +141,8 @@ class PerSampleLoops:
         self._batch_memo: dict[tuple[int, str], bool] = {}
         self._class_methods: dict[cst.CSTNode, frozenset[str]] = {}
         self._helpers: Optional[dict[str, bool]] = None  # module-level functions: do they compute with torch?
+        self._calls: Optional[dict[str, list[cst.Call]]] = None  # calls by the name of the function they run
+        self._caller: dict[cst.Call, cst.FunctionDef] = {}  # the function each call is made in
 
     # ------------------------------------------------------------------------------------------
     # the loop header: is this a loop over the samples of a batch?
@@ -376,7 +378,60 @@ class PerSampleLoops:
             return True
         if scope.batch_function and _BATCH_PARAM.match(name):
             return not sequence or name in scope.tensor_used
+        return self._callers_pass_tensor(scope, param)
+
+    def _callers_pass_tensor(self, scope: _Scope, param: cst.Param) -> bool:
+        """Every call of the function in this file passes a tensor for `param` (and there is one)."""
+        function = scope.node
+        if not isinstance(function, cst.FunctionDef) or param.star:
+            return False
+        params = [p.name.value for p in function.params.params]
+        method = self.context.enclosing(function, cst.ClassDef) is not None
+        if method:
+            params = params[1:]  # self
+        if param.name.value not in params:
+            return False
+        position = params.index(param.name.value)
+        found = False
+        for call in self._calls_of(function.name.value):
+            if isinstance(call.func, cst.Attribute) != method:
+                continue
+            passed = argument(call, param.name.value, position)
+            if passed is None or not self._tensor_value(call, passed.value):
+                return False
+            found = True
+        return found
+
+    def _tensor_value(self, at: cst.CSTNode, value: cst.BaseExpression) -> bool:
+        """A tensor (on any device), directly or through the one assignment of a name in the caller."""
+        kinds = value_kinds(self.context)
+        if kinds.kind(value) in ("tensor", "cpu"):
+            return True
+        if isinstance(value, cst.Name):
+            caller = self._caller.get(at)
+            scope = self._scopes.get(caller) if caller is not None else None
+            if caller is not None and scope is None:
+                scope = self._scopes[caller] = self._build_scope(caller)
+            assigned = (scope or self._scope_of(self.context.module)).assigns.get(value.value, [])
+            return len(assigned) == 1 and kinds.kind(assigned[0]) in ("tensor", "cpu")
         return False
+
+    def _calls_of(self, name: str) -> list[cst.Call]:
+        """Calls in this file of a function or method called `name` (`f(...)`, `self.f(...)`)."""
+        if self._calls is None:
+            self._calls = {}
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Call):
+                    func = node.func
+                    if isinstance(func, cst.Name) or (
+                        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+                    ):
+                        self._calls.setdefault(last_name(func) or "", []).append(node)
+                elif isinstance(node, cst.FunctionDef):
+                    for inner in descendants(node.body):  # outer functions first: the innermost one wins
+                        if isinstance(inner, cst.Call):
+                            self._caller[inner] = node
+        return self._calls.get(name, [])
 
     def _loader_element(self, scope: _Scope, name: str) -> bool:
         """`batch` in `for batch in loader` (a whole element: a tensor, a tuple or a dict of batch tensors)."""

@@ -175,14 +175,14 @@ def _filters_by_threshold(node: cst.CSTNode, candidates: str) -> bool:
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         return False
     target, value = node.targets[0].target, node.value
-    return (
-        isinstance(target, cst.Name)
-        and target.value == candidates
-        and isinstance(value, cst.Subscript)
-        and isinstance(value.value, cst.Name)
-        and value.value.value == candidates
-        and not any(isinstance(e.slice, cst.Slice) for e in value.slice)
-    )
+    if not (isinstance(target, cst.Name) and target.value == candidates and isinstance(value, cst.Subscript)):
+        return False
+    if any(isinstance(e.slice, cst.Slice) for e in value.slice):
+        return False
+    base = value.value
+    while isinstance(base, cst.Subscript):  # `order[1:][iou <= t]`
+        base = base.value
+    return isinstance(base, cst.Name) and base.value == candidates
 
 
 def _loop_index(loop: cst.For) -> Optional[str]:

@@ -336,11 +336,12 @@ class PerSampleLoops:
     def _batch_name_uncached(self, scope: _Scope, name: str, sequence: bool, depth: int) -> bool:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
+        param = scope.params.get(name)
         if sequence and name not in scope.tensor_used and not self._loader_element(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
-            # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor).
-            return False
-        param = scope.params.get(name)
+            # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
+            # pass it one.
+            return param is not None and name not in ("self", "cls") and self._callers_pass_tensor(scope, param)
         if param is not None and self._batch_param(scope, name, param, sequence):
             return True
         for iterable, whole in scope.loops.get(name, []):

@@ -65,7 +65,7 @@ class PerSampleLoop(Rule):
         "The rule needs evidence that the loop runs over a batch: the range is `x.size(0)`, `x.shape[0]` or "
         "`len(x)` (or a batch-size variable), or the loop iterates `x` directly (`for s in x`, `enumerate(x)`, "
         "`zip(x, y)`), where `x` is a `forward()` input, a value drawn from a DataLoader, a parameter annotated "
-        "`Tensor`, a module's output or a torch op's output, and is used as a tensor when it is iterated or "
+        "`Tensor` or one that every caller in the file passes a tensor to, a module's output or a torch op's output, and is used as a tensor when it is iterated or "
         "measured with `len()` (a list of tensors such as feature levels or per-image targets is not a batch). "
         "A size past the first dimension (`x.size(1)` of a sequence-first tensor) counts only when the code "
         "names it as the batch size. Rows of an array or a sparse matrix (`a[:, :-1]`, `m.tocsr()`) count "

@@ -519,3 +519,17 @@ def states(all_states):
     return torch.stack([{element} for s in all_states])
 """
     assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source_of_preds", "expected"),
+    [("model(x.cuda()).argmax(1)", [5]), ("[1, 2, 3]", [])],
+)
+def test_tl407_device_tensor_read_back_per_element(source_of_preds: str, expected: list[int]) -> None:
+    source = f"""
+import torch
+def labels(model, x):
+    preds = {source_of_preds}
+    return [p.item() for p in preds]
+"""
+    assert lines("TL407", source) == expected

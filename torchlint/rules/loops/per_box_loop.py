@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.semantic.boxes import CROPS, NMS, PER_GROUP, box_loops
+from torchlint.semantic.boxes import CROPS, NMS, PER_GROUP
 
 _MESSAGES = {
     NMS: "Non-maximum suppression written as a Python loop over boxes: use torchvision.ops.nms(boxes, scores, "
@@ -89,6 +89,6 @@ class PerBoxLoop(Rule):
     def _check(self, node: cst.CSTNode) -> None:
         if not self.semantic.uses_torch:
             return  # the advice is torchvision's
-        kind = box_loops(self.context).kind(node)
+        kind = self.semantic.box_loops.kind(node)
         if kind is not None:
             self.report(node, _MESSAGES[kind])

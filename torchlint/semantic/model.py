@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.semantic import datasets, file_kind, loops, modules, placement
+from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
 from torchlint.semantic.layers import LayerOrder
@@ -150,6 +151,11 @@ class SemanticModel:
     def per_sample_loops(self) -> PerSampleLoops:
         """Which loops and comprehensions run per sample of a batch."""
         return PerSampleLoops(self.context)
+
+    @cached_property
+    def box_loops(self) -> BoxLoops:
+        """Which loops handle the boxes of a detection one at a time (NMS, per-class NMS, crops)."""
+        return box_loops(self.context)
 
     # -- grad mode --------------------------------------------------------------------------------
     @cached_property

@@ -20,7 +20,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic.devices import is_device_name
-from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.functions import called_function, is_generator, returns_of
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -166,6 +166,8 @@ class Flow:
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None
+        self._sources_active: set[int] = set()
+        self._reads: Optional[dict[int, list[tuple[cst.CSTNode, cst.BaseExpression]]]] = None
         self._names: Optional[dict[str, list[cst.Name]]] = None
         for node in descendants(context.module):
             if isinstance(node, cst.Call):
@@ -585,18 +587,105 @@ class Flow:
                         self._loops_memo.setdefault(id(found), []).append((loop, target))
         return self._loops_memo.get(id(loader), [])
 
-    def transfers(self, loop: cst.For, target: cst.BaseExpression) -> list[cst.Call]:
-        """`.to(device)` / `.cuda()` calls in the loop body on the batch (or parts of it)."""
+    # -- every read of a loader's batches --------------------------------------------------------
+    def batch_reads(self, loader: cst.Call) -> list[tuple[cst.CSTNode, cst.BaseExpression]]:
+        """(region, batch) for each place the loader's batches are read once per step: the body of a loop
+        over it (directly, through `iter(loader)`, or through a generator of this file that yields its
+        items, such as `infiniteloop(loader)`) with the loop's target, and the body of the loop around a
+        `next(it)` with the name it is assigned to (or the `next(...)` call itself when used inline)."""
+        if self._reads is None:
+            self._reads = {}
+            for loop in self.fors:
+                for source, target in _match_iteration(self.context, loop.iter, loop.target):
+                    for found in self.batch_sources(source) or ():
+                        self._reads.setdefault(id(found), []).append((loop.body, target))
+            for call in self.calls_by_name.get("next", ()):
+                if not (is_builtin(self.context, call.func, "next") and call.args and not has_star_args(call)):
+                    continue
+                loop = next(iter(_enclosing_loops(self.context, call)), None)
+                if loop is None:
+                    continue  # one batch read once, to look at
+                parent = self.context.parent(call)
+                target: cst.BaseExpression = call
+                if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
+                    target = parent.targets[0].target
+                for found in self.batch_sources(call.args[0].value) or ():
+                    self._reads.setdefault(id(found), []).append((loop.body, target))
+        return self._reads.get(id(loader), [])
+
+    def batch_sources(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[frozenset]:
+        """The DataLoader(...) calls whose batches iterating `expr` yields: `loaders_of`, and also through
+        `iter(loader)` and generators of this file that loop over a loader they are given."""
+        found = self.loaders_of(expr)
+        if found is not None or depth > 4:
+            return found
+        if id(expr) in self._sources_active:
+            return frozenset()  # `loader = sample_data(loader)`: the name's other binding says what it holds
+        self._sources_active.add(id(expr))
+        try:
+            return self._batch_sources(expr, depth)
+        finally:
+            self._sources_active.discard(id(expr))
+
+    def _batch_sources(self, expr: cst.BaseExpression, depth: int) -> Optional[frozenset]:
+        context = self.context
+        if isinstance(expr, cst.Name):
+            parts = []
+            for binding in context.lookup(expr) or ():
+                if binding.kind == "assign" and binding.value is not None:
+                    parts.append(self.batch_sources(binding.value, depth + 1))
+                elif binding.kind == "param":
+                    parts.append(self._param_loaders(binding.node, depth))
+                else:
+                    return None
+            return _strict_union(parts)
+        if not isinstance(expr, cst.Call) or not expr.args or has_star_args(expr):
+            return None
+        if is_builtin(context, expr.func, "iter") and len(expr.args) == 1:
+            return self.batch_sources(expr.args[0].value, depth + 1)
+        function = self.function_called(expr)
+        if function is None or not is_generator(function):
+            return None
+        # `def infiniteloop(loader): while True: for x, y in loader: yield x`: its items are the loader's
+        parts = []
+        for loop in descendants(function.body):
+            if not isinstance(loop, cst.For) or not any(isinstance(n, cst.Yield) for n in descendants(loop.body)):
+                continue
+            iterated = loop.iter
+            if isinstance(iterated, cst.Call) and is_builtin(context, iterated.func, "iter") and iterated.args:
+                iterated = iterated.args[0].value
+            if isinstance(iterated, cst.Name):
+                arg = _argument_for(context, function, expr, iterated.value)
+                if arg is not None:
+                    parts.append(self.batch_sources(arg, depth + 1))
+        return _strict_union(parts) if parts else None
+
+    def batch_copies(self, loader: cst.Call) -> list[cst.Call]:
+        """Every copy of the loader's batches to an accelerator, wherever they are read (`batch_reads`)."""
+        found: list[cst.Call] = []
+        for region, target in self.batch_reads(loader):
+            for call in self.transfers(region, target):
+                if all(call is not f for f in found):
+                    found.append(call)
+        return found
+
+    def transfers(self, region: cst.CSTNode, target: cst.BaseExpression) -> list[cst.Call]:
+        """`.to(device)` / `.cuda()` calls in `region` on the batch (or parts of it), and in the functions
+        of this file the batch is handed to."""
         key = id(target)
         if key not in self._transfers_memo:
-            self._transfers_memo[key] = self._find_transfers(loop, target)
+            if isinstance(target, cst.Call):  # `next(it).to(device)`: the read itself is the batch
+                self._transfers_memo[key] = self._find_transfers(region, set(), target, 0)
+            else:
+                self._transfers_memo[key] = self._find_transfers(region, set(target_names(target)), None, 0)
         return self._transfers_memo[key]
 
-    def _find_transfers(self, loop: cst.For, target: cst.BaseExpression) -> list[cst.Call]:
-        batch = set(target_names(target))
-        if not batch:
+    def _find_transfers(
+        self, region: cst.CSTNode, batch: set[str], read: Optional[cst.Call], depth: int
+    ) -> list[cst.Call]:
+        if not batch and read is None:
             return []
-        body = list(descendants(loop.body))
+        body = list(descendants(region))
         # Names that hold (views of) the batch: `x, y = batch`, `x = batch["x"]`, `for k, v in batch.items()`.
         for _ in range(3):
             before = len(batch)
@@ -619,11 +708,38 @@ class Flow:
             if not isinstance(node, cst.Call):
                 continue
             if is_transfer(node):
-                if root_name(node.func.value, conversions=True) in batch and self.to_accelerator(node):  # type: ignore[attr-defined]
+                receiver = node.func.value  # type: ignore[attr-defined]
+                held = root_name(receiver, conversions=True) in batch or (read is not None and _root(receiver) is read)
+                if held and self.to_accelerator(node):
                     found.append(node)
             elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
                 found.append(node)
+            elif depth < 2 and batch:
+                found.extend(self._handed_to_function(node, batch, depth))
         return found
+
+    def _handed_to_function(self, call: cst.Call, batch: set[str], depth: int) -> list[cst.Call]:
+        """The copies a function of this file makes of the batch parts it is given:
+        `pred = self._process_one_batch(data, batch_x, batch_y)` where the method moves `batch_x`."""
+        if has_star_args(call) or has_star_kwargs(call):
+            return []
+        function = self.function_called(call)
+        if function is None or is_generator(function):
+            return []
+        params = [*function.params.posonly_params, *function.params.params]
+        if self.context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+            params = params[1:]  # `self`
+        names = set()
+        for index, arg in enumerate(call.args):
+            if root_name(arg.value, conversions=True) not in batch:
+                continue
+            if arg.keyword is not None:
+                names.add(arg.keyword.value)
+            elif index < len(params):
+                names.add(params[index].name.value)
+        if not names:
+            return []
+        return self._find_transfers(function.body, names, None, depth + 1)
 
     def _cast_transfer(self, call: cst.Call, batch: set[str]) -> bool:
         """`batch["A"].type(Tensor)` where `Tensor` is, or may be, `torch.cuda.FloatTensor`."""
@@ -740,6 +856,10 @@ class Flow:
         if isinstance(expr, (cst.FormattedString, cst.ConcatenatedString)):
             return "cuda" in context.code(expr)
         if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "format":
+                template = context.literal(func.value)  # `"cuda:{:d}".format(rank)`
+                return isinstance(template, str) and template.startswith("cuda")
             name = context.qualname(expr) or ""
             if name == "torch.device":
                 return bool(expr.args) and self._may_be_cuda(expr.args[0].value, depth + 1)
@@ -832,6 +952,44 @@ def _match_iteration(
         if last_name(func) in _TQDM and (context.qualname(iterable) or "").startswith(("tqdm", "rich")):
             return _match_iteration(context, iterable.args[0].value, target)
     return [(iterable, target)]
+
+
+def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What `expr` is a view or conversion of: `next(it)[0].float()` -> `next(it)`."""
+    while True:
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SAME_TENSOR:
+            expr = expr.func.value
+        else:
+            return expr
+
+
+_LOOPS = (cst.For, cst.While)
+
+
+def _enclosing_loops(context: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The `for`/`while` statements around `node` within its own function, innermost first."""
+    loops = []
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        if isinstance(ancestor, _LOOPS):
+            loops.append(ancestor)
+    return loops
+
+
+def _argument_for(
+    context: Context, function: cst.FunctionDef, call: cst.Call, param: str
+) -> Optional[cst.BaseExpression]:
+    """The expression `call` passes for `function`'s parameter `param`."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+        params = params[1:]
+    names = [p.name.value for p in params]
+    position = names.index(param) if param in names else None
+    arg = argument(call, param, position)
+    return arg.value if arg is not None else None
 
 
 def flow(context: Context) -> Flow:

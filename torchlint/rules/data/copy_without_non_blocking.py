@@ -67,17 +67,16 @@ class CopyWithoutNonBlocking(Rule):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or True not in pin:
                 continue  # not pinned, or not known to be (`pin_memory=args.pin`); pinned on some path is enough
-            for loop, target in data.loops_over(loader):
-                for transfer in data.transfers(loop, target):
-                    if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
-                        continue
-                    seen.add(id(transfer))
-                    if keyword(transfer, "non_blocking") is not None:
-                        # someone chose `non_blocking=False`: say what it costs, leave the choice to them
-                        self.report(transfer, _CHOSEN)
-                        continue
-                    fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
-                    self.report(transfer, fix=fix)
+            for transfer in data.batch_copies(loader):
+                if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
+                    continue
+                seen.add(id(transfer))
+                if keyword(transfer, "non_blocking") is not None:
+                    # someone chose `non_blocking=False`: say what it costs, leave the choice to them
+                    self.report(transfer, _CHOSEN)
+                    continue
+                fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
+                self.report(transfer, fix=fix)
 
     def _non_blocking_given(self, call: cst.Call) -> bool:
         arg = keyword(call, "non_blocking")

@@ -127,7 +127,7 @@ class DataloaderNumWorkersZero(Rule):
 
     def _consumed_here(self, node: cst.Call) -> bool:
         """This file iterates the loader or trains: the whole program is here, not only its data module."""
-        if self.semantic.loaders.loops_over(node):
+        if self.semantic.loaders.batch_reads(node):
             return True
         return ".backward(" in self.context.source.text
 

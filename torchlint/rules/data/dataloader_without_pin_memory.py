@@ -80,13 +80,13 @@ class DataloaderWithoutPinMemory(Rule):
             if pin is None or not pin <= {MISSING, False}:
                 continue
             workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
-            if workers is not None and (MISSING in workers or 0 in workers):
-                # Without workers the loader pins each batch on the main thread, one more copy in front of the
-                # transfer: loading in workers (TL101) comes first, and then pinning runs in the background.
+            if workers is not None and (MISSING in workers or 0 in workers) and self.semantic.loads_from_memory(loader):
+                # Tensors already in memory, batched on the main thread: pinning would add a copy of each
+                # batch on that same thread, with no loading for it to overlap.
                 continue
             if self._dataset_on_device(data, loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
-            moved = [t for loop, target in data.loops_over(loader) for t in data.transfers(loop, target)]
+            moved = data.batch_copies(loader)
             if not moved:
                 continue
             message = (

@@ -119,26 +119,39 @@ def indexes_memory(cls: cst.ClassDef) -> bool:
     if not statements or not all(isinstance(s, cst.SimpleStatementLine) for s in statements):
         return False
     indexed = False
+    held: set[str] = set()  # locals that name data the dataset holds: `features = self.a if train else self.b`
     for statement in statements:
         for node in [statement, *descendants(statement)]:
             if isinstance(node, cst.Call) and last_name(node.func) not in _ITEM_CONVERSIONS:
                 return False
-            if isinstance(node, cst.Subscript) and _indexes_self(node):
+            if isinstance(node, cst.Subscript) and _indexes_self(node, held):
                 indexed = True
             if isinstance(node, (cst.Raise, cst.Yield, cst.Global)):
                 return False
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                if _self_data(node.value):
+                    held.add(node.targets[0].target.value)
     return indexed
 
 
-def _indexes_self(expr: cst.BaseExpression) -> bool:
+def _self_data(expr: cst.BaseExpression) -> bool:
+    """`self.features`, or a choice between two such attributes."""
+    if isinstance(expr, cst.IfExp):
+        return _self_data(expr.body) and _self_data(expr.orelse)
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _indexes_self(expr: cst.BaseExpression, held: frozenset[str] | set[str] = frozenset()) -> bool:
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SAME_TENSOR:
         expr = expr.func.value
-    return (
-        isinstance(expr, cst.Subscript)
-        and isinstance(expr.value, cst.Attribute)
-        and isinstance(expr.value.value, cst.Name)
-        and expr.value.value.value == "self"
-    )
+    if not isinstance(expr, cst.Subscript):
+        return False
+    base = expr.value
+    while isinstance(base, cst.Subscript):  # `features[idx][0]`
+        base = base.value
+    if isinstance(base, cst.Name):
+        return base.value in held
+    return isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == "self"
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:

@@ -660,6 +660,76 @@ class Flow:
                     parts.append(self.batch_sources(arg, depth + 1))
         return _strict_union(parts) if parts else None
 
+    # -- loaders only looked at --------------------------------------------------------------------
+    def only_peeked(self, loader: cst.Call) -> bool:
+        """The name the loader is bound to is read, and only to look at a batch or two, never per step:
+        `next(iter(loader))` or `it = iter(loader)` then `next(it)` outside any loop, `len(loader)`, a
+        notebook cell showing it, or handed to a function of this file that does no more with it."""
+        parent = self.context.parent(loader)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        target = parent.targets[0].target
+        scope = self.context.enclosing(loader, cst.FunctionDef) or self.context.module
+        uses = [n for n in self._uses(target.value) if n is not target and self._within(n, scope)]
+        return bool(uses) and all(self._peek(use, 0) for use in uses)
+
+    def _within(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        return scope is self.context.module or any(a is scope for a in self.context.ancestors(node))
+
+    def _peek(self, use: cst.Name, depth: int) -> bool:
+        """This use of a loader's name reads at most a batch, once."""
+        context = self.context
+        parent = context.parent(use)
+        if isinstance(parent, cst.Expr) or (
+            isinstance(parent, cst.Element) and isinstance(context.parent(context.parent(parent)), cst.Expr)
+        ):
+            return context.source.is_notebook  # a cell that shows it
+        if not isinstance(parent, cst.Arg) or parent.value is not use or parent.star:
+            return False
+        call = context.parent(parent)
+        if not isinstance(call, cst.Call):
+            return False
+        if is_builtin(context, call.func, "len"):
+            return True
+        if is_builtin(context, call.func, "iter"):
+            if _enclosing_loops(context, call):
+                return False
+            holder = context.parent(call)
+            if isinstance(holder, cst.Arg):
+                outer = context.parent(holder)  # `next(iter(loader))`
+                return isinstance(outer, cst.Call) and is_builtin(context, outer.func, "next")
+            if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name):
+                name = holder.targets[0].target  # `it = iter(loader)`, then `next(it)`
+                scope = context.enclosing(call, cst.FunctionDef) or context.module
+                reads = [n for n in self._uses(name.value) if n is not name and self._within(n, scope)]
+                return bool(reads) and all(self._next_once(n) for n in reads)
+            return False
+        function = self.function_called(call)
+        if function is None or depth > 1 or has_star_args(call) or has_star_kwargs(call):
+            return False
+        params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+        if context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+            params = params[1:]
+        if parent.keyword is not None:
+            matches = [p for p in params if p.name.value == parent.keyword.value]
+        else:
+            index = [a for a in call.args if not a.keyword].index(parent)
+            matches = params[index : index + 1]
+        if not matches:
+            return False
+        name = matches[0].name
+        reads = [n for n in self._uses(name.value) if n is not name and self._within(n, function)]
+        return all(self._peek(n, depth + 1) for n in reads)  # a function that never reads it is fine too
+
+    def _next_once(self, use: cst.Name) -> bool:
+        holder = self.context.parent(use)
+        call = self.context.parent(holder) if isinstance(holder, cst.Arg) else None
+        return (
+            isinstance(call, cst.Call)
+            and is_builtin(self.context, call.func, "next")
+            and not _enclosing_loops(self.context, call)
+        )
+
     def batch_copies(self, loader: cst.Call) -> list[cst.Call]:
         """Every copy of the loader's batches to an accelerator, wherever they are read (`batch_reads`)."""
         found: list[cst.Call] = []

@@ -253,6 +253,10 @@ def imported(context: "Context", name: cst.BaseExpression) -> Optional[tuple[Mod
             target = module_file(context.source.path, dots, f"{module}.{attr}" if module else attr)
             found = summary(target) if target is not None else None
             return (found, name.attr.value) if found is not None else None
+        plain = context.qualname(name.value)  # `import data_utils` ... `data_utils.NCFData`
+        target = module_file(context.source.path, 0, plain) if plain else None
+        found = summary(target) if target is not None else None
+        return (found, name.attr.value) if found is not None else None
     return None
 
 

@@ -11,9 +11,8 @@ from torchlint.lint.calls import argument, has_star_kwargs, positional
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.data._common import NUM_WORKERS_AT, enclosing_loops, set_argument
+from torchlint.rules.data._common import NUM_WORKERS_AT, set_argument
 from torchlint.semantic.file_kind import has_main_guard, main_guarded
-from torchlint.semantic.loaders import is_builtin
 
 # Words of a comment (on the line above) that explains a single-process loader.
 _REASON = re.compile(
@@ -23,7 +22,7 @@ _REASON = re.compile(
 )
 
 # Code that reads names by their spelling.
-_DYNAMIC_NAMES = re.compile(r"\b(locals|globals|vars|eval|exec)\s*\(")
+_DYNAMIC_NAMES = re.compile(r"(?<![\w.])(locals|globals|vars|eval|exec)\s*\(")  # not `model.eval()`
 
 # Comments that are tool directives, not explanations.
 _PRAGMA = re.compile(r"(noqa|type:|pragma|pylint:|fmt:|torchlint:|expect:)", re.IGNORECASE)
@@ -117,7 +116,7 @@ class DataloaderNumWorkersZero(Rule):
         cpu_only = not self.semantic.uses_accelerator
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if self.semantic.loads_from_memory(node) or self._one_batch_only(node) or self._never_read(node):
+            if self.semantic.loads_from_memory(node) or self.semantic.loaders.only_peeked(node) or self._never_read(node):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue
@@ -166,32 +165,6 @@ class DataloaderNumWorkersZero(Rule):
                 return True
         return False
 
-    def _one_batch_only(self, call: cst.Call) -> bool:
-        """`sample = DataLoader(ds, batch_size=16)` read only by `next(iter(sample))`: one batch, to look at."""
-        parent = self.context.parent(call)
-        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
-            return False
-        name = parent.targets[0].target.value
-        scope = self.context.enclosing(call, cst.FunctionDef) or self.context.module
-        uses = 0
-        for node in descendants(scope):
-            if not (isinstance(node, cst.Name) and node.value == name) or node is parent.targets[0].target:
-                continue
-            inner = self.context.parent(node)
-            outer = self.context.parent(inner) if isinstance(inner, cst.Arg) else None
-            call_iter = self.context.parent(outer) if isinstance(outer, cst.Call) else None
-            next_arg = self.context.parent(call_iter) if isinstance(call_iter, cst.Arg) else None
-            if not (
-                isinstance(outer, cst.Call)
-                and is_builtin(self.context, outer.func, "iter")
-                and isinstance(next_arg, cst.Call)
-                and is_builtin(self.context, next_arg.func, "next")
-                and not enclosing_loops(self.context, next_arg)
-            ):
-                return False
-            uses += 1
-        return uses > 0
-
     def _never_read(self, call: cst.Call) -> bool:
         """`test_loader = DataLoader(...)` and the name is never read again: nothing to speed up.
 
@@ -208,12 +181,26 @@ class DataloaderNumWorkersZero(Rule):
         if not isinstance(target, cst.Name):
             return False
         text = self.context.source.text
-        if _DYNAMIC_NAMES.search(text) or len(re.findall(rf"\b{re.escape(target.value)}\b", text)) != 1:
+        mentions = len(re.findall(rf"\b{re.escape(target.value)}\b", text)) - self._displays(target.value)
+        if _DYNAMIC_NAMES.search(text) or mentions != 1:
             return False
         if self.context.enclosing(call, cst.FunctionDef, cst.ClassDef) is not None:
             return True
         data = self.semantic.loaders
         return ".backward(" in text or any(data.loops_over(loader) for loader in data.loaders)
+
+    def _displays(self, name: str) -> int:
+        """How often a notebook only shows the loader: a cell ending in `train_loader, test_loader`."""
+        if not self.context.source.is_notebook:
+            return 0
+        shown = 0
+        for statement in descendants(self.context.module):
+            if not (isinstance(statement, cst.Expr) and isinstance(self.context.parent(statement), cst.SimpleStatementLine)):
+                continue
+            value = statement.value
+            items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+            shown += sum(1 for item in items if isinstance(item, cst.Name) and item.value == name)
+        return shown
 
     def _unguarded_script(self, call: cst.Call) -> bool:
         if self.context.source.is_notebook:

@@ -1,0 +1,104 @@
+"""Data-loading rules across the project's files: datasets, loaders and batches defined in one file and used
+in another."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.lint.api import lint_paths
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _findings(paths: list[Path], select: list[str]) -> list[tuple[str, int, str]]:
+    results = lint_paths([str(p) for p in paths], select=select)
+    assert all(r.error is None and not r.notes for r in results), [(r.path, r.error, r.notes) for r in results]
+    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)
+
+
+DATA_UTILS = """
+import torch.utils.data as data
+
+class PairsInMemory(data.Dataset):
+    def __init__(self, pairs, labels, extra, training):
+        self.pairs, self.labels, self.extra, self.training = pairs, labels, extra, training
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, idx):
+        features = self.extra if self.training else self.pairs
+        user = features[idx][0]
+        return user, self.labels[idx]
+
+class FromDisk(data.Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, idx):
+        return open(self.paths[idx]).read()
+"""
+
+MAIN = """
+import torch
+import torch.utils.data as data
+
+import data_utils
+
+test_dataset = data_utils.PairsInMemory(pairs, labels, [], False)
+disk_dataset = data_utils.FromDisk(paths)
+test_loader = data.DataLoader(test_dataset, batch_size=100, num_workers=0)
+disk_loader = data.DataLoader(disk_dataset, batch_size=100)
+for user, label in test_loader:
+    model(user.cuda())
+for batch in disk_loader:
+    model(batch.cuda())
+"""
+
+
+def test_dataset_class_of_a_module_imported_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"data_utils.py": DATA_UTILS, "main.py": MAIN})
+    # `import data_utils` ... `data_utils.PairsInMemory(...)`: its items are indexed from memory
+    assert _findings([tmp_path / "main.py"], ["TL101"]) == [("main.py", 10, "TL101")]
+
+
+def _notebook(*cells: str) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                for c in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def test_a_notebook_cell_that_only_shows_a_loader_does_not_read_it(tmp_path: Path) -> None:
+    setup = "import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\nmodel.eval()\n"
+    build = (
+        "train_loader = DataLoader(train_data, batch_size=32)\n"
+        "test_loader = DataLoader(test_data, batch_size=32)\n"
+        "train_loader, test_loader\n"
+    )
+    train = "for x, y in train_loader:\n    model(x.to(device)).sum().backward()\n"
+    path = tmp_path / "nb.ipynb"
+    path.write_text(_notebook(setup, build, train), encoding="utf-8")
+    first = [f.line for r in lint_paths([str(path)], select=["TL101"]) for f in r.findings]
+    assert len(first) == 1  # the training loader only
+    # read in a later cell: reported too
+    path.write_text(_notebook(setup, build, train + "for x, y in test_loader:\n    model(x.to(device))\n"), encoding="utf-8")
+    both = [f.line for r in lint_paths([str(path)], select=["TL101"]) for f in r.findings]
+    assert len(both) == 2 and first[0] == min(both)

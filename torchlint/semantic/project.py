@@ -61,6 +61,10 @@ class ModuleSummary:
         self._classes: dict[str, Optional[ClassSummary]] = {}
         self._functions: dict[str, Optional[FunctionSummary]] = {}
 
+    def definition(self, name: str) -> Optional[cst.CSTNode]:
+        """The top-level class or function `name` of the module, as parsed."""
+        return self._top.get(name)
+
     def class_summary(self, name: str) -> Optional[ClassSummary]:
         if name not in self._classes:
             node = self._top.get(name)

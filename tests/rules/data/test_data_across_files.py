@@ -102,3 +102,76 @@ def test_a_notebook_cell_that_only_shows_a_loader_does_not_read_it(tmp_path: Pat
     path.write_text(_notebook(setup, build, train + "for x, y in test_loader:\n    model(x.to(device))\n"), encoding="utf-8")
     both = [f.line for r in lint_paths([str(path)], select=["TL101"]) for f in r.findings]
     assert len(both) == 2 and first[0] == min(both)
+
+
+TEXT_DATA = """
+import torch
+from torch.utils.data import Dataset
+
+class Sentences(Dataset):
+    def __init__(self, examples, vocab):
+        self.examples, self.vocab = examples, vocab
+
+    def __len__(self):
+        return len(self.examples)
+
+    def __getitem__(self, idx):
+        tokens, label = self.examples[idx]
+        ids = [self.vocab.get(t, 1) for t in tokens]
+        return torch.tensor(ids, dtype=torch.long), torch.tensor(label)
+
+    @classmethod
+    def splits(cls, root):
+        examples = read_examples(root)
+        vocab = build_vocab(examples)
+        train = cls(examples[:-100], vocab)
+        dev = cls(examples[-100:], vocab)
+        return train, dev, vocab
+
+    @classmethod
+    def from_files(cls, root):
+        return Lazy(root), Lazy(root), None
+
+def pad_batch(batch, min_len=5):
+    texts, labels = zip(*batch)
+    longest = max(max(len(t) for t in texts), min_len)
+    padded = torch.zeros(len(texts), longest, dtype=torch.long)
+    for i, t in enumerate(texts):
+        padded[i, : len(t)] = t
+    return padded, torch.stack(labels)
+
+def augment_batch(batch):
+    return [noisy(t) for t in batch]
+"""
+
+TEXT_MAIN = """
+import torch
+from torch.utils.data import DataLoader
+import text_data
+
+if args.sst:
+    train_ds, dev_ds, vocab = text_data.Sentences.splits(args.root)
+    test_ds = None
+else:
+    train_ds, dev_ds, vocab = text_data.Sentences.splits(args.other_root)
+    test_ds = dev_ds
+train_iter = DataLoader(train_ds, batch_size=64, collate_fn=text_data.pad_batch)
+dev_iter = DataLoader(dev_ds, batch_size=len(dev_ds), collate_fn=text_data.pad_batch)
+if test_ds is not None:
+    test_iter = DataLoader(test_ds, batch_size=64, collate_fn=text_data.pad_batch)
+augmented = DataLoader(train_ds, batch_size=64, collate_fn=text_data.augment_batch)
+lazy_train, lazy_dev, _ = text_data.Sentences.from_files(args.root)
+lazy = DataLoader(lazy_train, batch_size=64, collate_fn=text_data.pad_batch)
+for loader in (train_iter, dev_iter, test_iter, augmented, lazy):
+    for x, y in loader:
+        model(x.cuda()).sum().backward()
+"""
+
+
+def test_tokenised_dataset_built_by_a_classmethod_and_padded_by_a_collate_of_another_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"text_data.py": TEXT_DATA, "main.py": TEXT_MAIN})
+    # in memory, padded only: silent; a collate that does more, or a classmethod that builds other objects: reported
+    assert _findings([tmp_path / "main.py"], ["TL101"]) == [("main.py", 16, "TL101"), ("main.py", 18, "TL101")]

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.rules.data._common import PIN_MEMORY_AT, with_keyword_fix
+from torchlint.rules.data._common import with_keyword_fix
 from torchlint.semantic.loaders import is_transfer
 
 
@@ -56,15 +56,17 @@ class CopyWithoutNonBlocking(Rule):
         "Adds `non_blocking=True` to the `.to(...)` / `.cuda(...)` call. An explicit `non_blocking=False` is "
         "reported but never changed: someone chose it."
     )
-    requires = ("pin_memory",)
+    requires = ("pin_memory", ".to(", ".cuda(")  # the loader may be pinned in another file
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.semantic.is_test_module:
             return
         data = self.semantic.loaders
         seen: set[int] = set()
-        for loader in data.loaders:
-            pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
+        # the file's loaders, and those of other project files whose batches it reads
+        sources = [*data.loaders, *(s for s in data.sources_read() if not isinstance(s, cst.Call))]
+        for loader in sources:
+            pin = data.pinned_options(loader)
             if pin is None or True not in pin:
                 continue  # not pinned, or not known to be (`pin_memory=args.pin`); pinned on some path is enough
             for transfer in data.batch_copies(loader):

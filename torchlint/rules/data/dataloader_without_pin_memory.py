@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_kwargs, keyword
@@ -89,11 +91,13 @@ class DataloaderWithoutPinMemory(Rule):
                 continue
             if self._dataset_on_device(data, loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
-            moved = data.batch_copies(loader)
+            moved = [(self.context, c) for c in data.batch_copies(loader)] or data.copies_in_importers(loader)
             if not moved:
                 continue
+            where, copy = moved[0]
+            shown = snippet(where, copy) + ("" if where is self.context else f"` in `{os.path.basename(where.source.path)}")
             message = (
-                f"Batches of this DataLoader are copied to the GPU (`{snippet(self.context, moved[0])}`) from "
+                f"Batches of this DataLoader are copied to the GPU (`{shown}`) from "
                 "pageable memory: set pin_memory=True so the copy runs by DMA from page-locked memory "
                 "(and can overlap compute with non_blocking=True)"
             )

@@ -175,3 +175,85 @@ def test_tokenised_dataset_built_by_a_classmethod_and_padded_by_a_collate_of_ano
     _write(tmp_path, {"text_data.py": TEXT_DATA, "main.py": TEXT_MAIN})
     # in memory, padded only: silent; a collate that does more, or a classmethod that builds other objects: reported
     assert _findings([tmp_path / "main.py"], ["TL101"]) == [("main.py", 16, "TL101"), ("main.py", 18, "TL101")]
+
+
+LOADERS = """
+import torch
+from torch.utils.data import DataLoader
+
+def get_training_dataloader(dataset, batch_size=16, num_workers=2):
+    training_loader = DataLoader(dataset, shuffle=True, num_workers=num_workers, batch_size=batch_size)
+    return training_loader
+
+def create_dataloaders(train_set, test_set, batch_size):
+    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, num_workers=4, pin_memory=True)
+    test_loader = DataLoader(test_set, batch_size=batch_size, num_workers=4)
+    return train_loader, test_loader, train_set.classes
+
+def get_eval_dataloader(dataset):
+    return DataLoader(dataset, batch_size=16, num_workers=2)
+"""
+
+ENGINE = """
+import torch
+
+def train_step(model, dataloader, loss_fn, optimizer, device):
+    for batch, (X, y) in enumerate(dataloader):
+        X, y = X.to(device), y.to(device)
+        loss_fn(model(X), y).backward()
+        optimizer.step()
+
+def test_step(model, dataloader, device):
+    with torch.inference_mode():
+        for X, y in dataloader:
+            model(X.to(device))
+
+def train(model, train_dataloader, test_dataloader, loss_fn, optimizer, epochs, device):
+    for epoch in range(epochs):
+        train_step(model=model, dataloader=train_dataloader, loss_fn=loss_fn, optimizer=optimizer, device=device)
+        test_step(model=model, dataloader=test_dataloader, device=device)
+"""
+
+TRAIN = """
+import torch
+import engine
+from loaders import get_training_dataloader, get_eval_dataloader
+import loaders
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+training_loader = get_training_dataloader(train_set)
+eval_loader = get_eval_dataloader(val_set)
+train_dataloader, test_dataloader, class_names = loaders.create_dataloaders(train_set, test_set, 32)
+
+def train(epoch):
+    for images, labels in training_loader:
+        images, labels = images.cuda(), labels.cuda()
+        net(images).sum().backward()
+
+for epoch in range(10):
+    train(epoch)
+print(len(eval_loader))
+engine.train(model, train_dataloader, test_dataloader, loss_fn, optimizer, 5, device)
+"""
+
+
+def test_loaders_returned_to_and_passed_from_other_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"loaders.py": LOADERS, "engine.py": ENGINE, "train.py": TRAIN})
+    select = ["TL102", "TL103"]
+    # the training loader: copied to the GPU in train.py; the evaluation loader: never iterated there
+    assert _findings([tmp_path / "loaders.py"], select) == [("loaders.py", 6, "TL102")]
+    # engine.py iterates the loaders train.py got from loaders.py: the pinned one's copies block
+    assert _findings([tmp_path / "engine.py"], select) == [("engine.py", 6, "TL103"), ("engine.py", 6, "TL103")]
+    # a file linted alone and in a full run agree
+    together = _findings([tmp_path], select)
+    assert [f for f in together if f[0] in ("loaders.py", "engine.py")] == [
+        ("engine.py", 6, "TL103"), ("engine.py", 6, "TL103"), ("loaders.py", 6, "TL102")
+    ]
+
+
+def test_a_loader_passed_from_a_file_that_also_calls_with_unknown_loaders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    train = TRAIN + "engine.train(model, external_loader, test_dataloader, loss_fn, optimizer, 5, device)\n"
+    _write(tmp_path, {"loaders.py": LOADERS, "engine.py": ENGINE, "train.py": train})
+    assert _findings([tmp_path / "engine.py"], ["TL103"]) == []  # one caller passes a loader nothing says is pinned

@@ -40,8 +40,9 @@ class DataloaderWithoutPinMemory(Rule):
         "helper functions that return it, functions of the same file it is passed to, dicts or lists of "
         "loaders read as `dataloaders[phase]`, `iter(loader)` and `next(it)` inside a loop, and generators "
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
-        "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there or in a "
-        "function of the file the batch is handed to), cast with `.type(torch.cuda.FloatTensor)` (or a name "
+        "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
+        "function of the file the batch is handed to, or in a file that gets the loader from a function of "
+        "this one: `train_loader = get_training_dataloader(...)`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
         "bound to it), or copied with `buffer.copy_(batch)` into a tensor moved to the GPU. Settings passed "
         "as `**kwargs` are read when `kwargs` is a dict literal of the same file changed only by "
         "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
@@ -67,8 +68,9 @@ class DataloaderWithoutPinMemory(Rule):
         "tensors already in memory (a `TensorDataset`, a list of ready samples), where pinning would add a "
         "copy of each batch on the main thread with no loading for it to overlap; loaders "
         "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
-        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to "
-        "functions in other files that move them."
+        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, batches (or loaders) handed to "
+        "functions or methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
+        "file that gets them from this one passes on to a third."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (

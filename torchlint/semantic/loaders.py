@@ -22,7 +22,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
-from torchlint.semantic.functions import called_function, is_generator, returns_of
+from torchlint.semantic.functions import called_function, is_generator, method_named, returns_of
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -609,8 +609,9 @@ class Flow:
                         self._remote = False
                     for found in found_sources:
                         self._reads.setdefault(found, []).append((loop.body, target))
-            for call in self.calls_by_name.get("next", ()):
-                if not (is_builtin(self.context, call.func, "next") and call.args and not has_star_args(call)):
+            for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
+                iterator = _next_of(self.context, call)
+                if iterator is None:
                     continue
                 loop = next(iter(_enclosing_loops(self.context, call)), None)
                 if loop is None:
@@ -621,7 +622,7 @@ class Flow:
                     target = parent.targets[0].target
                 self._remote = bool(self.transfers(loop.body, target))
                 try:
-                    found_sources = self.batch_sources(call.args[0].value) or ()
+                    found_sources = self.batch_sources(iterator) or ()
                 finally:
                     self._remote = False
                 for found in found_sources:
@@ -691,7 +692,33 @@ class Flow:
         target = parent.targets[0].target
         scope = self.context.enclosing(loader, cst.FunctionDef) or self.context.module
         uses = [n for n in self._uses(target.value) if n is not target and self._within(n, scope)]
-        return bool(uses) and all(self._peek(use, 0) for use in uses)
+        returned = [n for n in uses if self.context.enclosing(n, cst.Return) is not None]
+        if returned and not self._peeked_by_importers(loader):
+            return False
+        return bool(uses) and all(n in returned or self._peek(n, 0) for n in uses)
+
+    def _peeked_by_importers(self, loader: cst.Call) -> bool:
+        """Every file calling the function that returns the loader only looks at it (`get_loaders(args)`,
+        then `model.evaluate(test_loader)` that never iterates it)."""
+        returned = self.returned_by(loader)
+        sites = project.call_sites(self.context.source.path, returned[0]) if returned is not None else []
+        return bool(sites) and all(site.summary.model.loaders._result_peeked(site.call, returned[1]) for site in sites)  # type: ignore[index]
+
+    def _result_peeked(self, call: cst.Call, index: Optional[int]) -> bool:
+        """The value `call` returns (element `index` of it) is bound to a name only looked at."""
+        assign = self.context.parent(call)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return False
+        target = assign.targets[0].target
+        if index is not None:
+            if not isinstance(target, (cst.Tuple, cst.List)) or index >= len(target.elements):
+                return False
+            target = target.elements[index].value
+        if not isinstance(target, cst.Name):
+            return False
+        scope = self.context.enclosing(call, cst.FunctionDef) or self.context.module
+        uses = [n for n in self._uses(target.value) if n is not target and self._within(n, scope)]
+        return all(self._peek(n, 1) for n in uses)
 
     def _within(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
         return scope is self.context.module or any(a is scope for a in self.context.ancestors(node))
@@ -724,22 +751,47 @@ class Flow:
                 reads = [n for n in self._uses(name.value) if n is not name and self._within(n, scope)]
                 return bool(reads) and all(self._next_once(n) for n in reads)
             return False
+        if depth > 1 or has_star_args(call) or has_star_kwargs(call):
+            return False
         function = self.function_called(call)
-        if function is None or depth > 1 or has_star_args(call) or has_star_kwargs(call):
+        callees = [(self, function)] if function is not None else self._foreign_callees(call)
+        if not callees:
             return False
-        params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
-        if context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
-            params = params[1:]
-        if parent.keyword is not None:
-            matches = [p for p in params if p.name.value == parent.keyword.value]
-        else:
-            index = [a for a in call.args if not a.keyword].index(parent)
-            matches = params[index : index + 1]
-        if not matches:
-            return False
-        name = matches[0].name
-        reads = [n for n in self._uses(name.value) if n is not name and self._within(n, function)]
-        return all(self._peek(n, depth + 1) for n in reads)  # a function that never reads it is fine too
+        for flow_there, callee in callees:
+            name = _param_for(flow_there.context, callee, call, parent)
+            if name is None:
+                return False
+            reads = [n for n in flow_there._uses(name.value) if n is not name and flow_there._within(n, callee)]
+            if not all(flow_there._peek(n, depth + 1) for n in reads):  # one that never reads it is fine too
+                return False
+        return True
+
+    def _foreign_callees(self, call: cst.Call) -> list[tuple["Flow", cst.FunctionDef]]:
+        """The functions of other project files `call` may run: an imported function, or `obj.method(...)`
+        where every value bound to `obj` is an instance of a project class defining the method (empty when
+        that is not certain)."""
+        func = call.func
+        found = project.imported(self.context, func)
+        if found is not None:
+            node = found[0].definition(found[1])
+            return [(found[0].model.loaders, node)] if isinstance(node, cst.FunctionDef) else []
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return []
+        bindings = self.context.lookup(func.value)
+        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+            return []
+        out: list[tuple["Flow", cst.FunctionDef]] = []
+        for binding in bindings:
+            value = binding.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            cls = project.imported(self.context, value.func) if isinstance(value, cst.Call) else None  # type: ignore[union-attr]
+            node = cls[0].definition(cls[1]) if cls is not None else None
+            method = method_named(node, func.attr.value) if isinstance(node, cst.ClassDef) else None
+            if method is None:
+                return []  # not a project class, or the method is inherited
+            out.append((cls[0].model.loaders, method))  # type: ignore[index]
+        return out
 
     def _next_once(self, use: cst.Name) -> bool:
         holder = self.context.parent(use)
@@ -827,8 +879,74 @@ class Flow:
         found: list[tuple[Context, cst.Call]] = []
         for site in project.call_sites(self.context.source.path, name):
             caller = site.summary.model.loaders
-            found.extend((caller.context, c) for c in caller.batch_copies(CallResult(caller, site.call, index)))
+            result = CallResult(caller, site.call, index)
+            copies = [(caller.context, c) for c in caller.batch_copies(result)]
+            found.extend(copies or caller.copies_in_callees(result))
         return found
+
+    def copies_in_callees(self, source: object) -> list[tuple[Context, cst.Call]]:
+        """Copies to an accelerator of the source's batches in functions of other files the loader is handed
+        to: `model.train(train_loader)` where the class's `train` iterates its parameter and moves batches."""
+        found: list[tuple[Context, cst.Call]] = []
+        self._remote = True
+        try:
+            for calls in self.calls_by_name.values():
+                for call in calls:
+                    if has_star_args(call) or has_star_kwargs(call) or self.function_called(call) is not None:
+                        continue
+                    for arg in call.args:
+                        if not isinstance(arg.value, cst.Name) or source not in (self.batch_sources(arg.value) or ()):
+                            continue
+                        for there, callee in self._foreign_callees(call):
+                            param = _param_for(there.context, callee, call, arg)
+                            if param is not None:
+                                found.extend((there.context, c) for c in there.param_copies(callee, param))
+        finally:
+            self._remote = False
+        return found
+
+    def param_copies(self, function: cst.FunctionDef, param: cst.Name) -> list[cst.Call]:
+        """Copies to an accelerator of the batches of the loader a function receives as `param`."""
+        found: list[cst.Call] = []
+        for loop in self.fors:
+            if not self._within(loop, function):
+                continue
+            for source, target in _match_iteration(self.context, loop.iter, loop.target):
+                if self._derives(source, param, 0):
+                    found.extend(self.transfers(loop.body, target))
+        for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
+            iterator = _next_of(self.context, call)
+            loop = next(iter(_enclosing_loops(self.context, call)), None)
+            if iterator is None or loop is None or not self._within(call, function) or not self._derives(iterator, param, 0):
+                continue
+            parent = self.context.parent(call)
+            target: cst.BaseExpression = call
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
+                target = parent.targets[0].target
+            found.extend(self.transfers(loop.body, target))  # type: ignore[attr-defined]
+        return found
+
+    def _derives(self, expr: cst.BaseExpression, param: cst.Name, depth: int) -> bool:
+        """Iterating `expr` yields the batches of what was passed as `param`: the parameter itself,
+        `iter(param)`, a generator of this file given it, or a name or `self.` attribute bound to those."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Name):
+            bindings = self.context.lookup(expr) or []
+            if any(b.kind == "param" and b.node.name is param for b in bindings):  # type: ignore[attr-defined]
+                return True
+            return any(b.kind == "assign" and b.value is not None and self._derives(b.value, param, depth + 1) for b in bindings)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = self.context.enclosing(expr, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
+            return any(self._derives(v, param, depth + 1) for v in values)
+        if isinstance(expr, cst.Call) and expr.args and not has_star_args(expr):
+            if is_builtin(self.context, expr.func, "iter") or last_name(expr.func) in _TQDM:
+                return self._derives(expr.args[0].value, param, depth + 1)
+            function = self.function_called(expr)
+            if function is not None and is_generator(function):
+                return any(self._derives(a.value, param, depth + 1) for a in expr.args)
+        return False
 
     def pinned_options(self, source: object) -> Optional[frozenset]:
         """The `pin_memory` values a loader (of this file, or a `Remote`/`CallResult` one) may have."""
@@ -1217,6 +1335,28 @@ def _enclosing_loops(context: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
         if isinstance(ancestor, _LOOPS):
             loops.append(ancestor)
     return loops
+
+
+def _next_of(context: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The iterator `next(it)` or `it.__next__()` advances."""
+    if is_builtin(context, call.func, "next") and call.args and not has_star_args(call):
+        return call.args[0].value
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
+        return call.func.value
+    return None
+
+
+def _param_for(context: Context, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> Optional[cst.Name]:
+    """The name of the parameter of `function` that `arg` of `call` is passed to."""
+    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+    if context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+        params = params[1:]
+    if arg.keyword is not None:
+        matches = [p for p in params if p.name.value == arg.keyword.value]
+    else:
+        index = [a for a in call.args if not a.keyword].index(arg)
+        matches = params[index : index + 1] if index < len(function.params.posonly_params) + len(function.params.params) else []
+    return matches[0].name if matches else None
 
 
 def _argument_for(

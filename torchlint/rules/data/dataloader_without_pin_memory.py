@@ -93,7 +93,11 @@ class DataloaderWithoutPinMemory(Rule):
                 continue
             if self._dataset_on_device(data, loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
-            moved = [(self.context, c) for c in data.batch_copies(loader)] or data.copies_in_importers(loader)
+            moved = (
+                [(self.context, c) for c in data.batch_copies(loader)]
+                or data.copies_in_importers(loader)
+                or data.copies_in_callees(loader)
+            )
             if not moved:
                 continue
             where, copy = moved[0]

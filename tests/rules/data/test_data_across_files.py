@@ -257,3 +257,67 @@ def test_a_loader_passed_from_a_file_that_also_calls_with_unknown_loaders(tmp_pa
     train = TRAIN + "engine.train(model, external_loader, test_dataloader, loss_fn, optimizer, 5, device)\n"
     _write(tmp_path, {"loaders.py": LOADERS, "engine.py": ENGINE, "train.py": train})
     assert _findings([tmp_path / "engine.py"], ["TL103"]) == []  # one caller passes a loader nothing says is pinned
+
+
+GAN_LOADERS = """
+import torch.utils.data as data_utils
+
+def get_data_loader(args, train_dataset, test_dataset):
+    train_dataloader = data_utils.DataLoader(train_dataset, batch_size=args.batch_size, shuffle=True)
+    test_dataloader = data_utils.DataLoader(test_dataset, batch_size=args.batch_size, shuffle=True)
+    return train_dataloader, test_dataloader
+"""
+
+GAN_MODEL = """
+import torch
+from torch.autograd import Variable
+
+class GAN:
+    def __init__(self, args):
+        self.cuda_index = 0
+
+    def to_variable(self, arg):
+        return Variable(arg).cuda(self.cuda_index)
+
+    def train(self, train_loader):
+        self.data = self.get_infinite_batches(train_loader)
+        for g_iter in range(1000):
+            images = self.data.__next__()
+            images = self.to_variable(images)
+            self.D(images).mean().backward()
+
+    def evaluate(self, test_loader, path):
+        self.load_model(path)
+        samples = self.G(torch.randn(800, 100, 1, 1).cuda(self.cuda_index))
+        return samples
+
+    def get_infinite_batches(self, data_loader):
+        while True:
+            for i, (images, _) in enumerate(data_loader):
+                yield images
+"""
+
+GAN_MAIN = """
+from loaders import get_data_loader
+from gan import GAN
+
+def main(args):
+    model = None
+    if args.model == "GAN":
+        model = GAN(args)
+    train_loader, test_loader = get_data_loader(args, train_set, test_set)
+    if args.is_train:
+        model.train(train_loader)
+    else:
+        model.evaluate(test_loader, args.path)
+"""
+
+
+def test_a_loader_handed_to_a_method_of_a_class_of_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"loaders.py": GAN_LOADERS, "gan.py": GAN_MODEL, "main.py": GAN_MAIN})
+    # the training loader: iterated by GAN.train, which moves its batches; the test loader: never iterated
+    assert _findings([tmp_path / "loaders.py"], ["TL101", "TL102"]) == [("loaders.py", 5, "TL101"), ("loaders.py", 5, "TL102")]
+    evaluates = GAN_MODEL.replace("self.load_model(path)", "self.load_model(path)\n        for x, _ in test_loader:\n            self.D(x)")
+    _write(tmp_path, {"gan.py": evaluates})
+    assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 5, "TL101"), ("loaders.py", 6, "TL101")]

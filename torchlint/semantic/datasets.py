@@ -100,6 +100,10 @@ def _is_none(expr: Optional[cst.BaseExpression]) -> bool:
 def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool:  # noqa: ANN001
     if binding.kind == "assign" and binding.value is not None:
         return _in_memory_dataset(context, binding.value, depth + 1)
+    if binding.kind in ("param", "import"):
+        # `def make_loader(dataset)` called with in-memory data; `from data import train_set` built in memory
+        values = _param_values(context, binding.node, depth) if binding.kind == "param" else _imported_value(context, name)
+        return bool(values) and all(_in_memory_dataset(there, value, depth + 1) for there, value in values)
     node = binding.node
     if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
         # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
@@ -108,6 +112,45 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         # `train_ds, dev_ds, vocab = TextDataset.splits(root)`: a classmethod building instances of its class
         return _split_by_classmethod(context, node, name)
     return False
+
+
+def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tuple[Context, cst.BaseExpression]]:
+    """What every call of the function passes for `param`: this file's calls or, where it has none, those
+    of the files importing it (with the file each value is in). Empty when any call leaves it unsaid."""
+    if depth > 3 or not isinstance(param, cst.Param):
+        return []
+    data = flow(context)
+    values = data._param_args(param)
+    if values is not None:
+        return [(context, v) for v in values]
+    function = context.enclosing(param, cst.FunctionDef)
+    if not isinstance(function, cst.FunctionDef) or function not in context.module.body or data.call_sites(function):
+        return []
+    ordered = [*function.params.posonly_params, *function.params.params]
+    position = ordered.index(param) if param in ordered else None
+    found = []
+    for site in project.call_sites(context.source.path, function.name.value):
+        arg = argument(site.call, param.name.value, position)
+        if arg is None or arg.star:
+            return []
+        found.append((site.summary.context, arg.value))
+    return found
+
+
+def _imported_value(context: Context, name: str) -> list[tuple[Context, cst.BaseExpression]]:
+    """`from data import train_set`: the value the project module binds `train_set` to, once, at top level."""
+    found = project.imported(context, cst.Name(name))
+    if found is None:
+        return []
+    module, there = found
+    values = [
+        statement.body[0].value
+        for statement in module.context.module.body
+        if isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Assign)
+        and any(isinstance(t.target, cst.Name) and t.target.value == there for t in statement.body[0].targets)
+    ]
+    return [(module.context, values[0])] if len(values) == 1 else []
 
 
 def _split_by_classmethod(context: Context, assign: cst.Assign, name: str) -> bool:
@@ -330,8 +373,16 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
             elif isinstance(node, cst.Assign) and binding.kind == "other":
                 value = _unpacked_value(context, node, expr.value)
                 found = found or (value is not None and _hf_prepared(context, value, depth + 1))
+            elif binding.kind == "param":
+                # `def make_loader(dataset)`: every call passes a prepared dataset from a file without lazy columns
+                values = _param_values(context, node, depth)
+                if not values or not all(
+                    not _HF_LAZY.search(there.source.text) and _hf_prepared(there, value, depth + 1) for there, value in values
+                ):
+                    return False
+                found = True
             else:
-                return False  # a parameter, a loop variable, an import: not followed
+                return False  # a loop variable, an import: not followed
         return found or _set_format_on(context, expr)
     return False
 

@@ -321,3 +321,55 @@ def test_a_loader_handed_to_a_method_of_a_class_of_another_file(tmp_path: Path, 
     evaluates = GAN_MODEL.replace("self.load_model(path)", "self.load_model(path)\n        for x, _ in test_loader:\n            self.D(x)")
     _write(tmp_path, {"gan.py": evaluates})
     assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 5, "TL101"), ("loaders.py", 6, "TL101")]
+
+
+HELPERS = """
+from torch.utils.data import DataLoader
+
+def make_loader(dataset, batch_size):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+"""
+
+DATA = """
+import torch
+from torch.utils.data import TensorDataset
+
+features = torch.load("features.pt")
+train_set = TensorDataset(features[:1000], features[1000:2000])
+"""
+
+HF_MAIN = """
+import torch
+from datasets import load_dataset
+from helpers import make_loader
+
+raw = load_dataset("imdb")
+tokenized = raw.map(lambda b: tokenizer(b["text"], truncation=True), batched=True)
+tokenized.set_format("torch")
+loader = make_loader(tokenized["train"], 16)
+for batch in loader:
+    model(**{k: v.cuda() for k, v in batch.items()}).loss.backward()
+"""
+
+MEMORY_MAIN = """
+import torch
+from torch.utils.data import DataLoader
+from data import train_set
+
+loader = DataLoader(train_set, batch_size=64)
+for x, y in loader:
+    model(x.cuda()).sum().backward()
+"""
+
+
+def test_prepared_and_in_memory_datasets_across_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"helpers.py": HELPERS, "data.py": DATA, "main.py": HF_MAIN, "memory.py": MEMORY_MAIN})
+    # a tokenised dataset passed through the helper's `dataset` parameter; a dataset built in memory in data.py
+    assert _findings([tmp_path / "helpers.py", tmp_path / "memory.py"], ["TL101"]) == []
+    images = HF_MAIN.replace('load_dataset("imdb")', 'load_dataset("imagefolder", data_dir="pics")')
+    _write(tmp_path, {"main.py": images, "data.py": DATA.replace("TensorDataset(", "FileList(")})
+    # items still decoded when read (image columns), a dataset that is not a TensorDataset: reported
+    assert _findings([tmp_path / "helpers.py", tmp_path / "memory.py"], ["TL101"]) == [
+        ("helpers.py", 5, "TL101"), ("memory.py", 6, "TL101")
+    ]

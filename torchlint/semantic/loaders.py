@@ -870,6 +870,28 @@ class Flow:
                     return function.name.value, at
         return None
 
+    def callers_on_accelerator(self, loader: cst.Call) -> Optional[bool]:
+        """Whether the program around the loader puts anything on an accelerator: the files calling the
+        function that returns it, or the project files they import (None when no project file calls it)."""
+        from torchlint.semantic.placement import uses_accelerator
+
+        returned = self.returned_by(loader)
+        sites = project.call_sites(self.context.source.path, returned[0]) if returned is not None else []
+        if not sites:
+            return None
+        for site in sites:
+            source = site.summary.context.source
+            if site.summary.model.uses_accelerator:
+                return True
+            for path in project.dependencies(source.path, source.text):
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        if uses_accelerator(handle.read(project.MAX_SUMMARY_BYTES)):
+                            return True
+                except OSError:
+                    return True  # cannot tell
+        return False
+
     def copies_in_importers(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
         """Copies to an accelerator of the loader's batches in the files that call the function returning it."""
         returned = self.returned_by(loader)

@@ -373,3 +373,13 @@ def test_prepared_and_in_memory_datasets_across_files(tmp_path: Path, monkeypatc
     assert _findings([tmp_path / "helpers.py", tmp_path / "memory.py"], ["TL101"]) == [
         ("helpers.py", 5, "TL101"), ("memory.py", 6, "TL101")
     ]
+
+
+def test_a_loader_returned_to_a_program_that_never_uses_an_accelerator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    loaders = "from torch.utils.data import DataLoader\n\ndef get_loader(ds):\n    return DataLoader(ds, batch_size=32)\n"
+    cpu_train = "from loaders import get_loader\n\nfor x, y in get_loader(ds):\n    model(x).sum().backward()\n"
+    _write(tmp_path, {"loaders.py": loaders, "train.py": cpu_train})
+    assert _findings([tmp_path / "loaders.py"], ["TL101"]) == []  # the whole program runs on the CPU
+    _write(tmp_path, {"train.py": cpu_train.replace("model(x)", "model(x.cuda())")})
+    assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 4, "TL101")]

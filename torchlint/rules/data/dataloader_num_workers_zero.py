@@ -83,7 +83,7 @@ class DataloaderNumWorkersZero(Rule):
         "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
         "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
-        "`.cuda()`, `.to(`, `device`, ...): a CPU-only program, where workers would compete with the "
+        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
@@ -124,7 +124,7 @@ class DataloaderNumWorkersZero(Rule):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue
-            if cpu_only and self._consumed_here(node):
+            if cpu_only and (self._consumed_here(node) or self.semantic.loaders.callers_on_accelerator(node) is False):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             self._report(node)
 

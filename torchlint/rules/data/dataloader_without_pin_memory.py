@@ -91,7 +91,7 @@ class DataloaderWithoutPinMemory(Rule):
                 # Tensors already in memory, batched on the main thread: pinning would add a copy of each
                 # batch on that same thread, with no loading for it to overlap.
                 continue
-            if self._dataset_on_device(data, loader):
+            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
             moved = (
                 [(self.context, c) for c in data.batch_copies(loader)]

@@ -92,6 +92,8 @@ class DataloaderWithoutPersistentWorkers(Rule):
             kind = positive_workers(self.context, data, workers.value)
             if kind is None:
                 continue
+            if self.semantic.loads_from_memory(loader):
+                continue  # ready tensors: the workers themselves are the waste (TL101 says so), not their restart
             if not (
                 any(self._per_epoch(data, loader, loop) for loop, _ in data.loops_over(loader))
                 or self._lightning_epoch_loader(loader)
@@ -109,12 +111,14 @@ class DataloaderWithoutPersistentWorkers(Rule):
                 return False  # a new loader every time round: persistent workers would not help
             if self._changes_dataset(outer):
                 return False
-            return True
+            # A pass run from inside the step loop is an evaluation every N steps: one restart per
+            # thousands of steps is noise.
+            return not (isinstance(outer, cst.For | cst.While) and self.semantic.is_hot(outer))
         if depth >= 2:
             return False
         function = context.enclosing_function(loop)
-        if function is None:
-            return False
+        if function is None or is_inside(context, loader, function):
+            return False  # no loop around it, or a new loader on every call of the function
         return any(self._per_epoch(data, loader, site, depth + 1) for site in data.call_sites(function))  # type: ignore[arg-type]
 
     def _lightning_epoch_loader(self, loader: cst.Call) -> bool:

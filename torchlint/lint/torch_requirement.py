@@ -37,6 +37,9 @@ class TorchRequirement:
 
 
 def project_root(path: str) -> Optional[str]:
+    """The root of the project a file on disk belongs to (None for text not read from a file)."""
+    if not os.path.isfile(path):
+        return None
     return _root(os.path.dirname(os.path.abspath(path)))
 
 

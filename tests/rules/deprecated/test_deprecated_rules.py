@@ -123,6 +123,7 @@ def f(x):
 
 
 def _amp_fixes(path) -> list[tuple[int, bool]]:
+    path.write_text(_AMP)
     result = lint_source(_AMP, str(path), select=["TL801"])
     assert result.error is None and not result.notes
     return [(f.line, f.fix.safe) for f in result.findings]
@@ -163,6 +164,7 @@ def test_tl801_fix_is_unsafe_below_the_declared_floor(tmp_path) -> None:
     (tmp_path / "requirements-dev.txt").write_text("numpy\ntorch>=2.3  # GradScaler is there, custom_fwd is not\n")
     (tmp_path / "pkg").mkdir()
     (tmp_path / ".git").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(_AMP)
     result = lint_source(_AMP, str(tmp_path / "pkg" / "train.py"), select=["TL801"], fix=True)
     assert [(f.line, f.fix.safe) for f in lint_source(_AMP, str(tmp_path / "pkg" / "train.py"), select=["TL801"]).findings] == [
         (3, True),

@@ -182,10 +182,41 @@ def test_tl603_constructors_aliases_and_type_calls():
             return a, b, c, d, e, f, g, h
     """
     result = lint(code, "TL603")
-    assert [f.line for f in result.findings] == [8, 9, 10, 11, 12]
-    assert "torch.int64" in result.findings[3].message
+    # b and c are given sizes: they allocate on the GPU directly and copy nothing
+    assert [f.line for f in result.findings] == [8, 11, 12]
+    assert "torch.int64" in result.findings[1].message
     assert "non_blocking=True" in result.findings[0].message
     assert all(f.fix is None for f in result.findings)
+
+
+def test_tl603_names_the_type_and_the_line_of_an_alias():
+    code = """
+        import torch
+
+        Tensor = torch.cuda.FloatTensor
+
+        def step(imgs, labels):
+            return Tensor(labels), imgs.type(Tensor), torch.cuda.FloatTensor(labels)
+    """
+    messages = [f.message for f in lint(code, "TL603").findings]
+    assert messages[0].startswith("`Tensor` is `torch.cuda.FloatTensor` (assigned on line 4): ")
+    assert messages[1].startswith("`Tensor` is `torch.cuda.FloatTensor` (assigned on line 4): ")
+    assert not messages[2].startswith("`")  # named directly: no alias to explain
+    assert len(messages) == 3
+
+
+def test_tl603_silent_on_constructors_given_sizes():
+    code = """
+        import torch
+
+        def mask(lengths, batch, n):
+            max_len = torch.max(lengths).item()
+            ids = torch.arange(0, max_len, out=torch.cuda.LongTensor(max_len))
+            grid = torch.cuda.FloatTensor(batch.size(0), 3)
+            flat = torch.cuda.FloatTensor(len(lengths) * 2)
+            return ids, grid, flat
+    """
+    assert lint(code, "TL603").findings == []
 
 
 def test_tl603_an_alias_bound_twice_is_unknown():

@@ -8,8 +8,9 @@ is on a **hot path** when one of these holds:
    one-step training function (`loops.step_function`);
 2. it runs on every trip of a loop whose own body runs a model's forward pass (the denoising steps of a
    sampler, an evaluation over a list of batches), not under a logging interval;
-3. it is in `forward()` or `__call__()` of a class: that runs once per batch (or per sample, for a
-   transform);
+3. it is in `forward()` or `__call__()` of a class, or in a per-batch hook of a training framework
+   (`training_step`, `before_batch`, `on_train_batch_end`): that runs once per batch (or per sample, for
+   a transform);
 4. it is in a function that works on the batch it is given: the size or the device of what it builds
    comes from a tensor (`x.shape`, `x.size(0)`, `x.device`, or a name assigned from one), as in a
    helper that builds a mask for each batch. `__init__` of a module class is not one: it runs once;
@@ -21,6 +22,7 @@ hot path.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -33,7 +35,12 @@ from torchlint.semantic.objects import objects
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
 
-_PER_CALL_METHODS = frozenset({"forward", "__call__"})
+# Methods run once per batch: a module's forward, a transform's __call__, the per-batch hooks of training
+# frameworks (Lightning's `training_step`, fastai's `before_batch`, `on_train_batch_end`).
+_PER_CALL_METHODS = re.compile(
+    r"^(?:forward|__call__|(?:training|validation|test|predict)_step"
+    r"|(?:before|after)_(?:batch|pred|loss|backward|step)|on_(?:train|validation|test|predict)_batch_(?:start|end))$"
+)
 
 # Receivers whose `.device` is configuration, not the device of a batch.
 _CONFIG_ROOTS = frozenset({"self", "args", "cfg", "config", "opt", "opts", "hparams", "params", "FLAGS"})
@@ -109,7 +116,7 @@ def _function_is_hot(context: "Context", function: cst.FunctionDef) -> bool:
 
 
 def _is_per_call_method(context: "Context", function: cst.FunctionDef) -> bool:
-    if function.name.value not in _PER_CALL_METHODS:
+    if not _PER_CALL_METHODS.match(function.name.value):
         return False
     return isinstance(context.parent(context.parent(function) or function), cst.ClassDef)
 

@@ -402,6 +402,18 @@ def test_tl105_shadowed_builtins_and_non_loaders_are_silent() -> None:
     assert findings(code, ["TL105"]) == [(4, "TL105")]
 
 
+def test_tl105_silent_when_next_iter_is_the_loops_iterable() -> None:
+    code = """
+    def show(model, train_loader, epochs):
+        for sample in next(iter(train_loader)):  # evaluated once, before the first trip
+            print(sample.shape)
+        for epoch in range(epochs):
+            for step in range(100):
+                model(next(iter(train_loader))).backward()
+    """
+    assert findings(code, ["TL105"]) == [(7, "TL105")]
+
+
 def test_tl105_resolved_dataloader_with_any_name() -> None:
     code = """
     from torch.utils.data import DataLoader

@@ -189,3 +189,28 @@ def test_tl801_reads_pyproject_poetry_and_setup_cfg(tmp_path) -> None:
     setup_cfg.mkdir()
     (setup_cfg / "setup.cfg").write_text("[options]\ninstall_requires =\n    numpy\n[options.extras_require]\ngpu =\n    torch==2.4.*\n")
     assert _amp_fixes(setup_cfg / "train.py") == [(3, True), (4, True), (7, True)]
+
+
+def test_tl802_silent_where_one_sample_or_no_loop_runs_the_wrapped_model() -> None:
+    code = """
+    import torch
+    import torch.nn as nn
+
+    demo = nn.DataParallel(Net()).cuda()
+    out = demo(transform(img).unsqueeze(0))
+
+    model = nn.DataParallel(Net())
+    for path in files:
+        img = transform(open(path)).unsqueeze(0)
+        img = img.to(device)
+        pred = model(img)
+
+    trainer = nn.DataParallel(Net())
+    for x, y in loader:
+        trainer(x).sum().backward()
+
+    if __name__ == "__main__":
+        converted = nn.DataParallel(Net())
+        torch.save({"model_state": converted.state_dict()}, "weights.pth")
+    """
+    assert findings(code, ["TL802"]) == [(14, "TL802")]

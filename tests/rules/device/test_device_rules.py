@@ -163,6 +163,28 @@ def test_tl601_reports_only_what_runs_per_step_or_per_batch():
     assert lines(code, "TL601") == [16, 20, 25, 30]
 
 
+def test_tl601_per_batch_hooks_of_training_frameworks_are_hot():
+    code = """
+        import torch
+
+        class MixUp(Callback):
+            def before_batch(self):
+                shuffle = torch.randperm(self.y.size(0)).to(self.x.device)
+                box = self.rand_bbox(32)
+
+            def rand_bbox(self, width):
+                return torch.randint(0, width, (1,)).to(self.x.device)  # called from the hook
+
+            def before_fit(self):
+                self.lam = torch.zeros(3).to(self.x.device)  # once per fit
+
+        class Lit(LightningModule):
+            def training_step(self, batch, batch_idx):
+                return torch.ones(4).to(self.device)
+    """
+    assert lines(code, "TL601") == [6, 10, 17]
+
+
 def test_tl603_constructors_aliases_and_type_calls():
     code = """
         import torch

@@ -212,5 +212,7 @@ def test_tl802_silent_where_one_sample_or_no_loop_runs_the_wrapped_model() -> No
     if __name__ == "__main__":
         converted = nn.DataParallel(Net())
         torch.save({"model_state": converted.state_dict()}, "weights.pth")
+        inception = nn.DataParallel(Inception()).to(device)
+        features = extract_features(inception, loader)  # may run it over a whole dataset
     """
-    assert findings(code, ["TL802"]) == [(14, "TL802")]
+    assert findings(code, ["TL802"]) == [(14, "TL802"), (21, "TL802")]

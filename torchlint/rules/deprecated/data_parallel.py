@@ -114,24 +114,56 @@ class DataParallel(Rule):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
                 return False
             if isinstance(ancestor, cst.If) and "__name__" in self.context.code(ancestor.test):
-                return not any(isinstance(n, (cst.For, cst.While)) for n in descendants(ancestor.body))
+                nodes = list(descendants(ancestor.body))
+                if any(isinstance(n, (cst.For, cst.While)) for n in nodes):
+                    return False
+                # Handed to a function (`extract_features(model, loader)`): it may run it over a dataset.
+                inner = set(map(id, descendants(call)))
+                after = nodes[next(i for i, n in enumerate(nodes) if n is call) + 1 :]
+                handed = {
+                    a.value.value
+                    for n in after
+                    if isinstance(n, cst.Call) and id(n) not in inner
+                    for a in n.args
+                    if isinstance(a.value, cst.Name)
+                }
+                return _bound_name(self.context, call) not in handed
         return False
 
     def _one_sample_at_a_time(self, call: cst.Call) -> bool:
         """Every forward of the wrapped model gets one sample (`model(img.unsqueeze(0))`): DataParallel splits
         a batch of one into a single replica, so there is nothing to parallelise."""
-        parent = self.context.parent(call)
-        while isinstance(parent, (cst.Attribute, cst.Call)) and not isinstance(parent, cst.Assign):
-            parent = self.context.parent(parent)  # `nn.DataParallel(net).cuda()`
-        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+        name = _bound_name(self.context, call)
+        if name is None:
             return False
-        name = parent.targets[0].target.value
         scope = self.context.enclosing_function(call) or self.context.module
         forwards = [
             n for n in descendants(scope) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == name
         ]
         forwards = [f for f in forwards if f is not call]
-        return bool(forwards) and all(f.args and _one_sample(self.context, f.args[0].value) for f in forwards)
+        return bool(forwards) and all(f.args and self._one_sample_at(f, f.args[0].value) for f in forwards)
+
+    def _one_sample_at(self, forward: cst.Call, expr: cst.BaseExpression) -> bool:
+        """`expr`, as it reaches `forward`, is one sample: the last assignments to the name before the
+        forward, in the same block (`img = transform(img).unsqueeze(0)`, then `img = img.to(device)`)."""
+        if not isinstance(expr, cst.Name):
+            return _one_sample(self.context, expr)
+        statement = self.context.enclosing_statement(forward)
+        block = self.context.parent(statement) if statement is not None else None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return False
+        earlier = list(block.body[: next(i for i, s in enumerate(block.body) if s is statement)])
+        for previous in reversed(earlier):
+            small = previous.body[0] if isinstance(previous, cst.SimpleStatementLine) and len(previous.body) == 1 else None
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            target = small.targets[0].target
+            if isinstance(target, cst.Name) and target.value == expr.value:
+                if _one_sample(self.context, small.value):
+                    return True
+                if not _moves(small.value, expr.value):
+                    return False
+        return False
 
     def _dead(self, call: cst.Call) -> bool:
         """Under `if multi_gpu:` where `multi_gpu = False` is the only binding: code that never runs."""
@@ -187,3 +219,13 @@ def _moves(value: cst.BaseExpression, name: str) -> bool:
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_DATA:
         value = value.func.value
     return isinstance(value, cst.Name) and value.value == name
+
+
+def _bound_name(context, call: cst.Call):
+    """`model` for `model = nn.DataParallel(net)` (or `... .cuda()`), else None."""
+    parent = context.parent(call)
+    while isinstance(parent, (cst.Attribute, cst.Call)):
+        parent = context.parent(parent)  # `nn.DataParallel(net).cuda()`
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        return parent.targets[0].target.value
+    return None

@@ -18,6 +18,8 @@ is on a **hot path** when one of these holds:
 
 Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__main__` block) is not on a
 hot path.
+
+Ask once the walk is over (in `leave_Module`): criterion 5 reads calls anywhere in the file.
 """
 
 from __future__ import annotations

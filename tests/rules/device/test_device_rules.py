@@ -126,7 +126,7 @@ def test_tl601_reports_only_what_runs_per_step_or_per_batch():
 
         device = torch.device("cuda")
 
-        class Agent(nn.Module):
+        class QNetwork(nn.Module):
             def __init__(self, atoms):
                 super().__init__()
                 self.support = torch.linspace(0, 1, atoms).to(device)  # once, with the model
@@ -151,7 +151,7 @@ def test_tl601_reports_only_what_runs_per_step_or_per_batch():
         def penalty(scores):
             return torch.ones(5).to(device)  # called from the training loop
 
-        model = Agent(51).to(device)
+        model = QNetwork(51).to(device)
         dummy = torch.randn(1, 3).to(device)  # a smoke-test input
         for step, (x, y) in enumerate(train_loader):
             loss = model(x.to(device)).sum() + penalty(y)

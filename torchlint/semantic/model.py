@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.semantic import datasets, file_kind, loops, modules, placement
+from torchlint.semantic import datasets, file_kind, hot_paths, loops, modules, placement
 from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
@@ -136,6 +136,11 @@ class SemanticModel:
     def step_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The one-step training function that runs `node` once per call."""
         return loops.step_function(self.context, node)
+
+    def on_hot_path(self, node: cst.CSTNode, data: tuple[cst.BaseExpression, ...] = ()) -> bool:
+        """`node` runs once per step, sample or batch, not once per run; `data` are the expressions that size
+        or place what it builds (see `hot_paths`)."""
+        return hot_paths.on_hot_path(self.context, node, data)
 
     def calls_in(self, loop: loops.Loop) -> list[cst.Call]:
         """The calls a loop's body makes itself."""

@@ -354,6 +354,34 @@ def test_tl104_needs_workers_and_a_repeated_pass() -> None:
     assert findings(code, ["TL104"]) == [(10, "TL104")]
 
 
+def test_tl104_silent_where_a_restart_is_noise() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def validate(model, valset):
+        val_loader = DataLoader(valset, num_workers=2)  # a new loader on every call
+        for x, y in val_loader:
+            model(x)
+
+    def main(model, optimizer, trainset, valset, epochs):
+        toy = DataLoader(TensorDataset(torch.randn(10, 3)), batch_size=5, num_workers=2)
+        train_loader = DataLoader(trainset, batch_size=64, num_workers=4)
+        eval_loader = DataLoader(valset, batch_size=64, num_workers=4)
+        for epoch in range(epochs):
+            for (x,) in toy:
+                pass
+            validate(model, valset)
+            for step, (x, y) in enumerate(train_loader):
+                model(x).sum().backward()
+                optimizer.step()
+                if step % 1000 == 0:
+                    for vx, vy in eval_loader:  # an evaluation every thousand steps
+                        model(vx)
+    """
+    assert findings(code, ["TL104"]) == [(12, "TL104")]
+
+
 # -- TL105 ---------------------------------------------------------------------------------------
 
 
@@ -372,6 +400,18 @@ def test_tl105_shadowed_builtins_and_non_loaders_are_silent() -> None:
             model(next(iter(train_loader))).backward()
     """
     assert findings(code, ["TL105"]) == [(4, "TL105")]
+
+
+def test_tl105_silent_when_next_iter_is_the_loops_iterable() -> None:
+    code = """
+    def show(model, train_loader, epochs):
+        for sample in next(iter(train_loader)):  # evaluated once, before the first trip
+            print(sample.shape)
+        for epoch in range(epochs):
+            for step in range(100):
+                model(next(iter(train_loader))).backward()
+    """
+    assert findings(code, ["TL105"]) == [(7, "TL105")]
 
 
 def test_tl105_resolved_dataloader_with_any_name() -> None:

@@ -10,7 +10,9 @@ holds) that:
 - keeps the original model's `state_dict()`: keys and values of the model as it was before optimization (the
   original tensors that were folded or packed are kept for it); `load_state_dict` raises and says how to re-optimize;
 - converts those original tensors too on `.to()`, `.double()`, `.half()`, `.cuda()`;
-- survives deepcopy, pickling and torch.save; `torch.jit.script` raises and points to `torch.jit.trace`.
+- survives deepcopy, pickling and torch.save; `torch.jit.script` raises and points to `torch.jit.trace`;
+- runs the original model's code for a call that a graph captured by torch.export does not cover (its input
+  guards fail: a size export fixed or excluded).
 """
 
 from __future__ import annotations
@@ -46,7 +48,15 @@ class InferenceModel:
             raise RuntimeError(MODE_MESSAGE)
         if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             raise RuntimeError(GRAD_MESSAGE)
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        except AssertionError as error:
+            # A graph captured with torch.export checks its inputs against the sizes export assumed (another
+            # batch size where the code unrolled a loop over the batch, a single token...) before computing
+            # anything: such a call runs the original model's code instead.
+            if not str(error).startswith("Guard failed"):
+                raise
+            return source_of(self)(*args, **kwargs)
 
     def train(self, mode: bool = True):
         if mode:

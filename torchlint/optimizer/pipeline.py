@@ -74,7 +74,8 @@ def optimize(model, example_inputs=None, options: Options | None = None) -> nn.M
             return _finish(work, job, None, started)
     if job.measure:
         job.baseline = source if options.inplace else model
-    traced = trace_largest(work, follow_mode=job.training)
+    traced = trace_largest(work, follow_mode=job.training,
+                           export_inputs=job.inputs if example_inputs is not None else None)
     _report_trace(traced, job)
     root = _run_groups(traced, job)
     return _finish(root, job, source, started)
@@ -133,7 +134,9 @@ def _report_trace(traced: Traced, job: _Job) -> None:
         job.report.add("trace", NOT_TRACED, item.path, item.reason)
     recorder = job.recorder
     for piece in traced.pieces:
-        job.report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
+        how = ("captured with torch.export (non-strict; torch.fx could not trace it), dynamic sizes where the code "
+               "allows" if traced.exported else "traced with torch.fx")
+        job.report.add("trace", TRACED, piece, f"{how}; graph passes run on it")
         if recorder is not None:
             recorder.annotate(_piece(traced.root, piece))
     if not traced.pieces:

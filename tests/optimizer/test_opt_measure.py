@@ -183,9 +183,34 @@ def test_an_unclear_gain_is_timed_longer_before_it_is_kept(fake_clock, monkeypat
 
     monkeypatch.setitem(globals(), "tick", jittery_tick)
     model, x = Costly().eval(), torch.randn(2, 4)
-    fast = optimizer.optimize(model, x, passes=[set_cost(-1.0)], measure=True, time_limit=10_000)
+    fast = optimizer.optimize(model, x, passes=[set_cost(-1.0)], measure=True, time_limit=10_000,
+                                time_budget=None)
     report = optimizer.explain(fast)
     (line,) = [line for line in report.pass_lines() if line.startswith("measured")]
     rounds = int(line.split("median of ")[1].split()[0])
     assert measure.CLEAR_ROUNDS < rounds < measure.MAX_ROUNDS  # past the first look, stopped once clear
     assert report.passes_applied == ["cost_-1_0"]
+
+
+def test_a_spent_time_budget_stops_further_passes_and_says_so():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    x = torch.randn(2, 3, 16, 16)
+    fast = optimizer.optimize(model, x, time_budget=0.0)
+    report = optimizer.explain(fast)
+    assert not report.passes_applied
+    (note,) = [e for e in report.filter("note") if e.pass_name == "budget"]
+    assert "time budget of 0 s spent" in note.detail and "float32 passes not tried" in note.detail
+    assert "capture" in report.seconds
+    with torch.no_grad():
+        assert torch.allclose(model(x), fast(x))
+
+
+def test_the_report_says_where_the_time_went():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    fast = optimizer.optimize(model, torch.randn(2, 3, 16, 16), measure=True, time_limit=0.5)
+    report = optimizer.explain(fast)
+    assert {"capture", "float32 passes", "verification", "timing"} <= set(report.seconds)
+    assert all(seconds >= 0 for seconds in report.seconds.values())
+    assert sum(report.seconds.values()) <= report.transform_seconds
+    assert any(line.startswith("time: capture") for line in report.pass_lines())
+    assert not [e for e in report.filter("note") if e.pass_name == "budget"]  # the default budget is not spent

@@ -89,6 +89,7 @@ def optimize(
     atol: float | None = None,
     measure: bool | None = None,
     time_limit: float = 10.0,
+    time_budget: float | None = 60.0,
     autocast: Union[torch.dtype, str, bool, None] = None,
 ) -> nn.Module:
     """Return an optimized nn.Module computing what `model` computes; `explain(result)` says what was done.
@@ -112,6 +113,10 @@ def optimize(
         group only if it is faster beyond noise, so the result is never slower than `model`. None (default) means
         True unless the environment variable TORCHLINT_MEASURE is "0" (for deterministic test suites).
     time_limit: seconds of timing, at most, spent by `measure` (after two warm-up calls of each variant).
+    time_budget: seconds optimize() may take in all (None: no bound). Once spent, no further pass is tried (the
+        passes kept so far stay, verified) and the report says what was not tried; timing stops at the budget
+        too (after its few minimum rounds). The report's `seconds` (and its `time:` line) say where the time
+        went: capture, each group of passes, verification, timing.
     autocast: the former name of `dtype`, still accepted.
     """
     from .pipeline import Options
@@ -120,7 +125,7 @@ def optimize(
     if autocast is not None and dtype is not None and autocast != dtype:
         raise ValueError("pass dtype= or its former name autocast=, not both")
     options = Options(inplace=inplace, dtype=dtype if dtype is not None else autocast, passes=passes, verify=verify,
-                      rtol=rtol, atol=atol, measure=measure, time_limit=time_limit)
+                      rtol=rtol, atol=atol, measure=measure, time_limit=time_limit, time_budget=time_budget)
     return _optimize(model, example_inputs, options)
 
 

@@ -24,6 +24,7 @@ from torch import fx, nn
 from torch.fx.experimental import _config as fx_config
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from .origins import Origin, record
 from .passes.base import fresh_name, set_submodule
 
 aten = torch.ops.aten
@@ -173,6 +174,7 @@ def _lifted(gm: fx.GraphModule, node: fx.Node, model: nn.Module):
         # The same storage, seen transposed: no copy of the weight.
         linear.weight = nn.Parameter(weight.t(), requires_grad=weight.requires_grad)
         linear.bias = nn.Parameter(bias, requires_grad=bias.requires_grad)
+        record(linear, Origin(id(weight), id(bias), "linear", transposed=True))
         return fresh_name(gm, f"{owner[0]}_as_linear"), linear, []
     return None
 

@@ -1,7 +1,8 @@
 """Modules that the optimizer puts into models: oneDNN fused convolution and linear layers, and the autocast wrapper.
 
 The fused layers keep their dense `weight` and `bias` as parameters and hold a oneDNN-packed copy of the weight,
-built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Weights are packed for no
+built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Once optimize() is done, compact()
+drops the dense weight: the packed copy is the only one (unpacked on demand, exactly, for the plain path). Weights are packed for no
 particular input shape: oneDNN's prepack takes an optional input shape, but packing for the example shape measured
 no faster on it (within 5%) than the shape-free packing, which serves every shape alike. The packed oneDNN call has no
 autograd and covers float32/bfloat16 on CPU; anywhere else (an input that requires grad, float64/float16, another
@@ -45,6 +46,24 @@ def _plain_path(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
+def _unpacked(packed: torch.Tensor) -> torch.Tensor:
+    """The dense weight of a packed one. torch.jit.trace cannot record a packed tensor: it records the dense
+    weight as a constant instead."""
+    if not torch.jit.is_tracing():
+        return packed.to_dense()
+    state = torch._C._get_tracing_state()
+    torch._C._set_tracing_state(None)
+    try:
+        return packed.to_dense()
+    finally:
+        torch._C._set_tracing_state(state)
+
+
+@torch._dynamo.disable
+def _eager(layer, *args):
+    return layer._forward(*args)
+
+
 class _Packed(nn.Module):
     """Common part: the weight/bias parameters, the packed-weight cache and the fused activation."""
 
@@ -57,8 +76,55 @@ class _Packed(nn.Module):
         self.attr, self.scalars, self.algorithm = activation
         self._packed = None
         self._packed_key = None
+        self.compacted = False
+
+    def compact(self) -> None:
+        """Keep the packed weight only (float32/bfloat16 on CPU); `weight` becomes its unpacked value, computed
+        when read."""
+        if self.compacted or self.weight.dtype not in _PACKED_DTYPES or self.weight.device.type != "cpu":
+            return
+        self.packed_weight()
+        del self._parameters["weight"]
+        self.compacted = True
+
+    def _expand(self) -> None:
+        """Back to a dense weight parameter (before a conversion that packing does not cover, or a copy)."""
+        if self.compacted:
+            dense = self._packed.to_dense()
+            self.compacted = False
+            self.weight = nn.Parameter(dense, requires_grad=False)
+            self._packed, self._packed_key = None, None
+
+    def __getattr__(self, name: str):
+        if name == "weight" and self.__dict__.get("compacted"):
+            return _unpacked(self._packed)
+        return super().__getattr__(name)
+
+    def forward(self, *args):
+        if self.compacted and torch.compiler.is_compiling():
+            # torch.compile cannot trace a packed tensor: the layer runs eagerly (a graph break), packed.
+            return _eager(self, *args)
+        return self._forward(*args)
+
+    def set_weight(self, weight: torch.Tensor) -> None:
+        """Replace the weight's values (a reloaded checkpoint), keeping its dtype; repacked."""
+        with torch.no_grad():
+            if self.compacted:
+                self._packed = self._pack(weight.to(self._packed.dtype).contiguous())
+            else:
+                self.weight.copy_(weight)
+
+    def _apply(self, fn, recurse: bool = True):
+        if self.compacted:
+            self._expand()
+            super()._apply(fn, recurse)
+            self.compact()
+            return self
+        return super()._apply(fn, recurse)
 
     def packed_weight(self) -> torch.Tensor:
+        if self.compacted:
+            return self._packed
         key = (id(self.weight), self.weight._version, self.weight.dtype, self.weight.device)
         if self._packed_key != key:
             with torch.no_grad():
@@ -71,19 +137,36 @@ class _Packed(nn.Module):
 
     def _input(self, x: torch.Tensor) -> torch.Tensor:
         # After weights are cast to bfloat16 once, inputs follow the weights (as autocast would, minus the re-cast).
-        return x if x.dtype == self.weight.dtype else x.to(self.weight.dtype)
+        dtype = self._stored().dtype
+        return x if x.dtype == dtype else x.to(dtype)
 
     def _bias(self):
-        if self.bias is None or self.bias.dtype == self.weight.dtype:
+        dtype = self._stored().dtype
+        if self.bias is None or self.bias.dtype == dtype:
             return self.bias
-        return self.bias.to(self.weight.dtype)
+        return self.bias.to(dtype)
+
+    def _stored(self) -> torch.Tensor:
+        """The weight as stored (packed once compacted): its dtype and device, without unpacking it."""
+        return self._packed if self.compacted else self.weight
 
     def __getstate__(self):
-        # oneDNN-packed tensors cannot be copied or pickled; they are rebuilt on the next call.
+        # oneDNN-packed tensors cannot be copied or pickled; they are rebuilt on the next call (a compacted layer
+        # travels with its dense weight and compacts again on arrival).
         state = self.__dict__.copy()
+        if self.compacted:
+            state["_parameters"] = {**self._parameters, "weight": nn.Parameter(self._packed.to_dense(),
+                                                                               requires_grad=False)}
+            state["compacted"] = "again"
         state["_packed"] = None
         state["_packed_key"] = None
         return state
+
+    def __setstate__(self, state):
+        again = state.get("compacted") == "again"
+        super().__setstate__({**state, "compacted": False})
+        if again:
+            self.compact()
 
     def _activation(self, y: torch.Tensor) -> torch.Tensor:
         return _ACTIVATIONS[self.attr](y, self.scalars, self.algorithm)
@@ -118,9 +201,9 @@ class FusedConv2d(_Packed):
             size.append((length + 2 * self.padding[i] - span) // self.stride[i] + 1)
         return size
 
-    def forward(self, x: torch.Tensor, other: torch.Tensor | None = None) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, other: torch.Tensor | None = None) -> torch.Tensor:
         x = self._input(x)
-        if _plain_path(x, self.weight):
+        if _plain_path(x, self._stored()):
             y = F.conv2d(x, self.weight, self._bias(), self.stride, self.padding, self.dilation, self.groups)
             return self._activation(y if other is None else y + other)
         args = (self.packed_weight(), self._bias(), self.padding, self.stride, self.dilation, self.groups)
@@ -152,12 +235,12 @@ class FusedLinear(_Packed):
     def _pack(self, weight):
         return _mkldnn._reorder_linear_weight(weight, None)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self._input(x)
-        if _plain_path(x, self.weight):
+        if _plain_path(x, self._stored()):
             return self._activation(F.linear(x, self.weight, self._bias()))
         if x.dim() < 2:  # the oneDNN kernel wants a batch dimension
-            return self.forward(x.unsqueeze(0)).squeeze(0)
+            return self._forward(x.unsqueeze(0)).squeeze(0)
         return _mkldnn._linear_pointwise(
             x, self.packed_weight(), self._bias(), self.attr, self.scalars, self.algorithm
         )

@@ -12,7 +12,8 @@ import torch
 from torch import fx, nn
 
 from . import measure, verify
-from .inference import make_inference_model
+from . import origins
+from .inference import compact, make_inference_model
 from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext, PassResult
 from .report import MEASURED, NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
 from .shapes import ShapeRecorder
@@ -54,6 +55,7 @@ class _Job:
     baseline: nn.Module | None = None  # what the first group is timed against: the model as given
     time_left: float = 0.0
     recorder: ShapeRecorder | None = None  # tensor shapes seen on the example inputs
+    exported: bool = False  # captured with torch.export (its guards fall back on the original)
     started: float = 0.0  # time.perf_counter() when optimize() began
     budget: float | None = None  # seconds optimize() may take before it stops trying further passes
 
@@ -90,6 +92,7 @@ def optimize(model, example_inputs=None, options: Options | None = None) -> nn.M
     traced = trace_largest(work, follow_mode=job.training,
                            export_inputs=job.inputs if example_inputs is not None else None)
     _report_trace(traced, job)
+    job.exported = traced.exported
     job.report.spend("capture", time.perf_counter() - started)
     root = _run_groups(traced, job)
     return _finish(root, job, source, started)
@@ -343,6 +346,8 @@ def _finish(root: nn.Module, job: _Job, source: nn.Module | None, started: float
                    if not job.args and not job.kwargs else "not verified: verify=False")
     if not job.training and report.passes_applied and source is not None:
         root = make_inference_model(root, source)
+        root.__dict__[origins.LINKS] = origins.link(root, source)
+        compact(root, exported=job.exported)
     report.transform_seconds = time.perf_counter() - started
     setattr(root, REPORT_ATTRIBUTE, report)
     return root

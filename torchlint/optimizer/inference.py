@@ -58,6 +58,7 @@ class InferenceModel:
             # anything: such a call runs the original model's code instead.
             if not str(error).startswith("Guard failed"):
                 raise
+            _restore_originals(self)
             return source_of(self)(*args, **kwargs)
 
     def train(self, mode: bool = True):
@@ -160,15 +161,15 @@ def source_of(model: nn.Module) -> nn.Module:
     return model.__dict__[SOURCE_ATTRIBUTE]
 
 
-def compact(model: nn.Module, exported: bool) -> None:
+def compact(model: nn.Module) -> None:
     """Keep one copy of the weights: packed layers drop their dense weight, and the kept original drops the
-    tensors that state_dict() can compute back from the optimized layers (not for a graph captured by
-    torch.export, whose calls outside export's guards run the original)."""
+    tensors that state_dict() can compute back from the optimized layers. (A graph captured by torch.export runs
+    the original for calls outside its guards: the first such call puts the dropped tensors back.)"""
     for module in model.modules():
         if hasattr(module, "compact"):
             module.compact()
     links = model.__dict__.get(origins.LINKS)
-    if exported or links is None:
+    if links is None:
         return
     source = source_of(model)
     own = source.state_dict(keep_vars=True)
@@ -192,13 +193,24 @@ def compact(model: nn.Module, exported: bool) -> None:
 
 def _drop(source: nn.Module, key: str, tensor: torch.Tensor) -> None:
     """Replace the kept original `key` by a tensor on the meta device: same shape and dtype, no memory."""
+    _put(source, key, torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
+
+
+def _put(source: nn.Module, key: str, tensor: torch.Tensor) -> None:
     path, _, name = key.rpartition(".")
     owner = source.get_submodule(path) if path else source
-    empty = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
     if name in owner._parameters:
-        owner._parameters[name] = nn.Parameter(empty, requires_grad=False)
+        owner._parameters[name] = nn.Parameter(tensor, requires_grad=False)
     else:
-        owner._buffers[name] = empty
+        owner._buffers[name] = tensor
+
+
+def _restore_originals(model: nn.Module) -> None:
+    """Put back the tensors compact() dropped from the kept original, so that it can run."""
+    values = _derived_originals(model)
+    for key, value in values.items():
+        _put(source_of(model), key, value.contiguous())
+    model.__dict__[origins.DERIVED] = {}
 
 
 def _derived_originals(model: nn.Module) -> dict:

@@ -70,14 +70,12 @@ class Link:
 
 
 def link(root: nn.Module, source: nn.Module) -> list[Link] | None:
-    """A Link for every layer of `root` that a pass computed from the original's tensors; None when some tensor of
-    `root` comes from the original in a way no Link describes (then the model cannot reload a checkpoint)."""
+    """A Link for every layer of `root` that a pass computed from the original's tensors; None when a layer records
+    tensors that are not the original's (then the model cannot reload a checkpoint)."""
     keys: dict[int, str] = {}
-    storages = set()
     for key, tensor in source.state_dict(keep_vars=True).items():
         keys.setdefault(id(tensor), key)
-        storages.add(_storage(tensor))
-    links, covered = [], set()
+    links = []
     for path, module in root.named_modules():
         origin = module.__dict__.get(ORIGIN)
         if origin is None:
@@ -91,15 +89,7 @@ def link(root: nn.Module, source: nn.Module) -> list[Link] | None:
             return None
         links.append(Link(path, keys[origin.weight], keys.get(origin.bias) if origin.bias is not None else None,
                           origin.kind, origin.transposed, bn, origin.eps))
-        covered.update(id(t) for t in module.parameters(recurse=False))
-    for tensor in list(root.parameters()) + list(root.buffers()):
-        if id(tensor) not in covered and _storage(tensor) not in storages:
-            return None  # a tensor some pass computed without saying from what
     return links
-
-
-def _storage(tensor: torch.Tensor):
-    return tensor.untyped_storage().data_ptr() if not tensor.is_meta else ("meta", id(tensor))
 
 
 def folded(link: Link, weight: torch.Tensor, bias: torch.Tensor | None, bn: list) -> tuple:

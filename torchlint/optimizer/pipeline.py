@@ -55,7 +55,6 @@ class _Job:
     baseline: nn.Module | None = None  # what the first group is timed against: the model as given
     time_left: float = 0.0
     recorder: ShapeRecorder | None = None  # tensor shapes seen on the example inputs
-    exported: bool = False  # captured with torch.export (its guards fall back on the original)
     started: float = 0.0  # time.perf_counter() when optimize() began
     budget: float | None = None  # seconds optimize() may take before it stops trying further passes
 
@@ -92,7 +91,6 @@ def optimize(model, example_inputs=None, options: Options | None = None) -> nn.M
     traced = trace_largest(work, follow_mode=job.training,
                            export_inputs=job.inputs if example_inputs is not None else None)
     _report_trace(traced, job)
-    job.exported = traced.exported
     job.report.spend("capture", time.perf_counter() - started)
     root = _run_groups(traced, job)
     return _finish(root, job, source, started)
@@ -346,8 +344,10 @@ def _finish(root: nn.Module, job: _Job, source: nn.Module | None, started: float
                    if not job.args and not job.kwargs else "not verified: verify=False")
     if not job.training and report.passes_applied and source is not None:
         root = make_inference_model(root, source)
-        root.__dict__[origins.LINKS] = origins.link(root, source)
-        compact(root, exported=job.exported)
+        # A user's pass may compute tensors from the original's without saying how: then nothing can be reloaded.
+        own_passes_only = all(name in PASSES for name in report.passes_applied)
+        root.__dict__[origins.LINKS] = origins.link(root, source) if own_passes_only else None
+        compact(root)
     report.transform_seconds = time.perf_counter() - started
     setattr(root, REPORT_ATTRIBUTE, report)
     return root

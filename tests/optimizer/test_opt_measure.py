@@ -214,3 +214,22 @@ def test_the_report_says_where_the_time_went():
     assert sum(report.seconds.values()) <= report.transform_seconds
     assert any(line.startswith("time: capture") for line in report.pass_lines())
     assert not [e for e in report.filter("note") if e.pass_name == "budget"]  # the default budget is not spent
+
+
+def test_bf16_is_kept_only_when_faster_than_eager_autocast(fake_clock):
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no native bf16")
+    # The float32 pass halves the cost and autocast changes nothing the fake clock sees: the bf16 result (0.5) is
+    # timed against the model as given under torch.autocast (1.0), and kept.
+    model, x = Costly().eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[set_cost(0.5)], dtype="bf16", measure=True, time_limit=1000)
+    report = optimizer.explain(fast)
+    assert "autocast" in report.passes_applied
+    assert "than the model as given under torch.autocast" in report.summary()
+    assert report.speedup == pytest.approx(2.0)
+    # Without the float32 gain, bf16 costs what eager autocast costs: not kept, and the report says against what.
+    fast = optimizer.optimize(model, x, passes=[set_cost(1.0)], dtype="bf16", measure=True, time_limit=1000)
+    report = optimizer.explain(fast)
+    assert "autocast" not in report.passes_applied
+    (line,) = [e.detail for e in report.rolled_back if e.pass_name == "autocast"]
+    assert "against the model as given under torch.autocast" in line

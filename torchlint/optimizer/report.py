@@ -53,6 +53,7 @@ class Report:
     transform_seconds: float = 0.0
     speedup: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # where the transform time went, by phase
+    speedup_over: str = "the model as given"  # what `speedup` was measured against
 
     def spend(self, phase: str, seconds: float) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
@@ -114,7 +115,8 @@ class Report:
         elif kept:
             parts.append("not verified")
         if self.speedup is not None:
-            parts.insert(0, f"{self.speedup:.2f}x faster (measured)")
+            versus = "" if self.speedup_over == "the model as given" else f" than {self.speedup_over}"
+            parts.insert(0, f"{self.speedup:.2f}x faster{versus} (measured)")
         return f"torchlint.optimize ({self.mode}, {self.device}, {self.transform_seconds:.2f} s): " + ", ".join(parts)
 
     def pass_lines(self) -> list[str]:
@@ -169,6 +171,7 @@ class Report:
             "transform_seconds": self.transform_seconds,
             "seconds": dict(self.seconds),
             "speedup": self.speedup,
+            "speedup_over": self.speedup_over,
             "max_error": dict(self.max_error),
             "entries": [e.__dict__.copy() for e in self.entries],
         }

@@ -31,6 +31,8 @@ def cast_weights(model: nn.Module, ctx: PassContext) -> PassResult:
                 # A new Parameter (not param.data = ...): the pre-pass snapshot keeps the fp32 original.
                 setattr(module, param_name, nn.Parameter(param.detach().to(dtype), requires_grad=False))
                 changed = True
+        if changed and isinstance(module, FusedConv2d):
+            module.choose_packing(getattr(module, "example_shape", None))  # the best layout differs in bf16
         count += changed
     if count:
         ctx.rewrote("", f"{count} conv/linear layers store their weights in {dtype} "

@@ -100,6 +100,9 @@ def _fuse(gm, node, layer, modules, ctx) -> list[fx.Node]:
     else:
         fused = FusedLinear(layer, post_op)
     record(fused, origin_of(layer))
+    if isinstance(fused, FusedConv2d):
+        fused.example_shape = tensor_shape(node.args[0])
+        fused.choose_packing(fused.example_shape)
     fused.packed_weight()  # pack now, not on the first call
     name = fresh_name(gm, f"{node.target}_fused")
     gm.add_submodule(name, fused)

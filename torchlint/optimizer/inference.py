@@ -8,7 +8,9 @@ holds) that:
   (all frozen by optimize(); re-enabling requires_grad raises at the next forward). Gradients with respect to the
   inputs are right: fused layers compute with plain torch ops when an input requires grad;
 - keeps the original model's `state_dict()`: keys and values of the model as it was before optimization (the
-  original tensors that were folded or packed are kept for it); `load_state_dict` raises and says how to re-optimize;
+  tensors that were folded or packed are computed back from the optimized layers, see origins.py);
+  `load_state_dict` takes such a checkpoint and recomputes the optimized layers (it raises, saying how to
+  re-optimize, after a user's own pass whose tensors it cannot recompute);
 - converts those original tensors too on `.to()`, `.double()`, `.half()`, `.cuda()`;
 - survives deepcopy, pickling and torch.save; `torch.jit.script` raises and points to `torch.jit.trace`;
 - runs the original model's code for a call that a graph captured by torch.export does not cover (its input

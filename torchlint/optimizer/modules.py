@@ -2,7 +2,9 @@
 
 The fused layers keep their dense `weight` and `bias` as parameters and hold a oneDNN-packed copy of the weight,
 built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Once optimize() is done, compact()
-drops the dense weight: the packed copy is the only one (unpacked on demand, exactly, for the plain path). Weights are packed for no
+drops the dense weight: the packed copy is the only one (unpacked on demand, exactly, for the plain path). A
+convolution whose packed weight runs far slower than the dense one on the example input keeps it dense (see
+FusedConv2d.choose_packing). Weights are packed for no
 particular input shape: oneDNN's prepack takes an optional input shape, but packing for the example shape measured
 no faster on it (within 5%) than the shape-free packing, which serves every shape alike. The packed oneDNN call has no
 autograd and covers float32/bfloat16 on CPU; anywhere else (an input that requires grad, float64/float16, another

@@ -12,7 +12,7 @@ from torch import fx, nn  # noqa: E402
 
 import torchlint.optimizer as optimizer  # noqa: E402
 from torchlint.optimizer import measure  # noqa: E402
-from torchlint.optimizer.modules import FusedLinear  # noqa: E402
+from torchlint.optimizer.modules import AutocastForward, FusedLinear  # noqa: E402
 from torchlint.optimizer.passes import PassResult  # noqa: E402
 
 
@@ -233,3 +233,8 @@ def test_bf16_is_kept_only_when_faster_than_eager_autocast(fake_clock):
     assert "autocast" not in report.passes_applied
     (line,) = [e.detail for e in report.rolled_back if e.pass_name == "autocast"]
     assert "against the model as given under torch.autocast" in line
+    # What comes back is the model as given, under autocast: what the user would have run.
+    assert isinstance(fast, AutocastForward) and type(fast.module) is Costly
+    assert any("the model as given under torch.autocast" in e.detail for e in report.filter("note"))
+    with torch.no_grad():
+        assert fast(x).dtype == torch.float32

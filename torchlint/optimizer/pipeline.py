@@ -56,6 +56,7 @@ class _Job:
     baseline: nn.Module | None = None  # what the first group is timed against: the model as given
     time_left: float = 0.0
     recorder: ShapeRecorder | None = None  # tensor shapes seen on the example inputs
+    source: nn.Module | None = None  # the model before any pass, sharing its tensors (eval mode)
     started: float = 0.0  # time.perf_counter() when optimize() began
     budget: float | None = None  # seconds optimize() may take before it stops trying further passes
 
@@ -82,6 +83,7 @@ def optimize(model, example_inputs=None, options: Options | None = None) -> nn.M
     job = _prepare(work, example_inputs, options)
     job.started, job.budget = started, options.time_budget
     source = None if job.training else _snapshot(work)
+    job.source = source
     if example_inputs is not None:
         problem = _capture_reference(work, example_inputs, job, options)
         if problem:
@@ -193,8 +195,25 @@ def _run_groups(traced: Traced, job: _Job) -> nn.Module:
         eager_autocast = AutocastForward(job.baseline, job.device_type, job.dtype, output_dtype=None) if job.measure else None
         if kept and job.measure and not _pays(eager_autocast, root, kept, job, first_entry,
                                               against="the model as given under torch.autocast"):
-            root = before
+            root = _eager_autocast(job) or before
     return root
+
+
+def _eager_autocast(job: _Job) -> nn.Module | None:
+    """The model as given, run under torch.autocast (outputs back in float32): what a user asking for mixed
+    precision gets when no rewrite beats it. None when there is no untouched copy or it fails verification."""
+    if job.source is None:
+        return None
+    wrapped = AutocastForward(job.source, job.device_type, job.dtype)
+    outcome = _check(wrapped, job.reference, job.inputs, False, job.low, job.report) if job.reference else None
+    if isinstance(outcome, str):
+        return None
+    report = job.report
+    _undo_in_report(report, 0, report.passes_applied, "the model as given under torch.autocast is returned instead")
+    report.speedup, report.speedup_over = None, "the model as given"
+    report.add("autocast", NOTE, "", "returned: the model as given under torch.autocast (outputs cast back to "
+                                     "float32), since the rewrites did not beat it")
+    return wrapped
 
 
 def _timed_stage(root, stage, pieces, job: _Job, tolerance, phase: str, check_start: bool = False):

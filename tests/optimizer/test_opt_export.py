@@ -141,7 +141,7 @@ def _transformers():
     try:
         import transformers
 
-        transformers.BertForSequenceClassification, transformers.GPT2LMHeadModel  # imported on first use
+        _ = transformers.BertForSequenceClassification, transformers.GPT2LMHeadModel  # imported on first use
     except Exception:  # noqa: BLE001 - absent, or an installed torchvision that does not load
         pytest.skip("transformers is not installed (or does not import)")
     return transformers

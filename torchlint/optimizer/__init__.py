@@ -4,7 +4,7 @@
     print(torchlint.explain(fast))        # one line per pass; .format(verbose=True) for every layer
 
 Steps: capture (copy the model, run it once on example_inputs for reference outputs and shapes, trace it with
-torch.fx), passes (in two groups: float32, then mixed precision), verify (after each group; a group that changes
+torch.fx, or capture it with torch.export when fx cannot trace it whole), passes (in two groups: float32, then mixed precision), verify (after each group; a group that changes
 the outputs is replayed pass by pass and the passes that break equality are rolled back), measure (each group is
 timed against the model before it and kept only if it is faster beyond noise), report.
 
@@ -22,8 +22,12 @@ Passes (each in torchlint/optimizer/passes/, run in this order; each returns a t
 - cast_weights         (only with dtype=..., eval only) store conv/linear weights in bf16/fp16 once instead of
                        letting autocast re-cast them on every call (not MultiheadAttention's: measured 6x slower)
 
-Capture: when the whole model does not trace (data-dependent control flow...), the largest submodules that do
-trace are optimized instead and the report says which did not trace and why; a model with nothing traceable comes
+Capture: when torch.fx cannot trace the whole model and example_inputs are given (eval mode), torch.export
+(non-strict) captures it, every input dimension dynamic where the code allows (a batch of one included), and the
+ATen calls on a Linear's, Conv's or BatchNorm's own weights (and addmm on a transposed weight, GPT-2's Conv1D) are
+lifted back to module calls so the same passes run; the outputs keep their containers (ModelOutput, dict, named
+tuple). A call that export's input guards reject runs the original model's code. When neither captures the whole
+model (data-dependent control flow...), the largest submodules that trace are optimized instead and the report says which did not trace and why; a model with nothing traceable comes
 back unchanged (and working). example_inputs: a tuple is the positional arguments, a dict the keyword arguments,
 anything else (a tensor, a list...) the one positional argument.
 
@@ -37,7 +41,8 @@ still run. Without example_inputs nothing is verified or timed and the report sa
 cannot be compared (an __eq__ that raises) comes back unchanged, with the reason.
 
 Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
-example_inputs, each group's result and the model before it run in alternation under no_grad (two warm-up calls
+example_inputs, each group's result and the model before it (for the mixed-precision group: the model as given,
+under torch.autocast, what the user would otherwise run) run in alternation under no_grad (two warm-up calls
 each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
 round gives the ratio of two neighbouring runs, so load changes cancel, and the group is kept only when the median
 ratio shows a gain above 2% and above twice its standard error. So the result is never slower than the model given,
@@ -49,12 +54,13 @@ What an optimized model is:
   .train() and parameters that require grad (they are frozen; re-enabling them raises at the next forward) with a
   message saying how to get a trainable model (optimize in train mode, or train the original and re-optimize).
   Gradients with respect to inputs are right (fused layers run plain torch ops when an input requires grad).
-  state_dict() gives the original model's keys and values; load_state_dict raises (load into the original and
-  re-optimize). .to()/.double()/.half()/.cuda() work (fused layers run plain torch ops outside float32/bfloat16
+  state_dict() gives the original model's keys and values (folded weights computed back: equal up to rounding);
+  load_state_dict takes the original's keys and recomputes the folded and packed layers, as optimize() would
+  after loading. .to()/.double()/.half()/.cuda() work (fused layers run plain torch ops outside float32/bfloat16
   on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work;
-  torch.jit.script raises and points to torch.jit.trace. Memory: the original tensors that were folded or packed
-  are kept for state_dict(), next to the folded dense weights and their packed copies: two to three times the
-  memory of the weights (resnet50: 98 MB as given, 285 MB optimized in fp32).
+  torch.jit.script raises and points to torch.jit.trace. Memory: one copy of the weights (packed layers keep only
+  the packed weight; the originals they came from are computed back when needed): resnet50 holds 98 MB as given
+  and optimized in fp32; with bf16 the float32 originals stay too (1.5x).
 - Optimized in train mode: only channels_last, in-place activations and autocast run, all differentiable; the
   model trains and follows .train()/.eval(), because modules whose graph would depend on the mode (code reading
   self.training, like stochastic depth) are not traced, while Dropout and BatchNorm stay modules that read their
@@ -89,6 +95,7 @@ def optimize(
     atol: float | None = None,
     measure: bool | None = None,
     time_limit: float = 10.0,
+    time_budget: float | None = 60.0,
     autocast: Union[torch.dtype, str, bool, None] = None,
 ) -> nn.Module:
     """Return an optimized nn.Module computing what `model` computes; `explain(result)` says what was done.
@@ -112,6 +119,10 @@ def optimize(
         group only if it is faster beyond noise, so the result is never slower than `model`. None (default) means
         True unless the environment variable TORCHLINT_MEASURE is "0" (for deterministic test suites).
     time_limit: seconds of timing, at most, spent by `measure` (after two warm-up calls of each variant).
+    time_budget: seconds optimize() may take in all (None: no bound). Once spent, no further pass is tried (the
+        passes kept so far stay, verified) and the report says what was not tried; timing stops at the budget
+        too (after its few minimum rounds). The report's `seconds` (and its `time:` line) say where the time
+        went: capture, each group of passes, verification, timing.
     autocast: the former name of `dtype`, still accepted.
     """
     from .pipeline import Options
@@ -120,7 +131,7 @@ def optimize(
     if autocast is not None and dtype is not None and autocast != dtype:
         raise ValueError("pass dtype= or its former name autocast=, not both")
     options = Options(inplace=inplace, dtype=dtype if dtype is not None else autocast, passes=passes, verify=verify,
-                      rtol=rtol, atol=atol, measure=measure, time_limit=time_limit)
+                      rtol=rtol, atol=atol, measure=measure, time_limit=time_limit, time_budget=time_budget)
     return _optimize(model, example_inputs, options)
 
 

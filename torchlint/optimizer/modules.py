@@ -1,7 +1,10 @@
 """Modules that the optimizer puts into models: oneDNN fused convolution and linear layers, and the autocast wrapper.
 
 The fused layers keep their dense `weight` and `bias` as parameters and hold a oneDNN-packed copy of the weight,
-built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Weights are packed for no
+built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Once optimize() is done, compact()
+drops the dense weight: the packed copy is the only one (unpacked on demand, exactly, for the plain path). A
+convolution whose packed weight runs far slower than the dense one on the example input keeps it dense (see
+FusedConv2d.choose_packing). Weights are packed for no
 particular input shape: oneDNN's prepack takes an optional input shape, but packing for the example shape measured
 no faster on it (within 5%) than the shape-free packing, which serves every shape alike. The packed oneDNN call has no
 autograd and covers float32/bfloat16 on CPU; anywhere else (an input that requires grad, float64/float16, another
@@ -9,6 +12,8 @@ device, torch.jit.trace, torch.compile) the same computation runs as plain torch
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 from torch import nn
@@ -45,6 +50,30 @@ def _plain_path(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
+def _unpacked(packed: torch.Tensor) -> torch.Tensor:
+    """The dense weight of a packed one. torch.jit.trace cannot record a packed tensor: it records the dense
+    weight as a constant instead."""
+    if not torch.jit.is_tracing():
+        return packed.to_dense()
+    state = torch._C._get_tracing_state()
+    torch._C._set_tracing_state(None)
+    try:
+        return packed.to_dense()
+    finally:
+        torch._C._set_tracing_state(state)
+
+
+def _seconds(call) -> float:
+    began = time.perf_counter()
+    call()
+    return time.perf_counter() - began
+
+
+@torch._dynamo.disable
+def _eager(layer, *args):
+    return layer._forward(*args)
+
+
 class _Packed(nn.Module):
     """Common part: the weight/bias parameters, the packed-weight cache and the fused activation."""
 
@@ -57,8 +86,55 @@ class _Packed(nn.Module):
         self.attr, self.scalars, self.algorithm = activation
         self._packed = None
         self._packed_key = None
+        self.compacted = False
+
+    def compact(self) -> None:
+        """Keep the packed weight only (float32/bfloat16 on CPU); `weight` becomes its unpacked value, computed
+        when read."""
+        if self.compacted or self.weight.dtype not in _PACKED_DTYPES or self.weight.device.type != "cpu":
+            return
+        self.packed_weight()
+        del self._parameters["weight"]
+        self.compacted = True
+
+    def _expand(self) -> None:
+        """Back to a dense weight parameter (before a conversion that packing does not cover, or a copy)."""
+        if self.compacted:
+            dense = self._packed.to_dense()
+            self.compacted = False
+            self.weight = nn.Parameter(dense, requires_grad=False)
+            self._packed, self._packed_key = None, None
+
+    def __getattr__(self, name: str):
+        if name == "weight" and self.__dict__.get("compacted"):
+            return _unpacked(self._packed)
+        return super().__getattr__(name)
+
+    def forward(self, *args):
+        if self.compacted and torch.compiler.is_compiling():
+            # torch.compile cannot trace a packed tensor: the layer runs eagerly (a graph break), packed.
+            return _eager(self, *args)
+        return self._forward(*args)
+
+    def set_weight(self, weight: torch.Tensor) -> None:
+        """Replace the weight's values (a reloaded checkpoint), keeping its dtype; repacked."""
+        with torch.no_grad():
+            if self.compacted:
+                self._packed = self._pack(weight.to(self._packed.dtype).contiguous())
+            else:
+                self.weight.copy_(weight)
+
+    def _apply(self, fn, recurse: bool = True):
+        if self.compacted:
+            self._expand()
+            super()._apply(fn, recurse)
+            self.compact()
+            return self
+        return super()._apply(fn, recurse)
 
     def packed_weight(self) -> torch.Tensor:
+        if self.compacted:
+            return self._packed
         key = (id(self.weight), self.weight._version, self.weight.dtype, self.weight.device)
         if self._packed_key != key:
             with torch.no_grad():
@@ -71,19 +147,36 @@ class _Packed(nn.Module):
 
     def _input(self, x: torch.Tensor) -> torch.Tensor:
         # After weights are cast to bfloat16 once, inputs follow the weights (as autocast would, minus the re-cast).
-        return x if x.dtype == self.weight.dtype else x.to(self.weight.dtype)
+        dtype = self._stored().dtype
+        return x if x.dtype == dtype else x.to(dtype)
 
     def _bias(self):
-        if self.bias is None or self.bias.dtype == self.weight.dtype:
+        dtype = self._stored().dtype
+        if self.bias is None or self.bias.dtype == dtype:
             return self.bias
-        return self.bias.to(self.weight.dtype)
+        return self.bias.to(dtype)
+
+    def _stored(self) -> torch.Tensor:
+        """The weight as stored (packed once compacted): its dtype and device, without unpacking it."""
+        return self._packed if self.compacted else self.weight
 
     def __getstate__(self):
-        # oneDNN-packed tensors cannot be copied or pickled; they are rebuilt on the next call.
+        # oneDNN-packed tensors cannot be copied or pickled; they are rebuilt on the next call (a compacted layer
+        # travels with its dense weight and compacts again on arrival).
         state = self.__dict__.copy()
+        if self.compacted:
+            state["_parameters"] = {**self._parameters, "weight": nn.Parameter(self._packed.to_dense(),
+                                                                               requires_grad=False)}
+            state["compacted"] = "again"
         state["_packed"] = None
         state["_packed_key"] = None
         return state
+
+    def __setstate__(self, state):
+        again = state.get("compacted") == "again"
+        super().__setstate__({**state, "compacted": False})
+        if again:
+            self.compact()
 
     def _activation(self, y: torch.Tensor) -> torch.Tensor:
         return _ACTIVATIONS[self.attr](y, self.scalars, self.algorithm)
@@ -105,11 +198,36 @@ class FusedConv2d(_Packed):
         self.kernel_size = tuple(conv.kernel_size)
         # Set when a following `+ other` was fused: then forward takes (x, other) and only relu may follow.
         self.binary = False
+        # Whether the weight is reordered for oneDNN (else the fused call takes it dense, channels_last).
+        self.packed = True
 
     def _pack(self, weight):
+        if not self.packed:
+            return weight.detach().contiguous(memory_format=torch.channels_last)  # a tensor, not the Parameter
         return _mkldnn._reorder_convolution_weight(
             weight, self.padding, self.stride, self.dilation, self.groups, None
         )
+
+    def choose_packing(self, shape) -> None:
+        """Keep the weight unpacked where packing it loses on an input of `shape` (the example's).
+
+        oneDNN picks the packed weight's layout without knowing the input, and for some layers that layout is
+        far slower than giving it the dense weight: a 1x1 convolution from 1024 to 512 channels on a 14x14 map
+        measured 36 ms packed against 3.4 ms dense (float32) and 64 ms against 2.0 ms (bfloat16), when packing
+        wins elsewhere (0.9 ms against 1.8 ms for 64 to 256 channels on 56x56). Both run on any input shape.
+        Packing stays unless it is more than 1.5 times slower (timings on a busy machine are noisy)."""
+        if shape is None or len(shape) != 4 or self.compacted:
+            return
+        with torch.no_grad():
+            x = torch.randn(*shape, dtype=self.weight.dtype).contiguous(memory_format=torch.channels_last)
+            other = torch.randn(*self._output_size(x), dtype=x.dtype).contiguous(memory_format=torch.channels_last)
+            best = {}
+            for packed in (True, False):
+                self.packed, self._packed_key = packed, None
+                best[packed] = min(_seconds(lambda: self._forward(x, other if self.binary else None))
+                                   for _ in range(4))
+        self.packed, self._packed_key = best[True] <= 1.5 * best[False], None
+        self.packed_weight()
 
     def _output_size(self, x: torch.Tensor) -> list[int]:
         size = [x.shape[0], self.out_channels]
@@ -118,9 +236,9 @@ class FusedConv2d(_Packed):
             size.append((length + 2 * self.padding[i] - span) // self.stride[i] + 1)
         return size
 
-    def forward(self, x: torch.Tensor, other: torch.Tensor | None = None) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, other: torch.Tensor | None = None) -> torch.Tensor:
         x = self._input(x)
-        if _plain_path(x, self.weight):
+        if _plain_path(x, self._stored()):
             y = F.conv2d(x, self.weight, self._bias(), self.stride, self.padding, self.dilation, self.groups)
             return self._activation(y if other is None else y + other)
         args = (self.packed_weight(), self._bias(), self.padding, self.stride, self.dilation, self.groups)
@@ -137,7 +255,7 @@ class FusedConv2d(_Packed):
         return (
             f"{self.weight.shape[1] * self.groups}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding}, groups={self.groups}, "
-            f"residual_add={self.binary}, " + super().extra_repr()
+            f"residual_add={self.binary}, packed={self.packed}, " + super().extra_repr()
         )
 
 
@@ -152,12 +270,12 @@ class FusedLinear(_Packed):
     def _pack(self, weight):
         return _mkldnn._reorder_linear_weight(weight, None)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self._input(x)
-        if _plain_path(x, self.weight):
+        if _plain_path(x, self._stored()):
             return self._activation(F.linear(x, self.weight, self._bias()))
         if x.dim() < 2:  # the oneDNN kernel wants a batch dimension
-            return self.forward(x.unsqueeze(0)).squeeze(0)
+            return self._forward(x.unsqueeze(0)).squeeze(0)
         return _mkldnn._linear_pointwise(
             x, self.packed_weight(), self._bias(), self.attr, self.scalars, self.algorithm
         )
@@ -182,7 +300,8 @@ class AutocastForward(nn.Module):
         return map_tensors(self._cast_back, out)
 
     def _cast_back(self, value):
-        if isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
+        # output_dtype None: outputs as autocast left them (what eager code under torch.autocast gets).
+        if self.output_dtype is not None and isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
             return value.to(self.output_dtype)
         return value
 

@@ -12,7 +12,9 @@ import torch
 from torch import fx, nn
 
 from . import measure, verify
-from .inference import make_inference_model
+from . import origins
+from .inference import compact, make_inference_model
+from .modules import AutocastForward
 from .passes import DEFAULT, MIXED_PRECISION, PASSES, Pass, PassContext, PassResult
 from .report import MEASURED, NOT_TRACED, NOTE, REFUSED, REWROTE, ROLLED_BACK, TRACED, VERIFIED, Report
 from .shapes import ShapeRecorder
@@ -32,6 +34,7 @@ class Options:
     atol: float | None = None
     measure: bool | None = None
     time_limit: float = 10.0
+    time_budget: float | None = 60.0
 
 
 @dataclass
@@ -53,6 +56,18 @@ class _Job:
     baseline: nn.Module | None = None  # what the first group is timed against: the model as given
     time_left: float = 0.0
     recorder: ShapeRecorder | None = None  # tensor shapes seen on the example inputs
+    source: nn.Module | None = None  # the model before any pass, sharing its tensors (eval mode)
+    started: float = 0.0  # time.perf_counter() when optimize() began
+    budget: float | None = None  # seconds optimize() may take before it stops trying further passes
+
+    def out_of_time(self, what: str) -> bool:
+        """Whether the time budget is spent; if so, the report says that `what` was not tried."""
+        spent = time.perf_counter() - self.started
+        if self.budget is None or spent <= self.budget:
+            return False
+        self.report.add("budget", NOTE, "", f"time budget of {self.budget:g} s spent ({spent:.1f} s): {what} not tried "
+                                            "(optimize(time_budget=...) gives more)")
+        return True
 
     @property
     def inputs(self):
@@ -66,7 +81,9 @@ def optimize(model, example_inputs=None, options: Options | None = None) -> nn.M
     started = time.perf_counter()
     work = model if options.inplace else copy.deepcopy(model)
     job = _prepare(work, example_inputs, options)
+    job.started, job.budget = started, options.time_budget
     source = None if job.training else _snapshot(work)
+    job.source = source
     if example_inputs is not None:
         problem = _capture_reference(work, example_inputs, job, options)
         if problem:
@@ -74,8 +91,10 @@ def optimize(model, example_inputs=None, options: Options | None = None) -> nn.M
             return _finish(work, job, None, started)
     if job.measure:
         job.baseline = source if options.inplace else model
-    traced = trace_largest(work, follow_mode=job.training)
+    traced = trace_largest(work, follow_mode=job.training,
+                           export_inputs=job.inputs if example_inputs is not None else None)
     _report_trace(traced, job)
+    job.report.spend("capture", time.perf_counter() - started)
     root = _run_groups(traced, job)
     return _finish(root, job, source, started)
 
@@ -133,7 +152,9 @@ def _report_trace(traced: Traced, job: _Job) -> None:
         job.report.add("trace", NOT_TRACED, item.path, item.reason)
     recorder = job.recorder
     for piece in traced.pieces:
-        job.report.add("trace", TRACED, piece, "traced with torch.fx; graph passes run on it")
+        how = ("captured with torch.export (non-strict; torch.fx could not trace it), dynamic sizes where the code "
+               "allows" if traced.exported else "traced with torch.fx")
+        job.report.add("trace", TRACED, piece, f"{how}; graph passes run on it")
         if recorder is not None:
             recorder.annotate(_piece(traced.root, piece))
     if not traced.pieces:
@@ -146,10 +167,10 @@ def _report_trace(traced: Traced, job: _Job) -> None:
 def _run_groups(traced: Traced, job: _Job) -> nn.Module:
     report = job.report
     root, pieces = traced.root, traced.pieces
-    if job.fp32_passes:
+    if job.fp32_passes and not job.out_of_time("the float32 passes"):
         first_entry = len(report.entries)
         try:
-            root = _run_stage(root, job.fp32_passes, pieces, job, job.fp32, check_start=True)
+            root = _timed_stage(root, job.fp32_passes, pieces, job, job.fp32, "float32 passes", check_start=True)
         except _TraceMismatch as mismatch:
             del report.entries[first_entry:]
             report.add("trace", NOTE, "", f"the traced graphs do not reproduce the model ({mismatch}); kept as is")
@@ -165,15 +186,44 @@ def _run_groups(traced: Traced, job: _Job) -> nn.Module:
             report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): "
                                           "code that reaches into them, like self.block[0], or that views their "
                                           "channels_last outputs with .view(), would fail")
-    if job.mixed_passes:
+    if job.mixed_passes and not job.out_of_time("the mixed-precision passes"):
         before = _snapshot(root) if job.measure else None
         first_entry = len(report.entries)
-        root = _run_stage(root, job.mixed_passes, pieces, job, job.low)
+        root = _timed_stage(root, job.mixed_passes, pieces, job, job.low, "mixed-precision passes")
         kept = _kept_passes(report, first_entry)
-        baseline = before if report.speedup is not None else job.baseline
-        if kept and job.measure and not _pays(baseline, root, kept, job, first_entry):
-            root = before
+        # Timed against what the user would otherwise run: the model as given, under torch.autocast.
+        eager_autocast = AutocastForward(job.baseline, job.device_type, job.dtype, output_dtype=None) if job.measure else None
+        if kept and job.measure and not _pays(eager_autocast, root, kept, job, first_entry,
+                                              against="the model as given under torch.autocast"):
+            root = _eager_autocast(job) or before
     return root
+
+
+def _eager_autocast(job: _Job) -> nn.Module | None:
+    """The model as given, run under torch.autocast (outputs back in float32): what a user asking for mixed
+    precision gets when no rewrite beats it. None when there is no untouched copy or it fails verification."""
+    if job.source is None:
+        return None
+    wrapped = AutocastForward(job.source, job.device_type, job.dtype)
+    outcome = _check(wrapped, job.reference, job.inputs, False, job.low, job.report) if job.reference else None
+    if isinstance(outcome, str):
+        return None
+    report = job.report
+    _undo_in_report(report, 0, report.passes_applied, "the model as given under torch.autocast is returned instead")
+    report.speedup, report.speedup_over = None, "the model as given"
+    report.add("autocast", NOTE, "", "returned: the model as given under torch.autocast (outputs cast back to "
+                                     "float32), since the rewrites did not beat it")
+    return wrapped
+
+
+def _timed_stage(root, stage, pieces, job: _Job, tolerance, phase: str, check_start: bool = False):
+    """_run_stage, its time reported as the group's (verification inside it is reported on its own)."""
+    began, verifying = time.perf_counter(), job.report.seconds.get("verification", 0.0)
+    try:
+        return _run_stage(root, stage, pieces, job, tolerance, check_start)
+    finally:
+        verified = job.report.seconds.get("verification", 0.0) - verifying
+        job.report.spend(phase, time.perf_counter() - began - verified)
 
 
 def _kept_passes(report: Report, first_entry: int) -> list[str]:
@@ -182,21 +232,29 @@ def _kept_passes(report: Report, first_entry: int) -> list[str]:
     return list(dict.fromkeys(e.pass_name for e in entries if e.action == REWROTE and e.pass_name not in undone))
 
 
-def _pays(baseline: nn.Module, candidate: nn.Module, kept: list[str], job: _Job, first_entry: int) -> bool:
-    """Time `candidate` against `baseline` within the time left; report the result either way."""
+def _pays(baseline: nn.Module, candidate: nn.Module, kept: list[str], job: _Job, first_entry: int,
+          against: str = "") -> bool:
+    """Time `candidate` against `baseline` within the time left; report the result either way. With `against`
+    (what the baseline is), the measured speed-up is over that, not over the model as given in float32."""
     groups_left = 2 if job.mixed_passes and kept[0] not in MIXED_PRECISION else 1
     began = time.perf_counter()
+    allowed = job.time_left / groups_left
+    if job.budget is not None:  # timing never takes the whole budget past its end (beyond its minimum rounds)
+        allowed = min(allowed, max(0.0, job.budget - (began - job.started)))
     try:
-        timing = measure.compare_speed(baseline, candidate, job.args, job.kwargs, job.time_left / groups_left)
+        timing = measure.compare_speed(baseline, candidate, job.args, job.kwargs, allowed)
     except Exception as error:  # noqa: BLE001 - verified models should run; if not, keep the safe side
         timing, why = None, f"timing failed: {type(error).__name__}: {_first_line(error)}"
     job.time_left = max(0.0, job.time_left - (time.perf_counter() - began))
+    job.report.spend("timing", time.perf_counter() - began)
+    versus = f" against {against}" if against else ""
     if timing is not None and timing.pays:
-        job.report.speedup = (job.report.speedup or 1.0) * timing.speedup
-        job.report.add("measure", MEASURED, "", f"kept {', '.join(kept)}: {timing.describe()}")
+        job.report.speedup = timing.speedup if against else (job.report.speedup or 1.0) * timing.speedup
+        job.report.speedup_over = against or "the model as given"
+        job.report.add("measure", MEASURED, "", f"kept {', '.join(kept)}: {timing.describe()}{versus}")
         return True
     if timing is not None:
-        why = f"not faster: {timing.describe()}"
+        why = f"not faster: {timing.describe()}{versus}"
     _undo_in_report(job.report, first_entry, kept, why)
     return False
 
@@ -230,7 +288,7 @@ def _run_stage(root, stage: list[Pass], pieces, job: _Job, tolerance, check_star
     root, changed = _apply_all(root, stage, pieces, job, tolerance, verify_each=False)
     if job.reference is None or not changed:
         return root
-    outcome = _check(root, job.reference, job.inputs, job.training, tolerance)
+    outcome = _check(root, job.reference, job.inputs, job.training, tolerance, job.report)
     if not isinstance(outcome, str):
         names = ", ".join(changed)
         report.max_error[names] = outcome.error
@@ -239,7 +297,7 @@ def _run_stage(root, stage: list[Pass], pieces, job: _Job, tolerance, check_star
         return root
     del report.entries[first_entry:]
     if check_start and pieces:
-        start_outcome = _check(start.restore(), job.reference, job.inputs, job.training, tolerance)
+        start_outcome = _check(start.restore(), job.reference, job.inputs, job.training, tolerance, job.report)
         if isinstance(start_outcome, str):
             raise _TraceMismatch(start_outcome)
     root, _ = _apply_all(start.restore(), stage, pieces, job, tolerance, verify_each=True)
@@ -249,7 +307,9 @@ def _run_stage(root, stage: list[Pass], pieces, job: _Job, tolerance, check_star
 def _apply_all(root, stage, pieces, job: _Job, tolerance, verify_each: bool):
     changed = []
     report = job.report
-    for p in stage:
+    for i, p in enumerate(stage):
+        if job.out_of_time(", ".join(q.name for q in stage[i:])):
+            break
         refusal = _refusal(p, job.training, job.device_type, pieces)
         if refusal:
             if pieces or p.whole_model:
@@ -265,7 +325,7 @@ def _apply_all(root, stage, pieces, job: _Job, tolerance, verify_each: bool):
         if not modified:
             continue
         if verify_each and job.reference is not None:
-            outcome = _check(root, job.reference, job.inputs, job.training, tolerance)
+            outcome = _check(root, job.reference, job.inputs, job.training, tolerance, job.report)
             if isinstance(outcome, str):
                 root = checkpoint.restore()
                 _roll_back(report, p.name, first_entry, outcome)
@@ -310,6 +370,10 @@ def _finish(root: nn.Module, job: _Job, source: nn.Module | None, started: float
                    if not job.args and not job.kwargs else "not verified: verify=False")
     if not job.training and report.passes_applied and source is not None:
         root = make_inference_model(root, source)
+        # A user's pass may compute tensors from the original's without saying how: then nothing can be reloaded.
+        own_passes_only = all(name in PASSES for name in report.passes_applied)
+        root.__dict__[origins.LINKS] = origins.link(root, source) if own_passes_only else None
+        compact(root)
     report.transform_seconds = time.perf_counter() - started
     setattr(root, REPORT_ATTRIBUTE, report)
     return root
@@ -320,9 +384,11 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _check(root, reference, inputs, training, tolerance):
+def _check(root, reference, inputs, training, tolerance, report: Report):
     """The comparison with the original model, or a string saying why the optimized model does not match."""
+    began = time.perf_counter()
     candidate = _safe_run(root, *inputs, training)
+    report.spend("verification", time.perf_counter() - began)
     if isinstance(candidate, str):
         return f"the optimized model fails: {candidate}"
     if candidate.backward_error and not reference.backward_error:

@@ -52,6 +52,11 @@ class Report:
     device: str = "cpu"
     transform_seconds: float = 0.0
     speedup: float | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # where the transform time went, by phase
+    speedup_over: str = "the model as given"  # what `speedup` was measured against
+
+    def spend(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
 
     def add(self, pass_name: str, action: str, where: str, detail: str) -> None:
         self.entries.append(Entry(pass_name, action, where or "<root>", detail))
@@ -110,7 +115,8 @@ class Report:
         elif kept:
             parts.append("not verified")
         if self.speedup is not None:
-            parts.insert(0, f"{self.speedup:.2f}x faster (measured)")
+            versus = "" if self.speedup_over == "the model as given" else f" than {self.speedup_over}"
+            parts.insert(0, f"{self.speedup:.2f}x faster{versus} (measured)")
         return f"torchlint.optimize ({self.mode}, {self.device}, {self.transform_seconds:.2f} s): " + ", ".join(parts)
 
     def pass_lines(self) -> list[str]:
@@ -135,6 +141,8 @@ class Report:
         lines += [f"verified: {e.detail}" for e in self.filter(VERIFIED, "verify")]
         lines += [f"measured: {e.detail}" for e in self.filter(MEASURED)]
         lines += [f"note: {e.detail}" for e in self.filter(NOTE)]
+        if self.seconds:
+            lines.append("time: " + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in self.seconds.items()))
         return lines
 
     def format(self, verbose: bool = False) -> str:
@@ -161,7 +169,9 @@ class Report:
             "rtol": self.rtol,
             "atol": self.atol,
             "transform_seconds": self.transform_seconds,
+            "seconds": dict(self.seconds),
             "speedup": self.speedup,
+            "speedup_over": self.speedup_over,
             "max_error": dict(self.max_error),
             "entries": [e.__dict__.copy() for e in self.entries],
         }

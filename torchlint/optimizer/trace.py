@@ -12,6 +12,7 @@ import torch
 from torch import fx, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from .export import export_graph
 from .modules import OPTIMIZER_MODULES
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -76,6 +77,7 @@ class Traced:
     untraced: list[Untraced]  # modules that did not trace, and why
     original: nn.Module  # the model as it was
     replaced: list[tuple[nn.Module, str, nn.Module]]  # (parent, attribute, original child) for each swapped piece
+    exported: bool = False  # the whole model was captured with torch.export, not traced with torch.fx
 
     def undo(self) -> nn.Module:
         """Put the original modules back and return the original model."""
@@ -84,9 +86,12 @@ class Traced:
         return self.original
 
 
-def trace_largest(model: nn.Module, follow_mode: bool = False) -> Traced:
+def trace_largest(model: nn.Module, follow_mode: bool = False, export_inputs: tuple | None = None) -> Traced:
     """Trace `model`, or failing that its largest traceable descendants, swapping them in place.
     Built-in torch.nn modules that do not trace are kept as they are.
+
+    With export_inputs (args, kwargs), a model that torch.fx cannot trace whole is captured with torch.export
+    (non-strict) before falling back to its descendants.
 
     With follow_mode, a module whose traced graph depends on its train/eval mode (code reading self.training,
     such as stochastic depth or F.dropout(x, training=self.training)) is not traced, since the graph would fix
@@ -96,8 +101,8 @@ def trace_largest(model: nn.Module, follow_mode: bool = False) -> Traced:
     untraced: list[Untraced] = []
     replaced: list[tuple[nn.Module, str, nn.Module]] = []
 
-    def visit(module: nn.Module, path: str) -> nn.Module:
-        if not isinstance(module, (nn.ModuleList, nn.ModuleDict)):
+    def visit(module: nn.Module, path: str, tried: bool = False) -> nn.Module:
+        if not tried and not isinstance(module, (nn.ModuleList, nn.ModuleDict)):
             try:
                 gm = trace(module)
                 if follow_mode and _depends_on_mode(module, gm):
@@ -119,7 +124,18 @@ def trace_largest(model: nn.Module, follow_mode: bool = False) -> Traced:
                     replaced.append((module, name, child))
         return module
 
-    return Traced(visit(model, ""), pieces, untraced, model, replaced)
+    tried = False
+    if export_inputs is not None and not follow_mode:
+        try:
+            return Traced(trace(model), [""], [], model, [])
+        except Exception as error:  # noqa: BLE001 - fx raises many kinds of errors
+            reason = describe_trace_error(error)
+        try:
+            return Traced(export_graph(model, *export_inputs), [""], [], model, [], exported=True)
+        except Exception as error:  # noqa: BLE001 - export raises many kinds of errors too
+            untraced.append(Untraced("", f"torch.fx: {reason}; torch.export: {describe_trace_error(error)}"))
+            tried = True
+    return Traced(visit(model, "", tried), pieces, untraced, model, replaced)
 
 
 class _ModeDependent(Exception):

@@ -54,6 +54,19 @@ _FUNCTIONS = {
     torch.sigmoid: ("sigmoid", ()),
     torch.tanh: ("tanh", ()),
 }
+# The same activations as ATen operators, as torch.export records them.
+_aten = torch.ops.aten
+_FUNCTIONS.update({
+    _aten.relu.default: ("relu", ()),
+    _aten.hardtanh.default: ("hardtanh", (("min_val", -1.0), ("max_val", 1.0))),
+    _aten.leaky_relu.default: ("leaky_relu", (("negative_slope", 0.01),)),
+    _aten.silu.default: ("silu", ()),
+    _aten.hardswish.default: ("hardswish", ()),
+    _aten.hardsigmoid.default: ("hardsigmoid", ()),
+    _aten.gelu.default: ("gelu", (("approximate", "none"),)),
+    _aten.sigmoid.default: ("sigmoid", ()),
+    _aten.tanh.default: ("tanh", ()),
+})
 _INPLACE_FUNCTIONS = {torch.relu_}
 _METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh", "tanh_": "tanh"}
 

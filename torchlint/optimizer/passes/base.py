@@ -82,6 +82,8 @@ def tensor_shape(node) -> tuple[int, ...] | None:
     if node.meta.get("torchlint_shape") is not None:
         return tuple(node.meta["torchlint_shape"])
     shape = getattr(node.meta.get("tensor_meta"), "shape", None)
+    if shape is None:  # torch.export records a fake tensor, whose sizes may be symbolic
+        shape = getattr(node.meta.get("val"), "shape", None)
     return tuple(shape) if shape is not None else None
 
 

@@ -9,6 +9,7 @@ from torch import fx, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from .base import PassContext, PassResult, call_sites, finish, fresh_name, set_submodule, submodules, tensor_shape
+from ..origins import origin_of, record, with_batchnorm
 from .bn_math import fold_into_conv, fold_into_linear
 
 _STANDARD_FORWARDS = (_BatchNorm.forward, nn.SyncBatchNorm.forward)
@@ -34,6 +35,7 @@ def fold_batchnorm(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
             continue
         layer = modules[producer.target]
         fused = fold_into_linear(layer, bn) if isinstance(layer, nn.Linear) else fold_into_conv(layer, bn)
+        record(fused, with_batchnorm(origin_of(layer), bn))
         if call_sites(gm, producer.target) == 1:
             set_submodule(gm, producer.target, fused)
         else:  # the layer is called elsewhere too: give this call its own folded copy

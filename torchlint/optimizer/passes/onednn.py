@@ -13,6 +13,7 @@ import torch
 from torch import fx, nn
 
 from ..modules import FusedConv2d, FusedLinear
+from ..origins import origin_of, record
 from .activations import activation_of, onednn_post_op
 from .base import PassContext, PassResult, finish, fresh_name, submodules, tensor_shape
 from .channels_last import _outputs_contiguous, views_to_reshapes
@@ -98,6 +99,10 @@ def _fuse(gm, node, layer, modules, ctx) -> list[fx.Node]:
         fused.binary = other is not None
     else:
         fused = FusedLinear(layer, post_op)
+    record(fused, origin_of(layer))
+    if isinstance(fused, FusedConv2d):
+        fused.example_shape = tensor_shape(node.args[0])
+        fused.choose_packing(fused.example_shape)
     fused.packed_weight()  # pack now, not on the first call
     name = fresh_name(gm, f"{node.target}_fused")
     gm.add_submodule(name, fused)

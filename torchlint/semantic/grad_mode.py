@@ -5,6 +5,11 @@ its calls in order, which of them run under `no_grad`/`inference_mode`/`set_grad
 its grad decorators, its training signs (backward, optimizer steps, gradient reads), its `eval()`/`train()`
 calls and its loops. A function called only from grad-off code is grad-off itself (`covered_names`, to a
 fixpoint across the file).
+
+It also answers, for a forward pass, the questions that tell inference from training by what the code does:
+where its result goes (`result_reaches`, through the function and, when returned, its callers), how often it
+runs (`runs_once`: in no loop, in code the program runs once) and whether every caller, in any file of the
+project, already turns autograd off (`callers_grad_off`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import descendants, semantic_children
+from torchlint.semantic import forward_flow
 from torchlint.semantic.file_kind import is_test_file
-from torchlint.semantic.loops import step_kind
+from torchlint.semantic.functions import called_function
+from torchlint.semantic.loops import is_forward_call, step_kind
+from torchlint.semantic.modules import is_model_like, is_network_callee
 from torchlint.semantic.objects import objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
@@ -37,6 +45,17 @@ _HOOK_SUFFIXES = ("_step", "_step_end", "_epoch_end", "_batch_end")
 _FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+
+# Libraries whose functions never train on what they are given; calls that only log, plot or save.
+_LIBRARY_ROOTS = frozenset(
+    {"torch", "numpy", "matplotlib", "torchvision", "PIL", "cv2", "logging", "wandb", "scipy", "sklearn",
+     "imageio", "skimage", "math", "json", "pickle", "tqdm"}
+)
+_LOG_CALLS = frozenset(
+    {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "add_image", "add_images",
+     "add_histogram", "add_figure", "save_image", "imshow", "imsave", "imwrite", "plot", "scatter", "savefig",
+     "write", "set_postfix", "set_description"}
+)
 
 
 
@@ -95,6 +114,8 @@ class FileFacts:
         self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
         self._covered: Optional[set[str]] = None
+        self._values: Optional[set[str]] = None  # names handed around as values
+        self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
         self.counter = 0
         top = ScopeFacts(context.module, "<module>", None, None)
@@ -316,6 +337,148 @@ class FileFacts:
                             changed = True
         return covered
 
+    # -- forward passes: where their result goes, how often they run ------------------------------------------
+    def scope_of(self, node: cst.CSTNode) -> ScopeFacts:
+        """The function (or the module's top level) whose own code holds `node`."""
+        current = self.parents.get(node)
+        while current is not None:
+            if isinstance(current, cst.FunctionDef) and current in self.by_node:
+                return self.by_node[current]
+            current = self.parents.get(current)
+        return self.scopes[0]
+
+    def call_fact(self, node: cst.Call) -> Optional[tuple[ScopeFacts, CallFact]]:
+        if self._call_facts is None:
+            self._call_facts = {c.node: (s, c) for s in self.scopes for c in s.calls}
+        return self._call_facts.get(node)
+
+    def is_network_call(self, call: CallFact) -> bool:
+        """`call` runs a network's forward pass that records a graph (a module by its binding, or a network by
+        its name and owner); not a constructor, an imported function, a function of this file or a network
+        whose parameters are frozen."""
+        callee = call.callee
+        if callee is None or self.context.qualname(call.node.func) is not None:
+            return False
+        base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
+        if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
+            return False  # a function of this file, or a network whose parameters are frozen (no graph)
+        if not is_forward_call(self.context, call.node) and not is_model_like(base):
+            return False
+        return is_network_callee(base)
+
+    @property
+    def function_names(self) -> set[str]:
+        return {s.name for s in self.scopes[1:]}
+
+    def helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
+        """The function of this file `call` runs when that function runs a network itself, outside no-grad,
+        and returns what it computed: `pred, true = self._process_one_batch(...)`."""
+        function = called_function(self.context, call.node)
+        scope = self.by_node.get(function) if function is not None else None
+        if scope is None or scope.training or self.is_grad_free(scope) or scope.decorated_other_grad:
+            return None
+        for inner in scope.calls:
+            if not inner.covered and self.is_network_call(inner):
+                if forward_flow.RETURNED in self.result_reaches(scope, inner.node, follow_callers=False):
+                    return scope
+        return None
+
+    def result_reaches(
+        self, scope: ScopeFacts, node: cst.Call, follow_callers: bool = True, depth: int = 0, strict: bool = False
+    ) -> set[str]:
+        """Where the result of the forward pass `node` in `scope` goes (`forward_flow`): a result returned
+        by a function is followed into its callers (in any file); BACKWARD when one of them, or a caller we
+        cannot see, may backpropagate through it. `strict`: handing it to a call of unknown code counts as
+        storing it."""
+        sink = self._sink if strict else None
+        reached = forward_flow.result_reaches(scope.node, node, self._trains, sink)
+        if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
+            return reached
+        reached = reached - {forward_flow.RETURNED}
+        sites = self.call_sites(scope)
+        if not sites or depth >= 2:
+            return reached | {forward_flow.BACKWARD}  # who uses it is unknown
+        for facts, caller, call in sites:
+            if call.covered or facts.is_grad_free(caller):
+                continue
+            reached |= facts.result_reaches(caller, call.node, True, depth + 1)
+        return reached
+
+    def helper_feeds_backward(self, helper: ScopeFacts) -> bool:
+        """Some caller of `helper` (a function that returns a forward's result) backpropagates through it."""
+        return any(
+            forward_flow.BACKWARD in self.result_reaches(helper, inner.node)
+            for inner in helper.calls
+            if not inner.covered and self.is_network_call(inner)
+        )
+
+    def _sink(self, call: cst.Call) -> bool:
+        """A call that only shows, logs or saves what it is given: a library's function or a logger's method."""
+        name = self.context.qualname(call.func) or ""
+        if name.split(".", 1)[0] in _LIBRARY_ROOTS or name in ("print", "builtins.print"):
+            return True
+        func = call.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return method in _LOG_CALLS
+
+    def _trains(self, call: cst.Call) -> bool:
+        """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
+        function = called_function(self.context, call)
+        scope = self.by_node.get(function) if function is not None else None
+        return scope is not None and bool(scope.training)
+
+    def call_sites(self, scope: ScopeFacts) -> list[tuple["FileFacts", ScopeFacts, CallFact]]:
+        """Where the function `scope` is called: in this file (by name) and in the project's files that import
+        this one. Empty for the module's top level."""
+        if isinstance(scope.node, cst.Module):
+            return []
+        found: list[tuple[FileFacts, ScopeFacts, CallFact]] = [(self, s, c) for s, c in self.callers(scope.name)]
+        for site in _project_call_sites(self.context, scope):
+            facts = site.summary.model.grad
+            located = facts.call_fact(site.call)
+            if located is not None:
+                found.append((facts, located[0], located[1]))
+        return found
+
+    def passed_as_value(self, scope: ScopeFacts) -> bool:
+        """The function's name is used other than by calling it (a callback, `map(f, xs)`, `target=f`)."""
+        if self._values is None:
+            self._values = set()
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Call) or isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                    continue
+                if isinstance(node, cst.Arg) or isinstance(node, (cst.Assign, cst.Return, cst.Element, cst.DictElement)):
+                    value = node.value
+                    if isinstance(value, cst.Name):
+                        self._values.add(value.value)
+                    elif isinstance(value, cst.Attribute):
+                        self._values.add(value.attr.value)
+        return scope.name in self._values
+
+    def runs_once(self, scope: ScopeFacts, call: Optional[CallFact] = None, depth: int = 0) -> bool:
+        """`call` (or the function `scope` when no call is given) runs once in a run of the program: the call
+        is in no loop of its function, and the function is the module's top level (a script, a notebook, a
+        `__main__` block) or is called, in this file or in the files that import it, only from code that runs
+        once itself. A function nobody is seen calling, or one handed around as a value, may run any number
+        of times."""
+        if call is not None and call.loops:
+            return False
+        if isinstance(scope.node, cst.Module):
+            return True
+        if depth >= 4 or scope.yields or self.passed_as_value(scope):
+            return False
+        sites = self.call_sites(scope)
+        return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
+
+    def called_in_loop(self, scope: ScopeFacts) -> bool:
+        """Some caller of the function (in any file) calls it inside a loop."""
+        return any(site.loops for _, _, site in self.call_sites(scope))
+
+    def callers_grad_off(self, scope: ScopeFacts) -> bool:
+        """Every call of the function, in this file and in the files that import it, runs with autograd off."""
+        sites = self.call_sites(scope)
+        return bool(sites) and all(site.covered or facts.is_grad_free(caller) for facts, caller, site in sites)
+
     def callers(self, name: str) -> list[tuple[ScopeFacts, CallFact]]:
         found = []
         for scope in self.scopes:
@@ -503,6 +666,20 @@ def collect_grad_facts(context: Context) -> FileFacts:
             stack.append((child, False))
     facts.finish()
     return facts
+
+
+def _project_call_sites(context: Context, scope: ScopeFacts) -> list:
+    """Calls of the function `scope` in the project's files that import this one."""
+    from torchlint.semantic import project
+
+    if not hasattr(project, "call_sites"):
+        return []
+    path = context.source.path
+    if scope.cls is not None:
+        return list(project.method_call_sites(path, scope.name))
+    if scope.parent is not None and isinstance(scope.parent.node, cst.Module):
+        return list(project.call_sites(path, scope.name))
+    return []
 
 
 def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:

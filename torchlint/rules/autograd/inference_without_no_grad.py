@@ -32,7 +32,10 @@ from torchlint.semantic.modules import (
 # Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
 _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
 
-_TL301_GATE = re.compile(r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)")
+_TL301_GATE = re.compile(
+    r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)"
+    r"|\.(numpy|item|tolist|detach)\(|\.data\b"  # results read on the host: where a forward's result may end
+)
 
 
 class InferenceWithoutNoGrad(GradRule):
@@ -124,27 +127,72 @@ class InferenceWithoutNoGrad(GradRule):
     def _function(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
         if scope.decorated_grad_off is not None or scope.decorated_other_grad or facts.framework_hook(scope):
             return
-        if facts.is_test_case(scope) or scope.name in facts.covered_names:
+        if facts.is_test_case(scope) or scope.name in facts.covered_names or facts.callers_grad_off(scope):
             return
         if scope.training:
-            self._segments(facts, scope, torch_name)
+            reported = self._segments(facts, scope, torch_name)
+            self._unused_forwards(facts, scope, torch_name, reported)
             return
         if scope.mode_unknown:
             return
         evaluated = [e for e in facts.eval_forwards(scope) if not facts.is_frozen(e[1])]
-        named = None if evaluated else self._named_entry_point(facts, scope)
-        if not evaluated and not named:
+        forwards = [call for call, _ in evaluated]
+        what = f"`{evaluated[0][1]}`" if evaluated else None
+        if not evaluated:
+            named = self._named_entry_point(facts, scope)
+            if named is not None:
+                what, forwards = f"`{named[0]}`", named[1]
+            else:
+                flow = self._inference_by_flow(facts, scope)
+                if flow is None:
+                    return
+                what, forwards = flow
+        if self._negligible(facts, scope, forwards):
             return
         fix = self._decorator_fix(facts, scope, torch_name)
-        what = f"`{evaluated[0][1]}`" if evaluated else f"`{named}`"
         message = (
             f"`{scope.name}` runs {what} with autograd on, recording a graph nobody uses (up to 2.6x slower, "
             f"3-6x the memory): decorate it with @{torch_name}.no_grad()"
         )
         self.report(scope.node.name, message, fix=fix)  # type: ignore[union-attr]
 
-    def _named_entry_point(self, facts: FileFacts, scope: ScopeFacts) -> Optional[str]:
-        """The network an evaluation entry point (by name) runs with grad on, or None."""
+    def _negligible(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+        """The forward passes run once in the program (a demo on one image, a test pass after training): the
+        graph they record costs too little to matter."""
+        return all(facts.runs_once(scope, call) for call in forwards)
+
+    def _inference_by_flow(self, facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str, list[CallFact]]]:
+        """(what, forward calls) when the function runs networks whose results never reach a backward pass
+        (followed through its return value into its callers) and something makes them run repeatedly: a loop
+        here, or a caller that calls the function in a loop."""
+        if scope.is_method and facts.is_module_class(scope.cls):
+            return None  # part of a model: its caller decides about grad
+        forwards: list[CallFact] = []
+        what = None
+        for call in scope.calls:
+            if call.covered:
+                continue
+            if facts.is_network_call(call):
+                name = call.callee
+            else:
+                helper = facts.helper_forward(call)
+                if helper is None:
+                    continue
+                if not facts.helper_feeds_backward(helper):
+                    continue  # the helper is judged on its own
+                name = f"{helper.name}()"
+            if facts.result_reaches(scope, call.node):
+                return None  # trained on, returned to code that may train, or stored
+            forwards.append(call)
+            what = what or name
+        if not forwards:
+            return None
+        if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
+            return None
+        return f"`{what}`", forwards
+
+    def _named_entry_point(self, facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str, list[CallFact]]]:
+        """The network an evaluation entry point (by name) runs with grad on, with its calls, or None."""
         strength = eval_name_strength(scope.name)
         if not strength:
             return None
@@ -170,12 +218,12 @@ class InferenceWithoutNoGrad(GradRule):
             if _callable_default(self.context, func, base.split(".")[0]):
                 continue
             if call.loops:
-                return base
+                return base, _forwards(facts, scope, call)
             if strength == 2:
                 if evals is None:
                     evals = bool(facts.mode_evals(scope))
                 if scope.host or evals:
-                    return base
+                    return base, _forwards(facts, scope, call)
         return None
 
     def _decorator_fix(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
@@ -194,19 +242,24 @@ class InferenceWithoutNoGrad(GradRule):
         return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
-    def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
+    def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> set[cst.Call]:
+        """Report evaluation after `model.eval()` in a training function; return the forward calls judged."""
+        judged: set[cst.Call] = set()
         for call_node, target, order, stop in facts.inference_segments(scope):
             loops = []
             single = []
             for call in forward_calls(scope, target):
                 if not (order < call.order < stop) or call.covered:
                     continue
+                judged.add(call.node)
                 outer = [loop for loop in call.loops if facts.orders[loop] > order]
                 if not outer:
                     single.append(call)
                     continue
                 loops.append(outer[0])
             if not loops:
+                if single and self._single_pass_negligible(facts, scope, single):
+                    continue
                 if single and facts.stepped_before(scope, order) and not facts.is_frozen(target):
                     # `loss.backward(); optimizer.step(); model.eval(); out = model(val_x)`: a validation
                     # forward pass after the training step that no backward pass follows
@@ -243,18 +296,60 @@ class InferenceWithoutNoGrad(GradRule):
                 f"`with {torch_name}.no_grad():`"
             )
             self.report(call_node, message, fix=fix)
+        return judged
+
+    def _single_pass_negligible(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+        """One forward pass per evaluation (no loop over data of its own) that costs too little to matter: it
+        runs once in the program, or the program never uses an accelerator (a toy on a few points between
+        plots)."""
+        return not self.semantic.uses_accelerator or all(facts.runs_once(scope, call) for call in forwards)
+
+    # -- a forward pass whose result no backward pass reaches -------------------------------------------------
+    def _unused_forwards(self, facts: FileFacts, scope: ScopeFacts, torch_name: str, judged: set[cst.Call]) -> None:
+        """In code that trains (or a module-level script), a network run with autograd on whose result never
+        reaches a backward pass, is not returned or stored, and runs repeatedly: a periodic test pass on the
+        GPU between training steps, an inference loop of a script."""
+        training = bool(scope.training)
+        if training and not facts.stepped_before(scope, scope.end + 1):
+            return  # no backward pass or optimizer step here: the training happens where we cannot see it
+        if training and not self.semantic.uses_accelerator:
+            return  # a CPU toy: the test forward between plots costs nothing worth a change
+        for call in scope.calls:
+            if call.covered or call.node in judged or not facts.is_network_call(call):
+                continue
+            if facts.is_frozen(call.callee or "") or facts.runs_once(scope, call):
+                continue
+            if not training and not call.loops:
+                continue
+            if facts.result_reaches(scope, call.node, strict=True):
+                continue
+            message = (
+                f"The result of `{call.callee}(...)` never reaches a backward pass, yet it runs with autograd on, "
+                f"recording a graph nobody uses (up to 2.6x slower, 3-6x the memory): run it under "
+                f"`with {torch_name}.no_grad():`"
+            )
+            anchor = call.node
+            if not training and call.loops:
+                anchor = call.loops[0]
+            self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, anchor))
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
+        judged: set[cst.Call] = set()
         for call_node, target, order, stop in facts.inference_segments(scope):
             forwards = [c for c in forward_calls(scope, target) if order < c.order < stop and not c.covered]
             if not forwards:
+                continue
+            judged.update(c.node for c in forwards)
+            looped = any(facts.orders[loop] > order for c in forwards for loop in c.loops)
+            if not looped and self._single_pass_negligible(facts, scope, forwards):
                 continue
             message = (
                 f"`{target}` is put in eval mode and then run with autograd on, recording a graph nobody uses "
                 f"(up to 2.6x slower, 3-6x the memory): run it under `with {torch_name}.no_grad():`"
             )
             self.report(call_node, message, fix=self._wrap_fix(facts, scope, forwards, torch_name, call_node))
+        self._unused_forwards(facts, scope, torch_name, judged)
 
     def _wrap_fix(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], torch_name: str,
                   anchor: cst.CSTNode) -> Optional[Fix]:
@@ -283,6 +378,11 @@ class InferenceWithoutNoGrad(GradRule):
         if not changes:
             return None
         return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))
+
+
+def _forwards(facts: FileFacts, scope: ScopeFacts, found: CallFact) -> list[CallFact]:
+    """The forward passes `scope` runs with grad on: `found` and every other network call outside no-grad."""
+    return [c for c in scope.calls if c is found or (not c.covered and facts.is_network_call(c))]
 
 
 def _callable_default(context: Context, func: cst.FunctionDef, name: str) -> bool:

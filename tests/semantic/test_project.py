@@ -165,3 +165,65 @@ def test_editing_a_helper_relints_its_importers_and_nothing_else(tmp_path: Path,
     (tmp_path / "utils.py").write_text(textwrap.dedent(UTILS).replace(".mean().item()", ".mean()"), encoding="utf-8")
     assert check() == {"other.py": 0, "train.py": 0, "utils.py": 0}  # train.py saw the helper change
     assert sorted(linted) == ["train.py", "utils.py"]  # other.py, which imports no project file, was not linted
+
+
+def test_importers_and_the_call_sites_of_a_function_in_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/data.py": "def build(n):\n    return n\n\nclass Sampler:\n    def draw(self):\n        return 1\n",
+            "direct.py": "from pkg.data import build, Sampler\nbuild(1)\nSampler().draw()\n",
+            "module.py": "import pkg.data\nimport pkg.data as d\npkg.data.build(2)\nd.build(3)\n",
+            "package.py": "from pkg import data\ndata.build(4)\n",
+            "pkg/sibling.py": "from .data import build as make\nmake(5)\n",
+            "unrelated.py": "def build(n):\n    return n\nbuild(6)\n",
+            "venv/lib/vendored.py": "from pkg.data import build\nbuild(7)\n",  # not project code
+        },
+    )
+    project.new_run()
+    target = str(tmp_path / "pkg" / "data.py")
+    assert sorted(Path(p).name for p in project.importers(target)) == ["direct.py", "module.py", "package.py", "sibling.py"]
+    calls = project.call_sites(target, "build")
+    assert sorted(site.call.args[0].value.value for site in calls) == ["1", "2", "3", "4", "5"]
+    assert all(isinstance(site.summary, project.ModuleSummary) for site in calls)
+    assert [Path(s.summary.path).name for s in project.call_sites(target, "Sampler")] == ["direct.py"]
+    assert [Path(s.summary.path).name for s in project.method_call_sites(target, "draw")] == ["direct.py"]
+    assert project.call_sites(str(tmp_path / "unrelated.py"), "build") == []
+
+
+def test_a_project_too_large_to_scan_has_no_importer_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"a.py": "def f():\n    pass\n", "b.py": "from a import f\nf()\n", "c.py": "x = 1\n"})
+    monkeypatch.setattr(project, "MAX_PROJECT_FILES", 2)
+    project.new_run()
+    assert project.importers(str(tmp_path / "a.py")) == []
+    monkeypatch.setattr(project, "MAX_PROJECT_FILES", 3)
+    project.new_run()
+    assert [Path(p).name for p in project.importers(str(tmp_path / "a.py"))] == ["b.py"]
+
+
+def test_editing_a_caller_relints_the_file_it_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchlint.config import Settings
+    from torchlint.lint import runner
+    from torchlint.lint.discovery import Discovered
+
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"helpers.py": "def make(n):\n    return n\n", "main.py": "from helpers import make\nmake(1)\n",
+                      "alone.py": "x = 1\n"})
+    linted: list[str] = []
+    real = runner.process_source
+    monkeypatch.setattr(runner, "process_source", lambda source, job, **kw: linted.append(source.path) or real(source, job, **kw))
+    items = [Discovered(str(tmp_path / n), n, True) for n in ("alone.py", "helpers.py", "main.py")]
+    job = runner.Job(settings=Settings())
+
+    def check() -> list[str]:
+        linted.clear()
+        list(runner.run(items, job, jobs=1, cache_root=str(tmp_path)))
+        return sorted(linted)
+
+    assert check() == ["alone.py", "helpers.py", "main.py"]
+    assert check() == []
+    (tmp_path / "main.py").write_text("from helpers import make\nmake(2)\nmake(3)\n", encoding="utf-8")
+    assert check() == ["helpers.py", "main.py"]  # how helpers.py is called may change its findings

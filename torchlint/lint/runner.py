@@ -151,6 +151,9 @@ def run(
 ) -> Iterator[FileResult]:
     """Results for `items`, in order. Cached results are read here; the rest are linted, in a process pool
     when that pays (several files and jobs > 1). A run over an unchanged tree starts no worker and loads no rule."""
+    project = sys.modules.get("torchlint.semantic.project")  # loaded only once this process linted something
+    if project is not None:
+        project.new_run()
     cache = Cache(cache_root, job.settings.fingerprint()) if cache_root and job.use_cache else None
     total = len(items)
     done = 0

@@ -8,8 +8,12 @@ that lints it — what its classes are (a module, a dataset held in memory), wha
 of them read device values on the host, and whether it puts anything on an accelerator. Summaries follow the
 module's own imports of project code, any depth, and are kept per process by file content.
 
-A file's findings therefore depend on the files it imports; `dependencies` lists them so that a cached
-result is used only while none of them changed.
+The other direction matters too: whether a function's result is backpropagated, or what is done with the
+loader it builds, is decided by its callers. `importers` finds the project files that import a module (a cheap
+scan of the project's files, bounded), and `call_sites` / `method_call_sites` the calls in them.
+
+A file's findings therefore depend on the files it imports and on the files that import it; `dependencies`
+lists them so that a cached result is used only while none of them changed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ if TYPE_CHECKING:
 
 # Modules larger than this are not summarised: the cost of parsing them would fall on every importer.
 MAX_SUMMARY_BYTES = 512 * 1024
-_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*))", re.M)
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b[ \t]*\(?([\w \t,]*)|import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*))",
+    re.M,
+)
 
 
 @dataclass(frozen=True)
@@ -176,9 +183,16 @@ def _scan_imports(path: str, text: str) -> tuple[str, ...]:
     found: list[str] = []
     own = os.path.realpath(path)
     for match in _IMPORT_LINE.finditer(text):
-        dots, module, plain = match.group(1), match.group(2), match.group(3)
-        names = [(len(dots or ""), module)] if plain is None else [(0, m.strip()) for m in plain.split(",")]
+        dots, module, imported, plain = match.groups()
+        if plain is None:  # `from [dots]module import a, b`: a and b may be modules themselves
+            level = len(dots or "")
+            submodules = [f"{module}.{n}" if module else n for n in _imported_names(imported)]
+            names = [(level, module), *((level, m) for m in submodules)]
+        else:
+            names = [(0, m.strip()) for m in plain.split(",")]
         for level, name in names:
+            if not name and not level:
+                continue
             target = module_file(path, level, name)
             if target is None and level == 0 and "." in name:  # `import pkg.mod` also runs pkg/__init__.py
                 target = module_file(path, 0, name.rsplit(".", 1)[0])
@@ -187,8 +201,14 @@ def _scan_imports(path: str, text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _imported_names(text: str) -> list[str]:
+    """The names of `import a, b as c` after `from x`: a and b."""
+    return [part.split()[0] for part in text.split(",") if part.split()]
+
+
 def dependencies(path: str, text: str, limit: int = 200) -> list[str]:
-    """Every project file `path` imports, directly or through other project files (bounded by `limit`)."""
+    """Every project file `path` imports, directly or through other project files (bounded by `limit`), and
+    the project files that import it (their calls are what some findings of `path` rest on)."""
     seen: list[str] = []
     queue = list(imported_modules(path, text))
     while queue and len(seen) < limit:
@@ -196,7 +216,139 @@ def dependencies(path: str, text: str, limit: int = 200) -> list[str]:
         if current not in seen:
             seen.append(current)
             queue.extend(_file_imports(current))
+    own = os.path.realpath(path)
+    seen.extend(p for p in importers(own) if p not in seen and p != own)
     return seen
+
+
+# -- importers ------------------------------------------------------------------------------------
+
+# A project with more Python files than this gets no importer index: scanning it would cost every run.
+MAX_PROJECT_FILES = 2000
+_PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "torchlint.toml")
+_SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"})
+# Per run (see `new_run`): project folder of a file's folder; importers of each module, per project folder.
+_PROJECT_OF: dict[str, str] = {}
+_IMPORTERS: dict[str, Optional[dict[str, list[str]]]] = {}
+
+
+def new_run() -> None:
+    """Forget the project layout: files may have been added, removed or edited since the last run."""
+    _PROJECT_OF.clear()
+    _IMPORTERS.clear()
+
+
+def project_folder(path: str) -> str:
+    """The folder whose files can import `path`: the nearest one above it marked as a project (version
+    control, packaging or torchlint configuration), else the current directory when it holds the file,
+    else the folder above the file's top-level package."""
+    folder = os.path.dirname(os.path.realpath(path))
+    if folder not in _PROJECT_OF:
+        _PROJECT_OF[folder] = _project_folder(folder)
+    return _PROJECT_OF[folder]
+
+
+def _project_folder(folder: str) -> str:
+    directory = folder
+    while True:
+        if any(os.path.exists(os.path.join(directory, marker)) for marker in _PROJECT_MARKERS):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    cwd = os.path.realpath(os.getcwd())
+    if folder == cwd or folder.startswith(cwd + os.sep):
+        return cwd
+    return import_roots(folder, cwd)[1]
+
+
+def _project_files(root: str) -> Optional[list[str]]:
+    """The project's Python files; None when there are too many to scan."""
+    found: list[str] = []
+    for directory, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in _SKIPPED_FOLDERS)
+        for name in sorted(files):
+            if name.endswith(".py"):
+                if len(found) >= MAX_PROJECT_FILES:
+                    return None
+                found.append(os.path.realpath(os.path.join(directory, name)))
+    return found
+
+
+def importers(path: str) -> list[str]:
+    """The project files that import the module `path` directly (none when the project is too large)."""
+    root = project_folder(path)
+    if root not in _IMPORTERS:
+        files = _project_files(root)
+        index: Optional[dict[str, list[str]]] = None
+        if files is not None:
+            index = {}
+            for file in files:
+                for target in _file_imports(file):
+                    index.setdefault(target, []).append(file)
+        _IMPORTERS[root] = index
+    index = _IMPORTERS[root]
+    return list(index.get(os.path.realpath(path), ())) if index is not None else []
+
+
+@dataclass(frozen=True)
+class CallSite:
+    summary: "ModuleSummary"  # the calling file: `.context` and `.model` (its SemanticModel)
+    call: cst.Call
+
+
+# How many importing files one question reads (each is parsed and summarised).
+MAX_CALLER_FILES = 16
+
+
+def call_sites(path: str, name: str) -> list[CallSite]:
+    """Calls, in the files that import `path`, of the top-level function or class `name` it defines."""
+    target = os.path.realpath(path)
+    found: list[CallSite] = []
+    for caller in _caller_summaries(target):
+        for node in descendants(caller.context.module):
+            if isinstance(node, cst.Call) and _names_definition(caller.context, node.func, target, name):
+                found.append(CallSite(caller, node))
+    return found
+
+
+def method_call_sites(path: str, method: str) -> list[CallSite]:
+    """Calls `<expr>.method(...)`, in the files that import `path`, by the method's name alone (the receiver
+    is for the asker to confirm)."""
+    found: list[CallSite] = []
+    for caller in _caller_summaries(os.path.realpath(path)):
+        for node in descendants(caller.context.module):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == method:
+                found.append(CallSite(caller, node))
+    return found
+
+
+def _caller_summaries(target: str) -> list["ModuleSummary"]:
+    found = []
+    for file in importers(target)[:MAX_CALLER_FILES]:
+        caller = summary(file)
+        if caller is not None:
+            found.append(caller)
+    return found
+
+
+def _names_definition(context: "Context", func: cst.BaseExpression, target: str, name: str) -> bool:
+    """Whether `func`, in the importing file of `context`, is the definition `name` of the module `target`."""
+    here = context.source.path
+    if isinstance(func, cst.Name):
+        origin = context.imports.origin(func.value)
+        return origin is not None and origin[2] == name and module_file(here, origin[0], origin[1]) == target
+    if not (isinstance(func, cst.Attribute) and func.attr.value == name):
+        return False
+    base = func.value
+    if isinstance(base, cst.Name):
+        origin = context.imports.origin(base.value)  # `from pkg import module` ... `module.name(...)`
+        if origin is not None:
+            dots, module, attr = origin
+            return module_file(here, dots, f"{module}.{attr}" if module else attr) == target
+    qualified = context.imports.resolve(base)  # `import pkg.module [as m]` ... `m.name(...)`
+    return qualified is not None and module_file(here, 0, qualified) == target
 
 
 # -- summaries ------------------------------------------------------------------------------------

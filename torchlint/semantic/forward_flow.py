@@ -28,6 +28,12 @@ from torchlint.lint.walk import semantic_children
 BACKWARD = "backward"
 RETURNED = "returned"
 STORED = "stored"
+PLOTTED = "plotted"  # (with `values=True`) its values end in a figure or an image file
+
+_PLOT_CALLS = frozenset(
+    {"imshow", "imsave", "imwrite", "save_image", "make_grid", "savefig", "plot", "scatter", "matshow", "hist",
+     "title", "image_summary", "add_image", "add_images", "add_figure", "fromarray", "show_images", "draw"}
+)
 
 # Reads whose result carries no graph.
 _CUT_METHODS = frozenset(
@@ -46,10 +52,11 @@ Trains = Callable[[cst.Call], bool]
 
 
 class _Flow:
-    def __init__(self, seed: cst.CSTNode, trains: Trains, sink: Optional[Trains]) -> None:
+    def __init__(self, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False) -> None:
         self.seed = seed
+        self.values = values  # follow the values themselves, through reads that drop the graph
         self.trains = trains  # a call of a function that trains on what it is given
-        self.sink = sink  # strict: a call given the result whose own result is dropped must be a known sink
+        self.opaque = opaque  # a call that may train on what it is given, out of sight
         self.reached: set[str] = set()
 
     # -- expressions ---------------------------------------------------------------------------------
@@ -59,6 +66,15 @@ class _Flow:
             return True
         if isinstance(expr, cst.Name):
             return expr.value in held
+        if self.values:
+            if isinstance(expr, _SCOPES):
+                return False
+            if isinstance(expr, cst.Attribute):
+                text = dotted(expr)
+                return (text is not None and text in held) or self.live(expr.value, held)
+            if isinstance(expr, cst.Call):
+                return self.live(expr.func, held) or any(self.live(arg.value, held) for arg in expr.args)
+            return any(self.live(child, held) for child in semantic_children(expr))
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _CUT_ATTRIBUTES:
                 return False
@@ -100,6 +116,8 @@ class _Flow:
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
         given = any(self.live(arg.value, held) for arg in call.args)
+        if self.values and given and name in _PLOT_CALLS:
+            self.reached.add(PLOTTED)
         if name == "backward" and isinstance(func, cst.Attribute) and self.live(func.value, held):
             self.reached.add(BACKWARD)
         elif name in _BACKWARD_FUNCTIONS and given:
@@ -183,11 +201,11 @@ class _Flow:
 
     def small(self, small: cst.CSTNode, held: set[str]) -> set[str]:
         self._events(small, held)
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and self.sink is not None:
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             call = small.value
             func = call.func
             method = func.attr.value if isinstance(func, cst.Attribute) else None
-            if method not in _COLLECTING and method != "backward" and not self.sink(call):
+            if method not in _COLLECTING and method != "backward" and self.opaque(call):
                 if any(self.live(arg.value, held) for arg in call.args):
                     self.reached.add(STORED)  # handed to code we cannot see, which may train on it
         if isinstance(small, cst.Return):
@@ -252,14 +270,24 @@ def result_reaches(
     scope: Union[cst.FunctionDef, cst.Module],
     call: cst.Call,
     trains: Trains = lambda call: False,
-    sink: Optional[Trains] = None,
+    opaque: Trains = lambda call: False,
 ) -> set[str]:
     """Where the result of `call` (a forward pass in `scope`, a function or the module's top level) goes:
-    a subset of {BACKWARD, RETURNED, STORED}; empty when only host values, metrics and logs see it. With
-    `sink` (strict), a call statement given the result counts as STORED unless `sink` accepts it (a log,
-    a plot, a library function)."""
-    flow = _Flow(call, trains, sink)
+    a subset of {BACKWARD, RETURNED, STORED}; empty when only host values, metrics and logs see it.
+    `trains`: a call of a function known to train on what it is given; `opaque`: a call statement whose
+    code may train on what it is given, out of sight (the result then counts as STORED)."""
+    flow = _Flow(call, trains, opaque)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
     flow.block(statements, set())
     return flow.reached
+
+
+def values_plotted(scope: Union[cst.FunctionDef, cst.Module], call: cst.Call) -> bool:
+    """Values computed from the result of `call` (detached, on the host, any form) end in a figure or an
+    image file in `scope`: the forward pass draws a picture."""
+    flow = _Flow(call, lambda call: False, lambda call: False, values=True)
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
+    flow.block(statements, set())
+    return PLOTTED in flow.reached

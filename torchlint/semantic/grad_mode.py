@@ -26,7 +26,7 @@ from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic import forward_flow
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
-from torchlint.semantic.loops import is_forward_call, step_kind
+from torchlint.semantic.loops import gated, is_forward_call, step_kind
 from torchlint.semantic.modules import is_model_like, is_network_callee
 from torchlint.semantic.objects import objects
 
@@ -114,6 +114,7 @@ class FileFacts:
         self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
         self._covered: Optional[set[str]] = None
+        self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -357,14 +358,15 @@ class FileFacts:
         its name and owner); not a constructor, an imported function, a function of this file or a network
         whose parameters are frozen."""
         callee = call.callee
-        if callee is None or self.context.qualname(call.node.func) is not None:
-            return False
+        if callee is None or not call.node.args or self.context.qualname(call.node.func) is not None:
+            return False  # not a name, no input (`dqn.update_target_net()`), or an imported function
         base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
         if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
             return False  # a function of this file, or a network whose parameters are frozen (no graph)
-        if not is_forward_call(self.context, call.node) and not is_model_like(base):
-            return False
-        return is_network_callee(base)
+        func = call.node.func
+        if base != callee and isinstance(func, cst.Attribute):  # `net.forward(x)`: is `net` a network?
+            return is_network_callee(base) and (objects(self.context).kind(func.value) == "module" or is_model_like(base))
+        return is_forward_call(self.context, call.node) and is_network_callee(base)
 
     @property
     def function_names(self) -> set[str]:
@@ -390,8 +392,9 @@ class FileFacts:
         by a function is followed into its callers (in any file); BACKWARD when one of them, or a caller we
         cannot see, may backpropagate through it. `strict`: handing it to a call of unknown code counts as
         storing it."""
-        sink = self._sink if strict else None
-        reached = forward_flow.result_reaches(scope.node, node, self._trains, sink)
+        reached = forward_flow.result_reaches(
+            scope.node, node, self._trains, self._opaque_strict if strict else self._opaque
+        )
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
             return reached
         reached = reached - {forward_flow.RETURNED}
@@ -421,6 +424,33 @@ class FileFacts:
         method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         return method in _LOG_CALLS
 
+    def _opaque(self, call: cst.Call) -> bool:
+        """A call that may train on what it is given where we cannot see: a method of the object itself or a
+        function that is not a library's (not one of this file we know does not train); a method of another
+        object (`metric.update(out, y)`, `writer.add_image(...)`) records or shows values."""
+        if self._sink(call):
+            return False
+        function = called_function(self.context, call)
+        if function is not None and function in self.by_node:
+            return bool(self.by_node[function].training)
+        func = call.func
+        if isinstance(func, cst.Name):
+            return True
+        return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+
+    def _opaque_strict(self, call: cst.Call) -> bool:
+        """Strict: any call of code that is not a library's, a logger's or a plot's may train on what it is given."""
+        if self._sink(call):
+            return False
+        function = called_function(self.context, call)
+        if function is not None and function in self.by_node:
+            return bool(self.by_node[function].training)
+        return True
+
+    def values_plotted(self, scope: ScopeFacts, node: cst.Call) -> bool:
+        """What the forward pass `node` computes ends in a figure or an image file (it draws a picture)."""
+        return forward_flow.values_plotted(scope.node, node)
+
     def _trains(self, call: cst.Call) -> bool:
         """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
         function = called_function(self.context, call)
@@ -432,7 +462,10 @@ class FileFacts:
         this one. Empty for the module's top level."""
         if isinstance(scope.node, cst.Module):
             return []
+        if scope.node in self._sites:
+            return self._sites[scope.node]
         found: list[tuple[FileFacts, ScopeFacts, CallFact]] = [(self, s, c) for s, c in self.callers(scope.name)]
+        self._sites[scope.node] = found
         for site in _project_call_sites(self.context, scope):
             facts = site.summary.model.grad
             located = facts.call_fact(site.call)
@@ -471,13 +504,23 @@ class FileFacts:
         return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
 
     def called_in_loop(self, scope: ScopeFacts) -> bool:
-        """Some caller of the function (in any file) calls it inside a loop."""
-        return any(site.loops for _, _, site in self.call_sites(scope))
+        """Some caller of the function (in any file) calls it inside a loop, on every trip (not behind a
+        logging interval)."""
+        return any(
+            site.loops and not gated(facts.context, site.node, site.loops[-1])
+            for facts, _, site in self.call_sites(scope)
+        )
 
-    def callers_grad_off(self, scope: ScopeFacts) -> bool:
-        """Every call of the function, in this file and in the files that import it, runs with autograd off."""
+    def callers_grad_off(self, scope: ScopeFacts, depth: int = 0) -> bool:
+        """Every call of the function, in this file and in the files that import it, runs with autograd off
+        (under no-grad, or in a function whose own callers all turn it off)."""
+        if depth >= 3 or isinstance(scope.node, cst.Module):
+            return False
         sites = self.call_sites(scope)
-        return bool(sites) and all(site.covered or facts.is_grad_free(caller) for facts, caller, site in sites)
+        return bool(sites) and all(
+            site.covered or facts.is_grad_free(caller) or facts.callers_grad_off(caller, depth + 1)
+            for facts, caller, site in sites
+        )
 
     def callers(self, name: str) -> list[tuple[ScopeFacts, CallFact]]:
         found = []
@@ -672,11 +715,15 @@ def _project_call_sites(context: Context, scope: ScopeFacts) -> list:
     """Calls of the function `scope` in the project's files that import this one."""
     from torchlint.semantic import project
 
-    if not hasattr(project, "call_sites"):
-        return []
     path = context.source.path
     if scope.cls is not None:
-        return list(project.method_call_sites(path, scope.name))
+        found = list(project.method_call_sites(path, scope.name))
+        if not found:  # an override: the calls of the method it overrides, on objects of the base class
+            for base in scope.cls.bases:
+                origin = project.imported(context, base.value)
+                if origin is not None:
+                    found.extend(project.method_call_sites(origin[0].path, scope.name))
+        return found
     if scope.parent is not None and isinstance(scope.parent.node, cst.Module):
         return list(project.call_sites(path, scope.name))
     return []

@@ -16,6 +16,7 @@ from torchlint.rules.autograd._common import (
     wrap_statements,
 )
 from torchlint.semantic.file_kind import uses_torch
+from torchlint.semantic.loops import gated
 from torchlint.semantic.grad_mode import (
     CallFact,
     FileFacts,
@@ -127,7 +128,7 @@ class InferenceWithoutNoGrad(GradRule):
     def _function(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
         if scope.decorated_grad_off is not None or scope.decorated_other_grad or facts.framework_hook(scope):
             return
-        if facts.is_test_case(scope) or scope.name in facts.covered_names or facts.callers_grad_off(scope):
+        if facts.is_test_case(scope) or scope.name in facts.covered_names:
             return
         if scope.training:
             reported = self._segments(facts, scope, torch_name)
@@ -147,7 +148,7 @@ class InferenceWithoutNoGrad(GradRule):
                 if flow is None:
                     return
                 what, forwards = flow
-        if self._negligible(facts, scope, forwards):
+        if self._negligible(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = self._decorator_fix(facts, scope, torch_name)
         message = (
@@ -165,8 +166,8 @@ class InferenceWithoutNoGrad(GradRule):
         """(what, forward calls) when the function runs networks whose results never reach a backward pass
         (followed through its return value into its callers) and something makes them run repeatedly: a loop
         here, or a caller that calls the function in a loop."""
-        if scope.is_method and facts.is_module_class(scope.cls):
-            return None  # part of a model: its caller decides about grad
+        if not self.semantic.uses_accelerator:
+            return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
         forwards: list[CallFact] = []
         what = None
         for call in scope.calls:
@@ -317,11 +318,13 @@ class InferenceWithoutNoGrad(GradRule):
         for call in scope.calls:
             if call.covered or call.node in judged or not facts.is_network_call(call):
                 continue
-            if facts.is_frozen(call.callee or "") or facts.runs_once(scope, call):
-                continue
             if not training and not call.loops:
                 continue
-            if facts.result_reaches(scope, call.node, strict=True):
+            if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
+                continue
+            if facts.runs_once(scope, call) or self._draws_a_few_pictures(facts, scope, call):
+                continue
+            if _never_runs(self.context, call.node):
                 continue
             message = (
                 f"The result of `{call.callee}(...)` never reaches a backward pass, yet it runs with autograd on, "
@@ -332,6 +335,16 @@ class InferenceWithoutNoGrad(GradRule):
             if not training and call.loops:
                 anchor = call.loops[0]
             self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, anchor))
+
+    def _draws_a_few_pictures(self, facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:
+        """The forward pass draws a picture (its values end in a figure or an image file) a few times: behind
+        a logging interval of the training loop, or in a loop over a handful of literal items (`range(5)`)."""
+        if not call.loops or not facts.values_plotted(scope, call.node):
+            return False
+        innermost = call.loops[-1]
+        if scope.training and gated(self.context, call.node, innermost):
+            return True
+        return all(_few_literal_items(self.context, loop) for loop in call.loops)
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
@@ -378,6 +391,29 @@ class InferenceWithoutNoGrad(GradRule):
         if not changes:
             return None
         return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))
+
+
+def _never_runs(context: Context, node: cst.CSTNode) -> bool:
+    """`node` sits in the `else`/`elif` of an `if True:`: code that never runs."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, cst.If) and child is ancestor.orelse and context.literal(ancestor.test) is True:
+            return True
+        child = ancestor
+    return False
+
+
+def _few_literal_items(context: Context, loop: cst.CSTNode) -> bool:
+    """`for i in range(5)`, `for net in (a, b)`: a loop over at most ten items written in the code."""
+    if not isinstance(loop, cst.For):
+        return False
+    items = loop.iter
+    if isinstance(items, (cst.List, cst.Tuple)):
+        return len(items.elements) <= 10
+    if isinstance(items, cst.Call) and isinstance(items.func, cst.Name) and items.func.value == "range" and items.args:
+        bound = context.literal(items.args[-1].value)  # a constant, or a name bound once to one
+        return isinstance(bound, int) and bound <= 10
+    return False
 
 
 def _forwards(facts: FileFacts, scope: ScopeFacts, found: CallFact) -> list[CallFact]:

@@ -398,6 +398,8 @@ class FileFacts:
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
             return reached
         reached = reached - {forward_flow.RETURNED}
+        if scope.name in ("forward", "__call__"):
+            return reached | {forward_flow.BACKWARD}  # called as `module(x)`: its callers are everywhere
         sites = self.call_sites(scope)
         if not sites or depth >= 2:
             return reached | {forward_flow.BACKWARD}  # who uses it is unknown

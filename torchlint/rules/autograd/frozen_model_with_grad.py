@@ -34,8 +34,8 @@ class FrozenModelWithGrad(GradRule):
         "frozen feature extractor for a perceptual loss applied to real images.\n\n"
         "The rule reports `.detach()` applied (directly, or through indexing and method calls) to the result of "
         "calling a network when the call is not under no-grad, the network is bound in this file, its "
-        "`.parameters()` are never used (so it is not in an optimizer), and nothing in the file freezes "
-        "parameters."
+        "`.parameters()` are never used (so it is not in an optimizer), nothing in the file freezes "
+        "parameters, and the call runs more than once (not one demo batch in a script or notebook)."
     )
     bad = (
         "next_values = target_net(next_states).max(1)[0].detach()\n"
@@ -71,8 +71,8 @@ class FrozenModelWithGrad(GradRule):
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
                 detach = self._detached(facts, call.node)
-                if detach is None:
-                    continue
+                if detach is None or facts.runs_once(scope, call):
+                    continue  # not detached, or run once (one demo batch): too little to matter
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "

@@ -70,7 +70,13 @@ class InferenceWithoutNoGrad(GradRule):
         "followed by a forward pass that no backward pass follows (a full-batch validation pass every epoch, "
         "as in graph networks); at module level (scripts, notebooks), a `model.eval()` followed "
         "by calls of the model. Files are checked when they use PyTorch: they import it, write `torch.` (a "
-        "snippet, or torch brought in by a star import), or call `.cuda()` without importing another framework."
+        "snippet, or torch brought in by a star import), or call `.cuda()` without importing another framework.\n\n"
+        "Whatever the names, a forward pass is also judged by where its result goes: one whose result only "
+        "reaches host values (`.numpy()`, `.item()`, `.tolist()`), detached copies, metrics and logs, and is "
+        "never returned to code that backpropagates through it (callers are followed into the files that import "
+        "this one) is inference — an RL `select_action` run every environment step, an evaluation helper, a "
+        "validation pass of an experiment class, a periodic test pass between training steps. A function "
+        "whose every caller, in any file, already runs it under no-grad is left alone."
     )
     bad = (
         "def evaluate(model, loader):\n"
@@ -98,7 +104,15 @@ class InferenceWithoutNoGrad(GradRule):
         "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests. A network found by "
         "its name must look like one by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, "
         "`writer.generator(...)` and `tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions "
-        "that build source text."
+        "that build source text.\n\n"
+        "Cost is judged too, and these are left alone on purpose: a forward pass that runs once in the program "
+        "(not in a loop, in code run once from module level or a `__main__` block and never from a loop: a demo "
+        "on one image, a test pass after training); a picture drawn a few times (one grid of samples behind a "
+        "logging interval, a handful of images plotted in a loop over `range(5)`), where recording the graph "
+        "costs far less than drawing; and, in a program that never uses an accelerator, a single evaluation "
+        "forward on a batch held in memory between training steps or plots (a CPU toy on a few hundred points: "
+        "the graph is cheap there and the change would not be noticed). A forward pass in a loop over data or "
+        "decoding steps is reported even on the CPU."
     )
     fix_safety = FixSafety.UNSAFE
     fix_notes = (

@@ -366,7 +366,14 @@ class FileFacts:
         func = call.node.func
         if base != callee and isinstance(func, cst.Attribute):  # `net.forward(x)`: is `net` a network?
             return is_network_callee(base) and (objects(self.context).kind(func.value) == "module" or is_model_like(base))
+        if self.has_parameters(base):
+            return True
         return is_forward_call(self.context, call.node) and is_network_callee(base)
+
+    def has_parameters(self, target: str) -> bool:
+        """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""
+        pattern = rf"(?<![\w.]){re.escape(target)}\s*\.\s*(named_)?parameters\s*\("
+        return re.search(pattern, self.context.source.text) is not None
 
     @property
     def function_names(self) -> set[str]:
@@ -377,8 +384,8 @@ class FileFacts:
         and returns what it computed: `pred, true = self._process_one_batch(...)`."""
         function = called_function(self.context, call.node)
         scope = self.by_node.get(function) if function is not None else None
-        if scope is None or scope.training or self.is_grad_free(scope) or scope.decorated_other_grad:
-            return None
+        if scope is None or scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
+            return None  # (it runs with the grad mode of this call: `call.covered` says whether that is off)
         for inner in scope.calls:
             if not inner.covered and self.is_network_call(inner):
                 if forward_flow.RETURNED in self.result_reaches(scope, inner.node, follow_callers=False):
@@ -410,9 +417,10 @@ class FileFacts:
         return reached
 
     def helper_feeds_backward(self, helper: ScopeFacts) -> bool:
-        """Some caller of `helper` (a function that returns a forward's result) backpropagates through it."""
+        """Some caller of `helper` (a function that returns a forward's result) backpropagates through it, or
+        may (hands it to code we cannot see, stores it)."""
         return any(
-            forward_flow.BACKWARD in self.result_reaches(helper, inner.node)
+            self.result_reaches(helper, inner.node)
             for inner in helper.calls
             if not inner.covered and self.is_network_call(inner)
         )
@@ -434,11 +442,33 @@ class FileFacts:
             return False
         function = called_function(self.context, call)
         if function is not None and function in self.by_node:
-            return bool(self.by_node[function].training)
+            return self._may_train(self.by_node[function])
         func = call.func
         if isinstance(func, cst.Name):
             return True
         return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+
+    def _may_train(self, scope: ScopeFacts, depth: int = 0) -> bool:
+        """The function of this file trains, or hands what it is given to code that may (any depth we can
+        follow; deeper than that, it may)."""
+        if scope.training:
+            return True
+        if depth >= 2:
+            return any(c.node.args for c in scope.calls)
+        for inner in scope.calls:
+            if not inner.node.args or self._sink(inner.node):
+                continue
+            function = called_function(self.context, inner.node)
+            if function is not None and function in self.by_node:
+                if self.by_node[function] is not scope and self._may_train(self.by_node[function], depth + 1):
+                    return True
+                continue
+            func = inner.node.func
+            if isinstance(func, cst.Name) or (
+                isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+            ):
+                return True
+        return False
 
     def _opaque_strict(self, call: cst.Call) -> bool:
         """Strict: any call of code that is not a library's, a logger's or a plot's may train on what it is given."""
@@ -446,7 +476,7 @@ class FileFacts:
             return False
         function = called_function(self.context, call)
         if function is not None and function in self.by_node:
-            return bool(self.by_node[function].training)
+            return self._may_train(self.by_node[function])
         return True
 
     def values_plotted(self, scope: ScopeFacts, node: cst.Call) -> bool:
@@ -505,13 +535,17 @@ class FileFacts:
         sites = self.call_sites(scope)
         return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
 
-    def called_in_loop(self, scope: ScopeFacts) -> bool:
+    def called_in_loop(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """Some caller of the function (in any file) calls it inside a loop, on every trip (not behind a
-        logging interval)."""
-        return any(
-            site.loops and not gated(facts.context, site.node, site.loops[-1])
-            for facts, _, site in self.call_sites(scope)
-        )
+        logging interval), itself or through callers of its own (`step` loops over `pick_action`, which
+        calls `actor_pick_action`)."""
+        for facts, caller, site in self.call_sites(scope):
+            if site.loops:
+                if not gated(facts.context, site.node, site.loops[-1]):
+                    return True
+            elif depth < 2 and caller is not scope and facts.called_in_loop(caller, depth + 1):
+                return True
+        return False
 
     def callers_grad_off(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """Every call of the function, in this file and in the files that import it, runs with autograd off

@@ -86,8 +86,6 @@ class _Flow:
                 return False
             if isinstance(func, cst.Name) and func.value in _CUT_FUNCTIONS:
                 return False
-            if isinstance(func, cst.Attribute) and func.attr.value in ("argmax", "argmin"):
-                return False
             return self.live(func, held) or any(self.live(arg.value, held) for arg in expr.args)
         if isinstance(expr, cst.Comparison):
             return False

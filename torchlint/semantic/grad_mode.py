@@ -425,6 +425,28 @@ class FileFacts:
             if not inner.covered and self.is_network_call(inner)
         )
 
+    def detached_result(self, call: cst.Call) -> Optional[cst.Call]:
+        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains."""
+        current: cst.CSTNode = call
+        for _ in range(8):
+            parent = self.parents.get(current)
+            if isinstance(parent, cst.Attribute) and parent.value is current:
+                grand = self.parents.get(parent)
+                if isinstance(grand, cst.Call) and grand.func is parent:
+                    if parent.attr.value == "detach":
+                        return grand
+                    if parent.attr.value in ("backward", "requires_grad_", "register_hook", "retain_grad"):
+                        return None
+                    current = grand
+                    continue
+                current = parent
+                continue
+            if isinstance(parent, cst.Subscript) and parent.value is current:
+                current = parent
+                continue
+            return None
+        return None
+
     def _sink(self, call: cst.Call) -> bool:
         """A call that only shows, logs or saves what it is given: a library's function or a logger's method."""
         name = self.context.qualname(call.func) or ""
@@ -510,9 +532,9 @@ class FileFacts:
         if self._values is None:
             self._values = set()
             for node in descendants(self.context.module):
-                if isinstance(node, cst.Call) or isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                if isinstance(node, (cst.Call, cst.FunctionDef, cst.ClassDef)):
                     continue
-                if isinstance(node, cst.Arg) or isinstance(node, (cst.Assign, cst.Return, cst.Element, cst.DictElement)):
+                if isinstance(node, (cst.Arg, cst.Assign, cst.Return, cst.Element, cst.DictElement)):
                     value = node.value
                     if isinstance(value, cst.Name):
                         self._values.add(value.value)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 
@@ -70,7 +69,7 @@ class FrozenModelWithGrad(GradRule):
                     continue
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
-                detach = self._detached(facts, call.node)
+                detach = facts.detached_result(call.node)
                 if detach is None or facts.runs_once(scope, call):
                     continue  # not detached, or run once (one demo batch): too little to matter
                 self.report(
@@ -78,28 +77,6 @@ class FrozenModelWithGrad(GradRule):
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
                     f"call it under `with torch.no_grad():` so no graph is built",
                 )
-
-    def _detached(self, facts, call: cst.Call) -> Optional[cst.Call]:
-        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains."""
-        current: cst.CSTNode = call
-        for _ in range(8):
-            parent = facts.parents.get(current)
-            if isinstance(parent, cst.Attribute) and parent.value is current:
-                grand = facts.parents.get(parent)
-                if isinstance(grand, cst.Call) and grand.func is parent:
-                    if parent.attr.value == "detach":
-                        return grand
-                    if parent.attr.value in ("backward", "requires_grad_", "register_hook", "retain_grad"):
-                        return None
-                    current = grand
-                    continue
-                current = parent
-                continue
-            if isinstance(parent, cst.Subscript) and parent.value is current:
-                current = parent
-                continue
-            return None
-        return None
 
 
 def _bound_names(module: cst.Module) -> set[str]:

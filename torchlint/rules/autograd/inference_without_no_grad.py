@@ -16,13 +16,13 @@ from torchlint.rules.autograd._common import (
     wrap_statements,
 )
 from torchlint.semantic.file_kind import uses_torch
-from torchlint.semantic.loops import gated
 from torchlint.semantic.grad_mode import (
     CallFact,
     FileFacts,
     ScopeFacts,
     forward_calls,
 )
+from torchlint.semantic.loops import gated
 from torchlint.semantic.modules import (
     eval_name_strength,
     is_model_like,
@@ -334,6 +334,8 @@ class InferenceWithoutNoGrad(GradRule):
                 continue
             if not training and not call.loops:
                 continue
+            if facts.detached_result(call.node) is not None and not facts.has_parameters(call.callee or ""):
+                continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
             if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
                 continue
             if facts.runs_once(scope, call) or self._draws_a_few_pictures(facts, scope, call):

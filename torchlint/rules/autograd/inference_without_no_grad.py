@@ -198,6 +198,8 @@ class InferenceWithoutNoGrad(GradRule):
                 name = f"{helper.name}()"
             if facts.result_reaches(scope, call.node):
                 return None  # trained on, returned to code that may train, or stored
+            if self._draws_a_few_pictures(facts, scope, call):
+                continue
             forwards.append(call)
             what = what or name
         if not forwards:

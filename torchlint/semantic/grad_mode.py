@@ -51,6 +51,8 @@ _LIBRARY_ROOTS = frozenset(
     {"torch", "numpy", "matplotlib", "torchvision", "PIL", "cv2", "logging", "wandb", "scipy", "sklearn",
      "imageio", "skimage", "math", "json", "pickle", "tqdm"}
 )
+# Methods that record values for a metric.
+_RECORDING_METHODS = frozenset({"update", "add_batch", "accumulate", "record", "observe", "update_state"})
 _LOG_CALLS = frozenset(
     {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "add_image", "add_images",
      "add_histogram", "add_figure", "save_image", "imshow", "imsave", "imwrite", "plot", "scatter", "savefig",
@@ -457,18 +459,16 @@ class FileFacts:
         return method in _LOG_CALLS
 
     def _opaque(self, call: cst.Call) -> bool:
-        """A call that may train on what it is given where we cannot see: a method of the object itself or a
-        function that is not a library's (not one of this file we know does not train); a method of another
-        object (`metric.update(out, y)`, `writer.add_image(...)`) records or shows values."""
+        """A call statement that may train on what it is given where we cannot see: anything but a library's
+        function, a logger's or a plot's, a metric's recording method (`metric.update(out, y)`) or a function
+        of this file that we can see does not train."""
         if self._sink(call):
             return False
         function = called_function(self.context, call)
         if function is not None and function in self.by_node:
             return self._may_train(self.by_node[function])
         func = call.func
-        if isinstance(func, cst.Name):
-            return True
-        return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+        return not (isinstance(func, cst.Attribute) and func.attr.value in _RECORDING_METHODS)
 
     def _may_train(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """The function of this file trains, or hands what it is given to code that may (any depth we can
@@ -518,7 +518,12 @@ class FileFacts:
             return []
         if scope.node in self._sites:
             return self._sites[scope.node]
-        found: list[tuple[FileFacts, ScopeFacts, CallFact]] = [(self, s, c) for s, c in self.callers(scope.name)]
+        method = scope.cls is not None  # called as `x.name(...)`; a function as `name(...)`
+        found: list[tuple[FileFacts, ScopeFacts, CallFact]] = [
+            (self, s, c)
+            for s, c in self.callers(scope.name)
+            if isinstance(c.node.func, cst.Attribute) == method
+        ]
         self._sites[scope.node] = found
         for site in _project_call_sites(self.context, scope):
             facts = site.summary.model.grad
@@ -552,7 +557,7 @@ class FileFacts:
             return False
         if isinstance(scope.node, cst.Module):
             return True
-        if depth >= 4 or scope.yields or self.passed_as_value(scope):
+        if depth >= 4 or scope.yields or self.passed_as_value(scope) or _framework_decorated(scope):
             return False
         sites = self.call_sites(scope)
         return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
@@ -767,6 +772,17 @@ def collect_grad_facts(context: Context) -> FileFacts:
             stack.append((child, False))
     facts.finish()
     return facts
+
+
+def _framework_decorated(scope: ScopeFacts) -> bool:
+    """Decorated by something other than the method kinds: a framework (a route, a command, a task) may call it."""
+    node = scope.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    return any(
+        not (isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod", "property"))
+        for d in node.decorators
+    )
 
 
 def _project_call_sites(context: Context, scope: ScopeFacts) -> list:

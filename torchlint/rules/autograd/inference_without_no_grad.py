@@ -7,7 +7,6 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace
 from torchlint.rules.autograd._common import (
     FAMILY,
@@ -15,6 +14,7 @@ from torchlint.rules.autograd._common import (
     all_descendants,
     wrap_statements,
 )
+from torchlint.semantic import inference
 from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.grad_mode import (
     CallFact,
@@ -22,16 +22,6 @@ from torchlint.semantic.grad_mode import (
     ScopeFacts,
     forward_calls,
 )
-from torchlint.semantic.loops import gated
-from torchlint.semantic.modules import (
-    eval_name_strength,
-    is_model_like,
-    is_network_callee,
-    words,
-)
-
-# Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
-_SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
 
 _TL301_GATE = re.compile(
     r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)"
@@ -145,8 +135,8 @@ class InferenceWithoutNoGrad(GradRule):
         if facts.is_test_case(scope) or scope.name in facts.covered_names:
             return
         if scope.training:
-            reported = self._segments(facts, scope, torch_name)
-            self._unused_forwards(facts, scope, torch_name, reported)
+            judged = self._segments(facts, scope, torch_name)
+            self._unused_forwards(facts, scope, torch_name, judged)
             return
         if scope.mode_unknown:
             return
@@ -154,15 +144,15 @@ class InferenceWithoutNoGrad(GradRule):
         forwards = [call for call, _ in evaluated]
         what = f"`{evaluated[0][1]}`" if evaluated else None
         if not evaluated:
-            named = self._named_entry_point(facts, scope)
+            named = inference.named_entry_point(facts, scope)
             if named is not None:
                 what, forwards = f"`{named[0]}`", named[1]
             else:
-                flow = self._inference_by_flow(facts, scope)
+                flow = inference.by_flow(facts, scope, self.semantic.uses_accelerator)
                 if flow is None:
                     return
                 what, forwards = flow
-        if self._negligible(facts, scope, forwards) or facts.callers_grad_off(scope):
+        if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = self._decorator_fix(facts, scope, torch_name)
         message = (
@@ -170,78 +160,6 @@ class InferenceWithoutNoGrad(GradRule):
             f"3-6x the memory): decorate it with @{torch_name}.no_grad()"
         )
         self.report(scope.node.name, message, fix=fix)  # type: ignore[union-attr]
-
-    def _negligible(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
-        """The forward passes run once in the program (a demo on one image, a test pass after training): the
-        graph they record costs too little to matter."""
-        return all(facts.runs_once(scope, call) for call in forwards)
-
-    def _inference_by_flow(self, facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str, list[CallFact]]]:
-        """(what, forward calls) when the function runs networks whose results never reach a backward pass
-        (followed through its return value into its callers) and something makes them run repeatedly: a loop
-        here, or a caller that calls the function in a loop."""
-        if not self.semantic.uses_accelerator:
-            return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
-        forwards: list[CallFact] = []
-        what = None
-        for call in scope.calls:
-            if call.covered:
-                continue
-            if facts.is_network_call(call):
-                name = call.callee
-            else:
-                helper = facts.helper_forward(call)
-                if helper is None:
-                    continue
-                if not facts.helper_feeds_backward(helper):
-                    continue  # the helper is judged on its own
-                name = f"{helper.name}()"
-            if facts.result_reaches(scope, call.node):
-                return None  # trained on, returned to code that may train, or stored
-            if self._draws_a_few_pictures(facts, scope, call):
-                continue
-            forwards.append(call)
-            what = what or name
-        if not forwards:
-            return None
-        if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
-            return None
-        return f"`{what}`", forwards
-
-    def _named_entry_point(self, facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str, list[CallFact]]]:
-        """The network an evaluation entry point (by name) runs with grad on, with its calls, or None."""
-        strength = eval_name_strength(scope.name)
-        if not strength:
-            return None
-        if scope.is_method and facts.is_module_class(scope.cls):
-            return None  # part of a model: its caller decides about grad
-        func = scope.node
-        assert isinstance(func, cst.FunctionDef)
-        if strength == 1 and any(w in _SOURCE_WORDS for w in words(scope.name)):
-            return None  # `generate_repro_string`: builds text or code
-        defined = {s.name for s in facts.scopes}
-        evals = None
-        for call in scope.calls:
-            callee = call.callee
-            if not callee or call.covered:
-                continue
-            base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
-            if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
-                continue
-            if not is_network_callee(base):
-                continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
-            if self.context.qualname(call.node.func) is not None or facts.is_frozen(base):
-                continue  # an imported function (a model constructor), not a forward pass
-            if _callable_default(self.context, func, base.split(".")[0]):
-                continue
-            if call.loops:
-                return base, _forwards(facts, scope, call)
-            if strength == 2:
-                if evals is None:
-                    evals = bool(facts.mode_evals(scope))
-                if scope.host or evals:
-                    return base, _forwards(facts, scope, call)
-        return None
 
     def _decorator_fix(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
         func = scope.node
@@ -275,7 +193,7 @@ class InferenceWithoutNoGrad(GradRule):
                     continue
                 loops.append(outer[0])
             if not loops:
-                if single and self._single_pass_negligible(facts, scope, single):
+                if single and inference.single_pass_negligible(facts, scope, single, self.semantic.uses_accelerator):
                     continue
                 if single and facts.stepped_before(scope, order) and not facts.is_frozen(target):
                     # `loss.backward(); optimizer.step(); model.eval(); out = model(val_x)`: a validation
@@ -315,54 +233,16 @@ class InferenceWithoutNoGrad(GradRule):
             self.report(call_node, message, fix=fix)
         return judged
 
-    def _single_pass_negligible(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
-        """One forward pass per evaluation (no loop over data of its own) that costs too little to matter: it
-        runs once in the program, or the program never uses an accelerator (a toy on a few points between
-        plots)."""
-        return not self.semantic.uses_accelerator or all(facts.runs_once(scope, call) for call in forwards)
-
     # -- a forward pass whose result no backward pass reaches -------------------------------------------------
     def _unused_forwards(self, facts: FileFacts, scope: ScopeFacts, torch_name: str, judged: set[cst.Call]) -> None:
-        """In code that trains (or a module-level script), a network run with autograd on whose result never
-        reaches a backward pass, is not returned or stored, and runs repeatedly: a periodic test pass on the
-        GPU between training steps, an inference loop of a script."""
-        training = bool(scope.training)
-        if training and not facts.stepped_before(scope, scope.end + 1):
-            return  # no backward pass or optimizer step here: the training happens where we cannot see it
-        if training and not self.semantic.uses_accelerator:
-            return  # a CPU toy: the test forward between plots costs nothing worth a change
-        for call in scope.calls:
-            if call.covered or call.node in judged or not facts.is_network_call(call):
-                continue
-            if not training and not call.loops:
-                continue
-            if facts.detached_result(call.node) is not None and not facts.has_parameters(call.callee or ""):
-                continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
-            if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
-                continue
-            if facts.runs_once(scope, call) or self._draws_a_few_pictures(facts, scope, call):
-                continue
-            if _never_runs(self.context, call.node):
-                continue
+        for call in inference.unused_forwards(facts, scope, judged, self.semantic.uses_accelerator):
             message = (
                 f"The result of `{call.callee}(...)` never reaches a backward pass, yet it runs with autograd on, "
                 f"recording a graph nobody uses (up to 2.6x slower, 3-6x the memory): run it under "
                 f"`with {torch_name}.no_grad():`"
             )
-            anchor = call.node
-            if not training and call.loops:
-                anchor = call.loops[0]
+            anchor = call.loops[0] if call.loops and not scope.training else call.node  # a script's loop
             self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, anchor))
-
-    def _draws_a_few_pictures(self, facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:
-        """The forward pass draws a picture (its values end in a figure or an image file) a few times: behind
-        a logging interval of the training loop, or in a loop over a handful of literal items (`range(5)`)."""
-        if not call.loops or not facts.values_plotted(scope, call.node):
-            return False
-        innermost = call.loops[-1]
-        if scope.training and gated(self.context, call.node, innermost):
-            return True
-        return all(_few_literal_items(self.context, loop) for loop in call.loops)
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
@@ -373,7 +253,7 @@ class InferenceWithoutNoGrad(GradRule):
                 continue
             judged.update(c.node for c in forwards)
             looped = any(facts.orders[loop] > order for c in forwards for loop in c.loops)
-            if not looped and self._single_pass_negligible(facts, scope, forwards):
+            if not looped and inference.single_pass_negligible(facts, scope, forwards, self.semantic.uses_accelerator):
                 continue
             message = (
                 f"`{target}` is put in eval mode and then run with autograd on, recording a graph nobody uses "
@@ -409,41 +289,3 @@ class InferenceWithoutNoGrad(GradRule):
         if not changes:
             return None
         return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))
-
-
-def _never_runs(context: Context, node: cst.CSTNode) -> bool:
-    """`node` sits in the `else`/`elif` of an `if True:`: code that never runs."""
-    child = node
-    for ancestor in context.ancestors(node):
-        if isinstance(ancestor, cst.If) and child is ancestor.orelse and context.literal(ancestor.test) is True:
-            return True
-        child = ancestor
-    return False
-
-
-def _few_literal_items(context: Context, loop: cst.CSTNode) -> bool:
-    """`for i in range(5)`, `for net in (a, b)`: a loop over at most ten items written in the code."""
-    if not isinstance(loop, cst.For):
-        return False
-    items = loop.iter
-    if isinstance(items, (cst.List, cst.Tuple)):
-        return len(items.elements) <= 10
-    if isinstance(items, cst.Call) and isinstance(items.func, cst.Name) and items.func.value == "range" and items.args:
-        bound = context.literal(items.args[-1].value)  # a constant, or a name bound once to one
-        return isinstance(bound, int) and bound <= 10
-    return False
-
-
-def _forwards(facts: FileFacts, scope: ScopeFacts, found: CallFact) -> list[CallFact]:
-    """The forward passes `scope` runs with grad on: `found` and every other network call outside no-grad."""
-    return [c for c in scope.calls if c is found or (not c.covered and facts.is_network_call(c))]
-
-
-def _callable_default(context: Context, func: cst.FunctionDef, name: str) -> bool:
-    """`name` is a parameter whose default is a function (`decoder=decode_tokens`): not a network."""
-    for param in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params):
-        if param.name.value == name:
-            return param.default is not None and isinstance(param.default, (cst.Name, cst.Attribute)) and (
-                context.code(param.default) != "None"
-            )
-    return False

@@ -52,8 +52,11 @@ Trains = Callable[[cst.Call], bool]
 
 
 class _Flow:
-    def __init__(self, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False) -> None:
+    def __init__(
+        self, scope: cst.CSTNode, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False
+    ) -> None:
         self.seed = seed
+        self.path = _path_to(scope, seed)  # the statements (and blocks) that hold the forward pass
         self.values = values  # follow the values themselves, through reads that drop the graph
         self.trains = trains  # a call of a function that trains on what it is given
         self.opaque = opaque  # a call that may train on what it is given, out of sight
@@ -156,6 +159,8 @@ class _Flow:
         return held
 
     def statement(self, stmt: cst.CSTNode, held: set[str]) -> set[str]:
+        if not held and stmt not in self.path:
+            return held  # nothing holds the result yet and the forward pass is not in here
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 held = self.small(small, held)
@@ -178,8 +183,10 @@ class _Flow:
                 self._events(stmt.test, held)
             start = set(held)
             once = self.body(stmt.body, set(held))
-            twice = self.body(stmt.body, start | once)
-            return self.body(stmt.orelse, start | once | twice)
+            after = start | once
+            if after != start:  # the next trip starts with more names holding it
+                after |= self.body(stmt.body, set(after))
+            return self.body(stmt.orelse, after)
         if isinstance(stmt, cst.With):
             for item in stmt.items:
                 self._events(item.item, held)
@@ -251,6 +258,25 @@ class _Flow:
                 self.reached.add(STORED)
 
 
+def _path_to(scope: cst.CSTNode, seed: cst.CSTNode) -> set[cst.CSTNode]:
+    """The nodes from `scope` down to `seed` (its ancestors inside `scope`)."""
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        if node is seed:
+            break
+        for child in semantic_children(node):
+            parents[child] = node
+            stack.append(child)
+    path = set()
+    current: Optional[cst.CSTNode] = seed
+    while current is not None:
+        path.add(current)
+        current = parents.get(current)
+    return path
+
+
 def _target_names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, cst.Name):
         return {target.value}
@@ -274,7 +300,7 @@ def result_reaches(
     a subset of {BACKWARD, RETURNED, STORED}; empty when only host values, metrics and logs see it.
     `trains`: a call of a function known to train on what it is given; `opaque`: a call statement whose
     code may train on what it is given, out of sight (the result then counts as STORED)."""
-    flow = _Flow(call, trains, opaque)
+    flow = _Flow(scope, call, trains, opaque)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
     flow.block(statements, set())
@@ -284,7 +310,7 @@ def result_reaches(
 def values_plotted(scope: Union[cst.FunctionDef, cst.Module], call: cst.Call) -> bool:
     """Values computed from the result of `call` (detached, on the host, any form) end in a figure or an
     image file in `scope`: the forward pass draws a picture."""
-    flow = _Flow(call, lambda call: False, lambda call: False, values=True)
+    flow = _Flow(scope, call, lambda call: False, lambda call: False, values=True)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
     flow.block(statements, set())

@@ -117,6 +117,10 @@ class FileFacts:
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
         self._covered: Optional[set[str]] = None
         self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
+        self._network_calls: dict[cst.Call, bool] = {}
+        self._with_parameters: dict[str, bool] = {}
+        self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
+        self._reached: dict[tuple[cst.Call, bool], frozenset[str]] = {}  # where a forward's result goes, here
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -356,6 +360,12 @@ class FileFacts:
         return self._call_facts.get(node)
 
     def is_network_call(self, call: CallFact) -> bool:
+        found = self._network_calls.get(call.node)
+        if found is None:
+            found = self._network_calls[call.node] = self._is_network_call(call)
+        return found
+
+    def _is_network_call(self, call: CallFact) -> bool:
         """`call` runs a network's forward pass that records a graph (a module by its binding, or a network by
         its name and owner); not a constructor, an imported function, a function of this file or a network
         whose parameters are frozen."""
@@ -374,8 +384,10 @@ class FileFacts:
 
     def has_parameters(self, target: str) -> bool:
         """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""
-        pattern = rf"(?<![\w.]){re.escape(target)}\s*\.\s*(named_)?parameters\s*\("
-        return re.search(pattern, self.context.source.text) is not None
+        if target not in self._with_parameters:
+            pattern = rf"(?<![\w.]){re.escape(target)}\s*\.\s*(named_)?parameters\s*\("
+            self._with_parameters[target] = re.search(pattern, self.context.source.text) is not None
+        return self._with_parameters[target]
 
     @property
     def function_names(self) -> set[str]:
@@ -384,6 +396,11 @@ class FileFacts:
     def helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
         """The function of this file `call` runs when that function runs a network itself, outside no-grad,
         and returns what it computed: `pred, true = self._process_one_batch(...)`."""
+        if call.node not in self._helpers:
+            self._helpers[call.node] = self._helper_forward(call)
+        return self._helpers[call.node]
+
+    def _helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
         function = called_function(self.context, call.node)
         scope = self.by_node.get(function) if function is not None else None
         if scope is None or scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
@@ -401,9 +418,12 @@ class FileFacts:
         by a function is followed into its callers (in any file); BACKWARD when one of them, or a caller we
         cannot see, may backpropagate through it. `strict`: handing it to a call of unknown code counts as
         storing it."""
-        reached = forward_flow.result_reaches(
-            scope.node, node, self._trains, self._opaque_strict if strict else self._opaque
-        )
+        key = (node, strict)
+        if key not in self._reached:
+            self._reached[key] = frozenset(forward_flow.result_reaches(
+                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque
+            ))
+        reached = set(self._reached[key])
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
             return reached
         reached = reached - {forward_flow.RETURNED}

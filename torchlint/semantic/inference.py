@@ -16,6 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
+from torchlint.semantic.forward_flow import RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated
 from torchlint.semantic.modules import (
@@ -98,8 +99,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
             if helper is None or not facts.helper_feeds_backward(helper):
                 continue  # not a forward pass, or a helper judged on its own
             name = f"{helper.name}()"
-        if facts.result_reaches(scope, call.node):
-            return None  # trained on, returned to code that may train, or stored
+        if facts.result_reaches(scope, call.node, follow_callers=False) - {RETURNED}:
+            return None  # trained on here, or stored
         if draws_a_few_pictures(facts, scope, call):
             continue
         forwards.append(call)
@@ -108,6 +109,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
         return None
     if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
         return None
+    if any(facts.result_reaches(scope, call.node) for call in forwards):
+        return None  # returned to code that may train on it
     return f"`{what}`", forwards
 
 

@@ -36,6 +36,12 @@ def runs_once(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> 
     return all(facts.runs_once(scope, call) for call in forwards)
 
 
+def feeds_training(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """A result of one of the forward passes reaches a backward pass in the function, is stored on an object
+    or is handed to code out of sight that may train on it."""
+    return any(facts.result_reaches(scope, call.node, follow_callers=False) - {RETURNED} for call in forwards)
+
+
 def single_pass_negligible(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], accelerator: bool) -> bool:
     """One forward pass per evaluation (no loop over data of its own) that costs too little to matter: it runs
     once in the program, or the program never uses an accelerator (a toy on a few points between plots)."""

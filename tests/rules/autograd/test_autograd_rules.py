@@ -566,3 +566,56 @@ def test_tl301_eval_inside_a_call_in_a_training_function_is_not_an_eval_segment(
     print(model(example))
     """
     assert lines(code, "TL301") == []
+
+
+def test_tl301_results_handed_to_code_out_of_sight_may_be_trained_on() -> None:
+    code = """
+    import torch
+
+    def evaluate_batches(net, loader, metric):
+        for x, y in loader:
+            out = net(x.cuda())
+            metric.update(out, y)
+    """
+    # a metric records values: nothing backpropagates
+    assert lines(code, "TL301") == [4]
+    # a method of the object itself, or a helper of another file, may run the backward pass
+    assert lines(code.replace("metric.update(out, y)", "self.trainer.step(out, y)"), "TL301") == []
+    assert lines(code.replace("metric.update(out, y)", "train_on(out, y)"), "TL301") == []
+
+
+def test_tl301_frequency_through_callers_and_callbacks() -> None:
+    code = """
+    import torch
+
+    class Agent:
+        def __init__(self, actor):
+            self.actor_local = actor
+            self.optimizer = torch.optim.Adam(self.actor_local.parameters())
+
+        def actor_pick_action(self, state):
+            action = self.actor_local(state.cuda())
+            return action.detach().cpu().numpy()
+
+        def pick_action(self, state):
+            return self.actor_pick_action(state)
+
+        def step(self, env):
+            while not self.done:
+                self.state = env.step(self.pick_action(self.state))
+    """
+    # called every environment step, two calls up
+    assert lines(code, "TL301") == [9]
+    once = """
+    import torch
+
+    def predict(net, image):
+        print(net(image.cuda()).argmax(1).item())
+
+    if __name__ == "__main__":
+        predict(net, image)
+    """
+    assert lines(once, "TL301") == []
+    # handed to a framework as a callback: it may run any number of times
+    callback = once.replace("    if __name__", "    register(predict)\n\n    if __name__")
+    assert lines(callback, "TL301") == [4]

@@ -152,6 +152,8 @@ class InferenceWithoutNoGrad(GradRule):
                 if flow is None:
                     return
                 what, forwards = flow
+        if inference.feeds_training(facts, scope, forwards):
+            return  # whatever the names say, a result is trained on here or stored for code that may
         if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = self._decorator_fix(facts, scope, torch_name)

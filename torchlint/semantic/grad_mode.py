@@ -28,7 +28,7 @@ from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
 from torchlint.semantic.modules import is_model_like, is_network_callee
-from torchlint.semantic.objects import objects
+from torchlint.semantic.objects import MODULE, objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
 # cannot be decided is the train/eval switch `set_grad_enabled(phase == "train")`, which we leave alone).
@@ -345,15 +345,6 @@ class FileFacts:
         return covered
 
     # -- forward passes: where their result goes, how often they run ------------------------------------------
-    def scope_of(self, node: cst.CSTNode) -> ScopeFacts:
-        """The function (or the module's top level) whose own code holds `node`."""
-        current = self.parents.get(node)
-        while current is not None:
-            if isinstance(current, cst.FunctionDef) and current in self.by_node:
-                return self.by_node[current]
-            current = self.parents.get(current)
-        return self.scopes[0]
-
     def call_fact(self, node: cst.Call) -> Optional[tuple[ScopeFacts, CallFact]]:
         if self._call_facts is None:
             self._call_facts = {c.node: (s, c) for s in self.scopes for c in s.calls}
@@ -377,7 +368,7 @@ class FileFacts:
             return False  # a function of this file, or a network whose parameters are frozen (no graph)
         func = call.node.func
         if base != callee and isinstance(func, cst.Attribute):  # `net.forward(x)`: is `net` a network?
-            return is_network_callee(base) and (objects(self.context).kind(func.value) == "module" or is_model_like(base))
+            return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
         if self.has_parameters(base):
             return True
         return is_forward_call(self.context, call.node) and is_network_callee(base)

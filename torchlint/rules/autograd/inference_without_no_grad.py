@@ -34,8 +34,9 @@ class InferenceWithoutNoGrad(GradRule):
     name = "inference-without-no-grad"
     family = FAMILY
     summary = (
-        "Evaluation or prediction code (a function that calls `model.eval()` and then runs the model, or an "
-        "`evaluate`/`validate`/`test`/`predict`-style function that runs it in a loop) with autograd still on."
+        "Inference with autograd still on: a function that calls `model.eval()` and then runs the model, an "
+        "`evaluate`/`validate`/`test`/`predict`-style function that runs it in a loop, or any forward pass that "
+        "runs repeatedly and whose result never reaches a backward pass (it ends in host values, metrics, logs)."
     )
     message = (
         "Forward passes run with autograd on, recording a graph that is never used: decorate the function with "
@@ -87,8 +88,10 @@ class InferenceWithoutNoGrad(GradRule):
     )
     false_positives = (
         "Code that needs gradients without calling `.backward()` itself (saliency maps or adversarial examples "
-        "computed by a helper, outputs returned to a caller in another file that trains on them), and functions "
-        "that a caller in another file already runs under `torch.no_grad()`. The rule stays silent for Lightning "
+        "computed by a helper, outputs returned to a caller outside the project that trains on them), and "
+        "functions run under `torch.no_grad()` by callers the rule cannot see (outside the linted project, or "
+        "beyond the 16 importing files it reads; callers in the project's files are followed, so a sampling "
+        "function every script calls under no-grad is left alone). The rule stays silent for Lightning "
         "/ MMEngine hooks (`validation_step`, `test_step`, `predict_step`, ...), which the framework already runs "
         "without grad, for Hugging Face `model.generate(...)` (grad is off inside), for functions that mention "
         "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests. A network found by "

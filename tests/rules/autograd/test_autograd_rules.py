@@ -619,3 +619,21 @@ def test_tl301_frequency_through_callers_and_callbacks() -> None:
     # handed to a framework as a callback: it may run any number of times
     callback = once.replace("    if __name__", "    register(predict)\n\n    if __name__")
     assert lines(callback, "TL301") == [4]
+
+
+def test_tl301_module_level_inference_loop_without_eval() -> None:
+    code = """
+    import torch
+    from torchvision.utils import save_image
+
+    net = torch.load("sr.pt").cuda()
+    for i, low in enumerate(images):
+        high = net(low.cuda())
+        save_image(high, f"out_{i}.png")
+    """
+    assert lines(code, "TL301") == [7]
+    out = fixed(code, "TL301")
+    assert "with torch.no_grad():\n    for i, low in enumerate(images):\n        high = net(low.cuda())" in out
+    # a handful of pictures drawn from a literal range costs nothing worth a change
+    assert lines(code.replace("enumerate(images)", "enumerate(images[:3])").replace(
+        "for i, low in enumerate(images[:3]):", "for i in range(3):\n    low = images[i]"), "TL301") == []

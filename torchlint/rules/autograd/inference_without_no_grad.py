@@ -25,7 +25,7 @@ from torchlint.semantic.grad_mode import (
 
 _TL301_GATE = re.compile(
     r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)"
-    r"|\.(numpy|item|tolist|detach)\(|\.data\b"  # results read on the host: where a forward's result may end
+    r"|\.(numpy|item|tolist|detach)\(|\.data\b|save_image|imsave|imwrite"  # where a forward's result may end
 )
 
 

@@ -272,17 +272,19 @@ def test_add_noqa_drops_unused_codes_and_leaves_a_clean_tree(runner, project: Pa
     target = write(
         project / "a.py",
         "import torch\n\n"
-        "z = torch.zeros(10).cuda()  # noqa: TL101\n"  # TL101 silences nothing here; TL601 is reported
-        "w = torch.zeros(10).cuda()  # noqa: TL101, TL601\n"
-        "u = 1  # noqa: TL101, E501\n",
+        "for batch in loader:\n"
+        "    z = torch.zeros(10).cuda()  # noqa: TL101\n"  # TL101 silences nothing here; TL601 is reported
+        "    w = torch.zeros(10).cuda()  # noqa: TL101, TL601\n"
+        "    u = 1  # noqa: TL101, E501\n",
     )
     result = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
     assert result.exit_code == 0, result.output
     assert target.read_text() == (
         "import torch\n\n"
-        "z = torch.zeros(10).cuda()  # noqa: TL601\n"
-        "w = torch.zeros(10).cuda()  # noqa: TL601\n"
-        "u = 1  # noqa: E501\n"
+        "for batch in loader:\n"
+        "    z = torch.zeros(10).cuda()  # noqa: TL601\n"
+        "    w = torch.zeros(10).cuda()  # noqa: TL601\n"
+        "    u = 1  # noqa: E501\n"
     )
     assert runner.invoke(cli, ["check", "--no-cache"]).exit_code == 0
     again = runner.invoke(cli, ["check", "--add-noqa", "--no-cache"])
@@ -290,7 +292,7 @@ def test_add_noqa_drops_unused_codes_and_leaves_a_clean_tree(runner, project: Pa
 
 
 def test_stdin_fix_writes_source_to_stdout_and_findings_to_stderr(runner, project: Path) -> None:
-    source = LOADER_ZERO + "import torch\nx = torch.zeros(3).cuda()\n"
+    source = LOADER_ZERO + "import torch\nfor batch in loader:\n    x = torch.zeros(3).cuda()\n"
     result = runner.invoke(cli, ["check", "--stdin-filename", "x.py", "--fix", "--output-format", "concise"], input=source)
     assert result.exit_code == 1  # TL101's fix is unsafe: it remains
     assert result.stdout == source.replace("torch.zeros(3).cuda()", 'torch.zeros(3, device="cuda")')
@@ -350,9 +352,9 @@ def test_fix_summary_counts_findings_the_fixes_bring_out(runner, project: Path) 
         "        loss.backward()\n"
     )
     target = write(project / "a.py", source)
-    before = runner.invoke(cli, ["check", "--no-cache", "--unsafe-fixes", "--output-format", "concise"])
+    before = runner.invoke(cli, ["check", "--no-cache", "--unsafe-fixes", "--extend-select", "TL104", "--output-format", "concise"])
     assert [line.split(": ")[1].split()[0] for line in before.stdout.splitlines()[:-1]] == ["TL101"]
-    fixed = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes"])
+    fixed = runner.invoke(cli, ["check", "--no-cache", "--fix", "--unsafe-fixes", "--extend-select", "TL104"])
     assert "persistent_workers=True" in target.read_text()
     assert fixed.stdout.splitlines()[-1] == "Fixed 1 problem; 1 found by the fixes and fixed too (0 remaining)."
 

@@ -12,7 +12,7 @@ from torchlint.cli import cli
 from torchlint.lint import runner as runner_module
 from torchlint.lint.source import SourceError, decode_python
 
-FIXABLE = "import torch\n\nx = torch.zeros(3).cuda()\n"
+FIXABLE = "import torch\n\nfor batch in loader:\n    x = torch.zeros(3).cuda()\n"
 
 
 def _fixed(text: str) -> bool:
@@ -34,11 +34,11 @@ def test_a_cookie_naming_a_non_text_codec_is_one_line(runner, project: Path, cod
 @pytest.mark.parametrize("codec", ["punycode"])
 def test_bytes_a_codec_cannot_decode_are_a_source_error(codec: str) -> None:
     with pytest.raises(SourceError):
-        decode_python("p.py", f"# -*- coding: {codec} -*-\nimport torch\nx = torch.zeros(3).cuda()\n".encode())
+        decode_python("p.py", f"# -*- coding: {codec} -*-\nimport torch\nfor batch in loader:\n    x = torch.zeros(3).cuda()\n".encode())
 
 
 def test_unicode_escape_files_are_linted_but_never_rewritten(runner, project: Path) -> None:
-    original = b"# -*- coding: unicode_escape -*-\nimport torch\n\nx = torch.zeros(3).cuda()\n"
+    original = b"# -*- coding: unicode_escape -*-\nimport torch\n\nfor batch in loader:\n    x = torch.zeros(3).cuda()\n"
     path = write(project / "esc.py", original)
     result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--unsafe-fixes", "--select", "ALL"])
     assert path.read_bytes() == original

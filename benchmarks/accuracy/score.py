@@ -3,7 +3,8 @@
 Runs ``torchlint check`` (default rule selection) over each materialised repository of the chosen
 split and matches its findings to every ``labels*.csv`` next to this script:
 
-- a label whose rule is a code matches a finding at the same (repo, path, line, rule);
+- a label whose rule is a code matches a finding at the same (repo, path, line, rule), or of a rule split
+  off that code (SPLIT_FROM: TL406 and TL407 were part of TL401 when its labels were written);
   a label whose rule is a family letter (A..E) matches any finding of that family at (repo, path, line);
 - a TP or FN label counts as TP when it is reported now and as FN when it is not;
 - an FP label counts as FP when it is reported now (and as "FP gone" when it is not);
@@ -35,12 +36,14 @@ LABEL_COLUMNS = ("repo", "commit", "path", "line", "rule", "verdict", "reason")
 VERDICTS = ("TP", "FP", "FN")
 # The five mission families; every other rule is judged as "other" (no misses hunted).
 FAMILY_RULES = {
-    "A": ("TL401",),
+    "A": ("TL401", "TL406", "TL407"),
     "B": ("TL301", "TL305"),
     "C": ("TL101",),
     "D": ("TL102", "TL103"),
     "E": ("TL201", "TL202", "TL203", "TL204", "TL205", "TL206", "TL207"),
 }
+# Codes split off an older rule: a label written for the older code is matched by their findings too.
+SPLIT_FROM = {"TL406": "TL401", "TL407": "TL401"}
 FAMILY_NAMES = {
     "A": "per-sample loops",
     "B": "inference with autograd on",
@@ -177,7 +180,6 @@ class Score:
 def score(labels: list[Label], findings: list[Finding]) -> Score:
     """Match labels to findings and count, per rule (or family letter) and per family."""
     findings = sorted(set(findings), key=lambda f: (f.repo, f.path, f.line, f.code))  # one per (line, rule)
-    reported = {(f.repo, f.path, f.line, f.code) for f in findings}
     codes_at: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for f in findings:
         codes_at[(f.repo, f.path, f.line)].add(f.code)
@@ -190,7 +192,7 @@ def score(labels: list[Label], findings: list[Finding]) -> Score:
         if label.rule in FAMILY_RULES:
             matched = sorted(c for c in codes_at.get(place, ()) if family_of(c) == label.rule)
         else:
-            matched = [label.rule] if (*place, label.rule) in reported else []
+            matched = sorted(c for c in codes_at.get(place, ()) if label.rule in (c, SPLIT_FROM.get(c)))
         judged.update((*place, code) for code in matched)
         # A family-letter label that is reported now counts under the rule that reports it.
         tally = by_rule[matched[0] if matched else label.rule]

@@ -110,9 +110,12 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     result = process_source(source, job, write_to=item.path)
     # A fixing run's notes (a fix dropped, a file not fixed) are about that run: not for a later check.
     if key is not None and result.new_text is None and not ((job.fix or job.diff) and result.notes):
+        from torchlint.lint.torch_requirement import declaration_files
         from torchlint.semantic.project import dependencies  # the project files its findings may rest on
 
-        cache.put(key, result, dependencies(os.path.abspath(item.path), source.text))  # type: ignore[union-attr]
+        path = os.path.abspath(item.path)
+        # The torch version the project declares decides whether some fixes are safe.
+        cache.put(key, result, [*dependencies(path, source.text), *declaration_files(path)])  # type: ignore[union-attr]
     return result
 
 

@@ -36,10 +36,12 @@ TENSOR_FACTORIES = frozenset(
 
 
 def in_memory_loader(context: Context, call: cst.Call) -> bool:
-    """A DataLoader over data already in memory as tensors (or a list), batched by the default collate."""
+    """A DataLoader over data already in memory as tensors (or a list), batched by the default collate or
+    one that only pads and stacks."""
     collate = argument(call, "collate_fn", position=_COLLATE_AT)
     if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
-        return False
+        if not _light_collate(context, collate.value):
+            return False
     dataset = argument(call, "dataset", position=0)
     return dataset is not None and _in_memory_dataset(context, dataset.value, 0)
 
@@ -83,23 +85,151 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
         return False
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr)
-        if not bindings or len(bindings) != 1:
+        if not bindings or len(bindings) > 2:
             return False
-        binding = bindings[0]
-        if binding.kind == "assign" and binding.value is not None:
-            return _in_memory_dataset(context, binding.value, depth + 1)
-        node = binding.node
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-            # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
-            if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
-                return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
+        # `test_ds = None` on a path without a test set builds no loader from it
+        present = [b for b in bindings if not (b.kind == "assign" and _is_none(b.value))]
+        return bool(present) and all(_binding_in_memory(context, b, expr.value, depth) for b in present)
     return False
+
+
+def _is_none(expr: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool:  # noqa: ANN001
+    if binding.kind == "assign" and binding.value is not None:
+        return _in_memory_dataset(context, binding.value, depth + 1)
+    if binding.kind in ("param", "import"):
+        # `def make_loader(dataset)` called with in-memory data; `from data import train_set` built in memory
+        values = _param_values(context, binding.node, depth) if binding.kind == "param" else _imported_value(context, name)
+        return bool(values) and all(_in_memory_dataset(there, value, depth + 1) for there, value in values)
+    node = binding.node
+    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+        # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
+        if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
+            return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
+        # `train_ds, dev_ds, vocab = TextDataset.splits(root)`: a classmethod building instances of its class
+        return _split_by_classmethod(context, node, name)
+    return False
+
+
+def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tuple[Context, cst.BaseExpression]]:
+    """What every call of the function passes for `param`: this file's calls or, where it has none, those
+    of the files importing it (with the file each value is in). Empty when any call leaves it unsaid."""
+    if depth > 3 or not isinstance(param, cst.Param):
+        return []
+    data = flow(context)
+    values = data._param_args(param)
+    if values is not None:
+        return [(context, v) for v in values]
+    function = context.enclosing(param, cst.FunctionDef)
+    if not isinstance(function, cst.FunctionDef) or function not in context.module.body or data.call_sites(function):
+        return []
+    ordered = [*function.params.posonly_params, *function.params.params]
+    position = ordered.index(param) if param in ordered else None
+    found = []
+    for site in project.call_sites(context.source.path, function.name.value):
+        arg = argument(site.call, param.name.value, position)
+        if arg is None or arg.star:
+            return []
+        found.append((site.summary.context, arg.value))
+    return found
+
+
+def _imported_value(context: Context, name: str) -> list[tuple[Context, cst.BaseExpression]]:
+    """`from data import train_set`: the value the project module binds `train_set` to, once, at top level."""
+    found = project.imported(context, cst.Name(name))
+    if found is None:
+        return []
+    module, there = found
+    values = [
+        statement.body[0].value
+        for statement in module.context.module.body
+        if isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Assign)
+        and any(isinstance(t.target, cst.Name) and t.target.value == there for t in statement.body[0].targets)
+    ]
+    return [(module.context, values[0])] if len(values) == 1 else []
+
+
+def _split_by_classmethod(context: Context, assign: cst.Assign, name: str) -> bool:
+    call = assign.value
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(target, cst.Tuple)):
+        return False
+    index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
+    if index is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return False
+    cls = _class_of(context, call.func.value)
+    method = method_named(cls, call.func.attr.value) if cls is not None else None
+    if method is None or not indexes_memory(cls) or not any(last_name(d.decorator) == "classmethod" for d in method.decorators):
+        return False
+    returns = [r.value for r in returns_of(method)]
+    if not returns or not all(isinstance(r, cst.Tuple) and len(r.elements) == len(target.elements) for r in returns):
+        return False
+    built = {
+        t.target.value
+        for n in descendants(method)
+        if isinstance(n, cst.Assign) and isinstance(n.value, cst.Call) and _names_class(n.value.func, cls)
+        for t in n.targets
+        if isinstance(t.target, cst.Name)
+    }
+    for ret in returns:
+        value = ret.elements[index].value  # type: ignore[union-attr]
+        if not ((isinstance(value, cst.Name) and value.value in built) or (isinstance(value, cst.Call) and _names_class(value.func, cls))):
+            return False
+    return True
+
+
+def _names_class(func: cst.BaseExpression, cls: cst.ClassDef) -> bool:
+    return isinstance(func, cst.Name) and func.value in ("cls", cls.name.value)
+
+
+def _class_of(context: Context, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
+    """The class definition a name refers to: in this file, or in a project module it imports."""
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+            return bindings[0].node
+    found = project.imported(context, expr)
+    node = found[0].definition(found[1]) if found is not None else None
+    return node if isinstance(node, cst.ClassDef) else None
+
+
+def _function_of(context: Context, expr: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+    """The function definition a name refers to: in this file, or in a project module it imports."""
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr)
+        if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
+            return bindings[0].node
+    found = project.imported(context, expr)
+    node = found[0].definition(found[1]) if found is not None else None
+    return node if isinstance(node, cst.FunctionDef) else None
+
+
+def _light_collate(context: Context, expr: cst.BaseExpression) -> bool:
+    """`collate_fn=pad_batch` where the function only pads and stacks the items (no decoding, no I/O)."""
+    function = _function_of(context, expr)
+    if function is None:
+        return False
+    return all(
+        not isinstance(node, (cst.Call, cst.Yield, cst.Raise)) or (isinstance(node, cst.Call) and last_name(node.func) in _COLLATE_CALLS)
+        for node in descendants(function.body)
+    )
 
 
 # Calls an in-memory item may make: conversions of what it already holds, no I/O, no decoding.
 _ITEM_CONVERSIONS = frozenset(
     "from_numpy tensor as_tensor array asarray toarray todense float long int double half bool astype squeeze "
-    "unsqueeze view reshape flatten copy clone FloatTensor LongTensor".split()
+    "unsqueeze view reshape flatten copy clone FloatTensor LongTensor get".split()
+)
+
+
+# Calls a collate function may make and still only pad and stack what the items hold.
+_COLLATE_CALLS = _ITEM_CONVERSIONS | frozenset(
+    "zip max min len enumerate range list tuple sorted zeros ones full zeros_like stack cat pad_sequence size "
+    "append".split()
 )
 
 
@@ -119,26 +249,39 @@ def indexes_memory(cls: cst.ClassDef) -> bool:
     if not statements or not all(isinstance(s, cst.SimpleStatementLine) for s in statements):
         return False
     indexed = False
+    held: set[str] = set()  # locals that name data the dataset holds: `features = self.a if train else self.b`
     for statement in statements:
         for node in [statement, *descendants(statement)]:
             if isinstance(node, cst.Call) and last_name(node.func) not in _ITEM_CONVERSIONS:
                 return False
-            if isinstance(node, cst.Subscript) and _indexes_self(node):
+            if isinstance(node, cst.Subscript) and _indexes_self(node, held):
                 indexed = True
             if isinstance(node, (cst.Raise, cst.Yield, cst.Global)):
                 return False
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                if _self_data(node.value):
+                    held.add(node.targets[0].target.value)
     return indexed
 
 
-def _indexes_self(expr: cst.BaseExpression) -> bool:
+def _self_data(expr: cst.BaseExpression) -> bool:
+    """`self.features`, or a choice between two such attributes."""
+    if isinstance(expr, cst.IfExp):
+        return _self_data(expr.body) and _self_data(expr.orelse)
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _indexes_self(expr: cst.BaseExpression, held: frozenset[str] | set[str] = frozenset()) -> bool:
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SAME_TENSOR:
         expr = expr.func.value
-    return (
-        isinstance(expr, cst.Subscript)
-        and isinstance(expr.value, cst.Attribute)
-        and isinstance(expr.value.value, cst.Name)
-        and expr.value.value.value == "self"
-    )
+    if not isinstance(expr, cst.Subscript):
+        return False
+    base = expr.value
+    while isinstance(base, cst.Subscript):  # `features[idx][0]`
+        base = base.value
+    if isinstance(base, cst.Name):
+        return base.value in held
+    return isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == "self"
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
@@ -230,8 +373,16 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
             elif isinstance(node, cst.Assign) and binding.kind == "other":
                 value = _unpacked_value(context, node, expr.value)
                 found = found or (value is not None and _hf_prepared(context, value, depth + 1))
+            elif binding.kind == "param":
+                # `def make_loader(dataset)`: every call passes a prepared dataset from a file without lazy columns
+                values = _param_values(context, node, depth)
+                if not values or not all(
+                    not _HF_LAZY.search(there.source.text) and _hf_prepared(there, value, depth + 1) for there, value in values
+                ):
+                    return False
+                found = True
             else:
-                return False  # a parameter, a loop variable, an import: not followed
+                return False  # a loop variable, an import: not followed
         return found or _set_format_on(context, expr)
     return False
 

@@ -5,6 +5,7 @@ argparse defaults), the loops that iterate them, and the copies of their batches
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
 import libcst as cst
@@ -19,8 +20,9 @@ from torchlint.lint.calls import (
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
-from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.functions import called_function, is_generator, method_named, returns_of
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -166,6 +168,9 @@ class Flow:
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None
+        self._sources_active: set[int] = set()
+        self._remote = False  # whether `batch_sources` may ask other files (see `batch_reads`)
+        self._reads: Optional[dict[object, list[tuple[cst.CSTNode, cst.BaseExpression]]]] = None
         self._names: Optional[dict[str, list[cst.Name]]] = None
         for node in descendants(context.module):
             if isinstance(node, cst.Call):
@@ -585,18 +590,436 @@ class Flow:
                         self._loops_memo.setdefault(id(found), []).append((loop, target))
         return self._loops_memo.get(id(loader), [])
 
-    def transfers(self, loop: cst.For, target: cst.BaseExpression) -> list[cst.Call]:
-        """`.to(device)` / `.cuda()` calls in the loop body on the batch (or parts of it)."""
+    # -- every read of a loader's batches --------------------------------------------------------
+    def batch_reads(self, loader: object) -> list[tuple[cst.CSTNode, cst.BaseExpression]]:
+        """(region, batch) for each place the loader's batches are read once per step: the body of a loop
+        over it (directly, through `iter(loader)`, or through a generator of this file that yields its
+        items, such as `infiniteloop(loader)`) with the loop's target, and the body of the loop around a
+        `next(it)` with the name it is assigned to (or the `next(...)` call itself when used inline).
+        `loader` is a DataLoader(...) call of this file, or a `Remote` or `CallResult` (see `batch_sources`)."""
+        if self._reads is None:
+            self._reads = {}
+            for loop in self.fors:
+                for source, target in _match_iteration(self.context, loop.iter, loop.target):
+                    # other files are asked only about loops that copy what they read to an accelerator
+                    self._remote = bool(self.transfers(loop.body, target))
+                    try:
+                        found_sources = self.batch_sources(source) or ()
+                    finally:
+                        self._remote = False
+                    for found in found_sources:
+                        self._reads.setdefault(found, []).append((loop.body, target))
+            for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
+                iterator = _next_of(self.context, call)
+                if iterator is None:
+                    continue
+                loop = next(iter(_enclosing_loops(self.context, call)), None)
+                if loop is None:
+                    continue  # one batch read once, to look at
+                parent = self.context.parent(call)
+                target: cst.BaseExpression = call
+                if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
+                    target = parent.targets[0].target
+                self._remote = bool(self.transfers(loop.body, target))
+                try:
+                    found_sources = self.batch_sources(iterator) or ()
+                finally:
+                    self._remote = False
+                for found in found_sources:
+                    self._reads.setdefault(found, []).append((loop.body, target))
+        return self._reads.get(loader, [])
+
+    def batch_sources(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[frozenset]:
+        """The DataLoader(...) calls whose batches iterating `expr` yields: `loaders_of`, and also through
+        `iter(loader)` and generators of this file that loop over a loader they are given."""
+        found = self.loaders_of(expr)
+        if found is not None or depth > 4:
+            return found
+        if id(expr) in self._sources_active:
+            return frozenset()  # `loader = sample_data(loader)`: the name's other binding says what it holds
+        self._sources_active.add(id(expr))
+        try:
+            return self._batch_sources(expr, depth)
+        finally:
+            self._sources_active.discard(id(expr))
+
+    def _batch_sources(self, expr: cst.BaseExpression, depth: int) -> Optional[frozenset]:
+        context = self.context
+        if isinstance(expr, cst.Name):
+            parts = []
+            for binding in context.lookup(expr) or ():
+                if binding.kind == "assign" and binding.value is not None:
+                    parts.append(self.batch_sources(binding.value, depth + 1))
+                elif binding.kind == "param":
+                    found = self._param_loaders(binding.node, depth)
+                    parts.append(found if found is not None else self._param_sources(binding.node, depth))
+                elif isinstance(binding.node, cst.Assign):
+                    parts.append(self._unpacked_result(binding.node, expr.value))
+                else:
+                    return None
+            return _strict_union(parts)
+        if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and project.imported(context, expr.func):
+            return frozenset([CallResult(self, expr, None)])  # `loader = get_loader(args)` of another file
+        if not isinstance(expr, cst.Call) or not expr.args or has_star_args(expr):
+            return None
+        if is_builtin(context, expr.func, "iter") and len(expr.args) == 1:
+            return self.batch_sources(expr.args[0].value, depth + 1)
+        function = self.function_called(expr)
+        if function is None or not is_generator(function):
+            return None
+        # `def infiniteloop(loader): while True: for x, y in loader: yield x`: its items are the loader's
+        parts = []
+        for loop in descendants(function.body):
+            if not isinstance(loop, cst.For) or not any(isinstance(n, cst.Yield) for n in descendants(loop.body)):
+                continue
+            iterated = loop.iter
+            if isinstance(iterated, cst.Call) and is_builtin(context, iterated.func, "iter") and iterated.args:
+                iterated = iterated.args[0].value
+            if isinstance(iterated, cst.Name):
+                arg = _argument_for(context, function, expr, iterated.value)
+                if arg is not None:
+                    parts.append(self.batch_sources(arg, depth + 1))
+        return _strict_union(parts) if parts else None
+
+    # -- loaders only looked at --------------------------------------------------------------------
+    def only_peeked(self, loader: cst.Call) -> bool:
+        """The name the loader is bound to is read, and only to look at a batch or two, never per step:
+        `next(iter(loader))` or `it = iter(loader)` then `next(it)` outside any loop, `len(loader)`, a
+        notebook cell showing it, or handed to a function of this file that does no more with it."""
+        parent = self.context.parent(loader)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        target = parent.targets[0].target
+        scope = self.context.enclosing(loader, cst.FunctionDef) or self.context.module
+        uses = [n for n in self._uses(target.value) if n is not target and self._within(n, scope)]
+        returned = [n for n in uses if self.context.enclosing(n, cst.Return) is not None]
+        if returned and not self._peeked_by_importers(loader):
+            return False
+        return bool(uses) and all(n in returned or self._peek(n, 0) for n in uses)
+
+    def _peeked_by_importers(self, loader: cst.Call) -> bool:
+        """Every file calling the function that returns the loader only looks at it (`get_loaders(args)`,
+        then `model.evaluate(test_loader)` that never iterates it)."""
+        returned = self.returned_by(loader)
+        sites = project.call_sites(self.context.source.path, returned[0]) if returned is not None else []
+        return bool(sites) and all(site.summary.model.loaders._result_peeked(site.call, returned[1]) for site in sites)  # type: ignore[index]
+
+    def _result_peeked(self, call: cst.Call, index: Optional[int]) -> bool:
+        """The value `call` returns (element `index` of it) is bound to a name only looked at."""
+        assign = self.context.parent(call)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return False
+        target = assign.targets[0].target
+        if index is not None:
+            if not isinstance(target, (cst.Tuple, cst.List)) or index >= len(target.elements):
+                return False
+            target = target.elements[index].value
+        if not isinstance(target, cst.Name):
+            return False
+        scope = self.context.enclosing(call, cst.FunctionDef) or self.context.module
+        uses = [n for n in self._uses(target.value) if n is not target and self._within(n, scope)]
+        return all(self._peek(n, 1) for n in uses)
+
+    def _within(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        return scope is self.context.module or any(a is scope for a in self.context.ancestors(node))
+
+    def _peek(self, use: cst.Name, depth: int) -> bool:
+        """This use of a loader's name reads at most a batch, once."""
+        context = self.context
+        parent = context.parent(use)
+        if isinstance(parent, cst.Expr) or (
+            isinstance(parent, cst.Element) and isinstance(context.parent(context.parent(parent)), cst.Expr)
+        ):
+            return context.source.is_notebook  # a cell that shows it
+        if not isinstance(parent, cst.Arg) or parent.value is not use or parent.star:
+            return False
+        call = context.parent(parent)
+        if not isinstance(call, cst.Call):
+            return False
+        if is_builtin(context, call.func, "len"):
+            return True
+        if is_builtin(context, call.func, "iter"):
+            if _enclosing_loops(context, call):
+                return False
+            holder = context.parent(call)
+            if isinstance(holder, cst.Arg):
+                outer = context.parent(holder)  # `next(iter(loader))`
+                return isinstance(outer, cst.Call) and is_builtin(context, outer.func, "next")
+            if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name):
+                name = holder.targets[0].target  # `it = iter(loader)`, then `next(it)`
+                scope = context.enclosing(call, cst.FunctionDef) or context.module
+                reads = [n for n in self._uses(name.value) if n is not name and self._within(n, scope)]
+                return bool(reads) and all(self._next_once(n) for n in reads)
+            return False
+        if depth > 1 or has_star_args(call) or has_star_kwargs(call):
+            return False
+        function = self.function_called(call)
+        callees = [(self, function)] if function is not None else self._foreign_callees(call)
+        if not callees:
+            return False
+        for flow_there, callee in callees:
+            name = _param_for(flow_there.context, callee, call, parent)
+            if name is None:
+                return False
+            reads = [n for n in flow_there._uses(name.value) if n is not name and flow_there._within(n, callee)]
+            if not all(flow_there._peek(n, depth + 1) for n in reads):  # one that never reads it is fine too
+                return False
+        return True
+
+    def _foreign_callees(self, call: cst.Call) -> list[tuple["Flow", cst.FunctionDef]]:
+        """The functions of other project files `call` may run: an imported function, or `obj.method(...)`
+        where every value bound to `obj` is an instance of a project class defining the method (empty when
+        that is not certain)."""
+        func = call.func
+        found = project.imported(self.context, func)
+        if found is not None:
+            node = found[0].definition(found[1])
+            return [(found[0].model.loaders, node)] if isinstance(node, cst.FunctionDef) else []
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return []
+        bindings = self.context.lookup(func.value)
+        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+            return []
+        out: list[tuple["Flow", cst.FunctionDef]] = []
+        for binding in bindings:
+            value = binding.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            cls = project.imported(self.context, value.func) if isinstance(value, cst.Call) else None  # type: ignore[union-attr]
+            node = cls[0].definition(cls[1]) if cls is not None else None
+            method = method_named(node, func.attr.value) if isinstance(node, cst.ClassDef) else None
+            if method is None:
+                return []  # not a project class, or the method is inherited
+            out.append((cls[0].model.loaders, method))  # type: ignore[index]
+        return out
+
+    def _next_once(self, use: cst.Name) -> bool:
+        holder = self.context.parent(use)
+        call = self.context.parent(holder) if isinstance(holder, cst.Arg) else None
+        return (
+            isinstance(call, cst.Call)
+            and is_builtin(self.context, call.func, "next")
+            and not _enclosing_loops(self.context, call)
+        )
+
+    # -- loaders and batches that cross files -------------------------------------------------------
+    def _unpacked_result(self, assign: cst.Assign, name: str) -> Optional[frozenset]:
+        """`train_loader, test_loader = data_setup.create_dataloaders(...)`: element `name` of a project call."""
+        call = assign.value
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        if not (isinstance(call, cst.Call) and isinstance(target, (cst.Tuple, cst.List))):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return None
+        index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
+        if index is None or not self._remote or self.function_called(call) is not None:
+            return None
+        if not project.imported(self.context, call.func):
+            return None
+        return frozenset([CallResult(self, call, index)])
+
+    def _param_sources(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
+        """`batch_sources` of what this file's calls pass for a parameter, or, when none does, the files
+        that import this one."""
+        values = self._param_args(param)
+        if values is not None:
+            return _strict_union([self.batch_sources(v, depth + 1) for v in values])
+        return self._remote_param(param)
+
+    def _remote_param(self, param: cst.CSTNode) -> Optional[frozenset]:
+        """The loaders that files importing this one pass for a parameter of a top-level function."""
+        function = self.context.enclosing(param, cst.FunctionDef) if isinstance(param, cst.Param) else None
+        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+            return None
+        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:
+            return None  # called here too (and that was not decided), or already one file away
+        ordered = [*function.params.posonly_params, *function.params.params]
+        position = ordered.index(param) if param in ordered else None
+        _REMOTE_HOPS[0] += 1
+        try:
+            parts: list[Optional[frozenset]] = []
+            for site in project.call_sites(self.context.source.path, function.name.value):
+                arg = argument(site.call, param.name.value, position)  # type: ignore[attr-defined]
+                caller = site.summary.model.loaders
+                caller._remote = True
+                try:
+                    found = caller.batch_sources(arg.value) if arg is not None else None
+                finally:
+                    caller._remote = False
+                if found is None:
+                    return None
+                parts.append(frozenset(Remote(caller, f) if isinstance(f, cst.Call) else f for f in found))
+        finally:
+            _REMOTE_HOPS[0] -= 1
+        return _strict_union(parts)
+
+    def returned_by(self, loader: cst.Call) -> Optional[tuple[str, Optional[int]]]:
+        """(name, index) when a top-level function of this file returns the loader (as element `index` of a
+        returned tuple): `return train_loader` or `return train_loader, test_loader`."""
+        function = self.context.enclosing(loader, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+            return None
+        for ret in returns_of(function):
+            values = ret.value.elements if isinstance(ret.value, (cst.Tuple, cst.List)) else [ret.value]
+            for index, element in enumerate(values):
+                value = element.value if isinstance(element, (cst.Element, cst.StarredElement)) else element
+                if isinstance(element, cst.StarredElement) or value is None:
+                    continue
+                if loader in (self.loaders_of(value) or ()):
+                    at = index if isinstance(ret.value, (cst.Tuple, cst.List)) else None
+                    return function.name.value, at
+        return None
+
+    def callers_on_accelerator(self, loader: cst.Call) -> Optional[bool]:
+        """Whether the program around the loader puts anything on an accelerator: the files calling the
+        function that returns it, or the project files they import (None when no project file calls it)."""
+        from torchlint.semantic.placement import uses_accelerator
+
+        returned = self.returned_by(loader)
+        sites = project.call_sites(self.context.source.path, returned[0]) if returned is not None else []
+        if not sites:
+            return None
+        for site in sites:
+            source = site.summary.context.source
+            if site.summary.model.uses_accelerator:
+                return True
+            for path in project.dependencies(source.path, source.text):
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        if uses_accelerator(handle.read(project.MAX_SUMMARY_BYTES)):
+                            return True
+                except OSError:
+                    return True  # cannot tell
+        return False
+
+    def copies_in_importers(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
+        """Copies to an accelerator of the loader's batches in the files that call the function returning it."""
+        returned = self.returned_by(loader)
+        if returned is None:
+            return []
+        name, index = returned
+        found: list[tuple[Context, cst.Call]] = []
+        for site in project.call_sites(self.context.source.path, name):
+            caller = site.summary.model.loaders
+            result = CallResult(caller, site.call, index)
+            copies = [(caller.context, c) for c in caller.batch_copies(result)]
+            found.extend(copies or caller.copies_in_callees(result))
+        return found
+
+    def copies_in_callees(self, source: object) -> list[tuple[Context, cst.Call]]:
+        """Copies to an accelerator of the source's batches in functions of other files the loader is handed
+        to: `model.train(train_loader)` where the class's `train` iterates its parameter and moves batches."""
+        found: list[tuple[Context, cst.Call]] = []
+        self._remote = True
+        try:
+            for calls in self.calls_by_name.values():
+                for call in calls:
+                    if has_star_args(call) or has_star_kwargs(call) or self.function_called(call) is not None:
+                        continue
+                    for arg in call.args:
+                        if not isinstance(arg.value, cst.Name) or source not in (self.batch_sources(arg.value) or ()):
+                            continue
+                        for there, callee in self._foreign_callees(call):
+                            param = _param_for(there.context, callee, call, arg)
+                            if param is not None:
+                                found.extend((there.context, c) for c in there.param_copies(callee, param))
+        finally:
+            self._remote = False
+        return found
+
+    def param_copies(self, function: cst.FunctionDef, param: cst.Name) -> list[cst.Call]:
+        """Copies to an accelerator of the batches of the loader a function receives as `param`."""
+        found: list[cst.Call] = []
+        for loop in self.fors:
+            if not self._within(loop, function):
+                continue
+            for source, target in _match_iteration(self.context, loop.iter, loop.target):
+                if self._derives(source, param, 0):
+                    found.extend(self.transfers(loop.body, target))
+        for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
+            iterator = _next_of(self.context, call)
+            loop = next(iter(_enclosing_loops(self.context, call)), None)
+            if iterator is None or loop is None or not self._within(call, function) or not self._derives(iterator, param, 0):
+                continue
+            parent = self.context.parent(call)
+            target: cst.BaseExpression = call
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
+                target = parent.targets[0].target
+            found.extend(self.transfers(loop.body, target))  # type: ignore[attr-defined]
+        return found
+
+    def _derives(self, expr: cst.BaseExpression, param: cst.Name, depth: int) -> bool:
+        """Iterating `expr` yields the batches of what was passed as `param`: the parameter itself,
+        `iter(param)`, a generator of this file given it, or a name or `self.` attribute bound to those."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Name):
+            bindings = self.context.lookup(expr) or []
+            if any(b.kind == "param" and b.node.name is param for b in bindings):  # type: ignore[attr-defined]
+                return True
+            return any(b.kind == "assign" and b.value is not None and self._derives(b.value, param, depth + 1) for b in bindings)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = self.context.enclosing(expr, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
+            return any(self._derives(v, param, depth + 1) for v in values)
+        if isinstance(expr, cst.Call) and expr.args and not has_star_args(expr):
+            if is_builtin(self.context, expr.func, "iter") or last_name(expr.func) in _TQDM:
+                return self._derives(expr.args[0].value, param, depth + 1)
+            function = self.function_called(expr)
+            if function is not None and is_generator(function):
+                return any(self._derives(a.value, param, depth + 1) for a in expr.args)
+        return False
+
+    def pinned_options(self, source: object) -> Optional[frozenset]:
+        """The `pin_memory` values a loader (of this file, or a `Remote`/`CallResult` one) may have."""
+        if isinstance(source, cst.Call):
+            return self.setting_options(source, "pin_memory", _PIN_MEMORY_AT)
+        if isinstance(source, Remote):
+            return source.flow.setting_options(source.call, "pin_memory", _PIN_MEMORY_AT)
+        if isinstance(source, CallResult):
+            loaders = source.resolve()
+            if not loaders:
+                return None
+            out: set = set()
+            for loader in loaders:
+                options = loader.flow.setting_options(loader.call, "pin_memory", _PIN_MEMORY_AT)
+                if options is None:
+                    return None
+                out |= options
+            return frozenset(out)
+        return None
+
+    def sources_read(self) -> list[object]:
+        """Every loader whose batches this file reads (after `batch_reads` has indexed them)."""
+        self.batch_reads(None)
+        return list(self._reads or ())
+
+    def batch_copies(self, loader: object) -> list[cst.Call]:
+        """Every copy of the loader's batches to an accelerator, wherever they are read (`batch_reads`)."""
+        found: list[cst.Call] = []
+        for region, target in self.batch_reads(loader):
+            for call in self.transfers(region, target):
+                if all(call is not f for f in found):
+                    found.append(call)
+        return found
+
+    def transfers(self, region: cst.CSTNode, target: cst.BaseExpression) -> list[cst.Call]:
+        """`.to(device)` / `.cuda()` calls in `region` on the batch (or parts of it), and in the functions
+        of this file the batch is handed to."""
         key = id(target)
         if key not in self._transfers_memo:
-            self._transfers_memo[key] = self._find_transfers(loop, target)
+            if isinstance(target, cst.Call):  # `next(it).to(device)`: the read itself is the batch
+                self._transfers_memo[key] = self._find_transfers(region, set(), target, 0)
+            else:
+                self._transfers_memo[key] = self._find_transfers(region, set(target_names(target)), None, 0)
         return self._transfers_memo[key]
 
-    def _find_transfers(self, loop: cst.For, target: cst.BaseExpression) -> list[cst.Call]:
-        batch = set(target_names(target))
-        if not batch:
+    def _find_transfers(
+        self, region: cst.CSTNode, batch: set[str], read: Optional[cst.Call], depth: int
+    ) -> list[cst.Call]:
+        if not batch and read is None:
             return []
-        body = list(descendants(loop.body))
+        body = list(descendants(region))
         # Names that hold (views of) the batch: `x, y = batch`, `x = batch["x"]`, `for k, v in batch.items()`.
         for _ in range(3):
             before = len(batch)
@@ -619,11 +1042,38 @@ class Flow:
             if not isinstance(node, cst.Call):
                 continue
             if is_transfer(node):
-                if root_name(node.func.value, conversions=True) in batch and self.to_accelerator(node):  # type: ignore[attr-defined]
+                receiver = node.func.value  # type: ignore[attr-defined]
+                held = root_name(receiver, conversions=True) in batch or (read is not None and _root(receiver) is read)
+                if held and self.to_accelerator(node):
                     found.append(node)
             elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
                 found.append(node)
+            elif depth < 2 and batch:
+                found.extend(self._handed_to_function(node, batch, depth))
         return found
+
+    def _handed_to_function(self, call: cst.Call, batch: set[str], depth: int) -> list[cst.Call]:
+        """The copies a function of this file makes of the batch parts it is given:
+        `pred = self._process_one_batch(data, batch_x, batch_y)` where the method moves `batch_x`."""
+        if has_star_args(call) or has_star_kwargs(call):
+            return []
+        function = self.function_called(call)
+        if function is None or is_generator(function):
+            return []
+        params = [*function.params.posonly_params, *function.params.params]
+        if self.context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+            params = params[1:]  # `self`
+        names = set()
+        for index, arg in enumerate(call.args):
+            if root_name(arg.value, conversions=True) not in batch:
+                continue
+            if arg.keyword is not None:
+                names.add(arg.keyword.value)
+            elif index < len(params):
+                names.add(params[index].name.value)
+        if not names:
+            return []
+        return self._find_transfers(function.body, names, None, depth + 1)
 
     def _cast_transfer(self, call: cst.Call, batch: set[str]) -> bool:
         """`batch["A"].type(Tensor)` where `Tensor` is, or may be, `torch.cuda.FloatTensor`."""
@@ -740,6 +1190,10 @@ class Flow:
         if isinstance(expr, (cst.FormattedString, cst.ConcatenatedString)):
             return "cuda" in context.code(expr)
         if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "format":
+                template = context.literal(func.value)  # `"cuda:{:d}".format(rank)`
+                return isinstance(template, str) and template.startswith("cuda")
             name = context.qualname(expr) or ""
             if name == "torch.device":
                 return bool(expr.args) and self._may_be_cuda(expr.args[0].value, depth + 1)
@@ -832,6 +1286,112 @@ def _match_iteration(
         if last_name(func) in _TQDM and (context.qualname(iterable) or "").startswith(("tqdm", "rich")):
             return _match_iteration(context, iterable.args[0].value, target)
     return [(iterable, target)]
+
+
+_PIN_MEMORY_AT = 7
+
+# One file away at most when following a parameter to the files that call its function.
+_REMOTE_HOPS = [0]
+
+
+@dataclass(frozen=True, repr=False)
+class Remote:
+    """A DataLoader(...) built in another file of the project (`flow` is that file's)."""
+
+    flow: Flow
+    call: cst.Call
+
+
+@dataclass(frozen=True, repr=False)
+class CallResult:
+    """What a call, in `flow`'s file, of a function of another project file returns (element `index` of a
+    returned tuple): `get_loader(args)`."""
+
+    flow: Flow
+    call: cst.Call
+    index: Optional[int]
+
+    def resolve(self) -> Optional[list[Remote]]:
+        """The DataLoader(...) calls of the other file the function returns, or None when not certain."""
+        found = project.imported(self.flow.context, self.call.func)
+        function = found[0].definition(found[1]) if found is not None else None
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        there = found[0].model.loaders  # type: ignore[index]
+        out: list[Remote] = []
+        for ret in returns_of(function):
+            value = ret.value
+            if self.index is not None:
+                if isinstance(value, cst.Name):
+                    value = there.context.assigned_value(value) or value
+                if not isinstance(value, (cst.Tuple, cst.List)) or self.index >= len(value.elements):
+                    return None
+                value = value.elements[self.index].value
+            loaders = there.loaders_of(value) if value is not None else None
+            if loaders is None:
+                return None
+            out.extend(Remote(there, call) for call in loaders)
+        return out or None
+
+
+def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What `expr` is a view or conversion of: `next(it)[0].float()` -> `next(it)`."""
+    while True:
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SAME_TENSOR:
+            expr = expr.func.value
+        else:
+            return expr
+
+
+_LOOPS = (cst.For, cst.While)
+
+
+def _enclosing_loops(context: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The `for`/`while` statements around `node` within its own function, innermost first."""
+    loops = []
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        if isinstance(ancestor, _LOOPS):
+            loops.append(ancestor)
+    return loops
+
+
+def _next_of(context: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The iterator `next(it)` or `it.__next__()` advances."""
+    if is_builtin(context, call.func, "next") and call.args and not has_star_args(call):
+        return call.args[0].value
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
+        return call.func.value
+    return None
+
+
+def _param_for(context: Context, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> Optional[cst.Name]:
+    """The name of the parameter of `function` that `arg` of `call` is passed to."""
+    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+    if context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+        params = params[1:]
+    if arg.keyword is not None:
+        matches = [p for p in params if p.name.value == arg.keyword.value]
+    else:
+        index = [a for a in call.args if not a.keyword].index(arg)
+        matches = params[index : index + 1] if index < len(function.params.posonly_params) + len(function.params.params) else []
+    return matches[0].name if matches else None
+
+
+def _argument_for(
+    context: Context, function: cst.FunctionDef, call: cst.Call, param: str
+) -> Optional[cst.BaseExpression]:
+    """The expression `call` passes for `function`'s parameter `param`."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if context.enclosing(function, cst.ClassDef) is not None and not _is_static(function):
+        params = params[1:]
+    names = [p.name.value for p in params]
+    position = names.index(param) if param in names else None
+    arg = argument(call, param, position)
+    return arg.value if arg is not None else None
 
 
 def flow(context: Context) -> Flow:

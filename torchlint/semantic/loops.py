@@ -112,6 +112,7 @@ class _Cache:
         self.training: dict[cst.CSTNode, bool] = {}
         self.loader: dict[cst.CSTNode, bool] = {}
         self.step_functions: dict[cst.CSTNode, bool] = {}
+        self.skips: dict[cst.CSTNode, tuple[Optional[int], dict[cst.CSTNode, int]]] = {}
 
 
 def _cache(context: "Context") -> _Cache:
@@ -601,10 +602,19 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
         if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):
             return True
         if isinstance(ancestor, cst.IndentedBlock) and isinstance(child, cst.BaseStatement):
-            for sibling in ancestor.body:
-                if sibling is child:
-                    break
-                if _skips_most(context, sibling):
-                    return True
+            first_skip, positions = _skips_in(context, ancestor)
+            if first_skip is not None and positions.get(child, -1) > first_skip:
+                return True
         child = ancestor
     return False
+
+
+def _skips_in(context: "Context", block: cst.IndentedBlock) -> tuple[Optional[int], dict[cst.CSTNode, int]]:
+    """(index of the first `if step % N: continue` in `block`, each statement's index), once per block:
+    asking per statement would read the block again for each of its statements."""
+    cache = _cache(context)
+    found = cache.skips.get(block)
+    if found is None:
+        first = next((i for i, s in enumerate(block.body) if _skips_most(context, s)), None)
+        found = cache.skips[block] = (first, {s: i for i, s in enumerate(block.body)})
+    return found

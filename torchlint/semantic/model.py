@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.semantic import datasets, file_kind, loops, modules, placement
+from torchlint.semantic import datasets, file_kind, hot_paths, loops, modules, placement
+from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
 from torchlint.semantic.layers import LayerOrder
@@ -136,6 +137,11 @@ class SemanticModel:
         """The one-step training function that runs `node` once per call."""
         return loops.step_function(self.context, node)
 
+    def on_hot_path(self, node: cst.CSTNode, data: tuple[cst.BaseExpression, ...] = ()) -> bool:
+        """`node` runs once per step, sample or batch, not once per run; `data` are the expressions that size
+        or place what it builds (see `hot_paths`)."""
+        return hot_paths.on_hot_path(self.context, node, data)
+
     def calls_in(self, loop: loops.Loop) -> list[cst.Call]:
         """The calls a loop's body makes itself."""
         return loops.hot_calls_in(self.context, loop)
@@ -150,6 +156,11 @@ class SemanticModel:
     def per_sample_loops(self) -> PerSampleLoops:
         """Which loops and comprehensions run per sample of a batch."""
         return PerSampleLoops(self.context)
+
+    @cached_property
+    def box_loops(self) -> BoxLoops:
+        """Which loops handle the boxes of a detection one at a time (NMS, per-class NMS, crops)."""
+        return box_loops(self.context)
 
     # -- grad mode --------------------------------------------------------------------------------
     @cached_property

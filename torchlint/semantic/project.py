@@ -68,6 +68,10 @@ class ModuleSummary:
         self._classes: dict[str, Optional[ClassSummary]] = {}
         self._functions: dict[str, Optional[FunctionSummary]] = {}
 
+    def definition(self, name: str) -> Optional[cst.CSTNode]:
+        """The top-level class or function `name` of the module, as parsed."""
+        return self._top.get(name)
+
     def class_summary(self, name: str) -> Optional[ClassSummary]:
         if name not in self._classes:
             node = self._top.get(name)
@@ -405,6 +409,10 @@ def imported(context: "Context", name: cst.BaseExpression) -> Optional[tuple[Mod
             target = module_file(context.source.path, dots, f"{module}.{attr}" if module else attr)
             found = summary(target) if target is not None else None
             return (found, name.attr.value) if found is not None else None
+        plain = context.qualname(name.value)  # `import data_utils` ... `data_utils.NCFData`
+        target = module_file(context.source.path, 0, plain) if plain else None
+        found = summary(target) if target is not None else None
+        return (found, name.attr.value) if found is not None else None
     return None
 
 

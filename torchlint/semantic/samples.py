@@ -19,8 +19,10 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets, last_name
 from torchlint.lint.walk import descendants, scope_nodes, semantic_children
+from torchlint.semantic.functions import method_named
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.objects import MODULE, objects
+from torchlint.semantic.values import value_kinds
 
 # What an iterable or a callee is called, when the spelling is the only evidence.
 _MODEL = re.compile(
@@ -30,9 +32,12 @@ _MODEL = re.compile(
     re.IGNORECASE,
 )
 
+# Methods of a model that run it.
+_MODEL_METHODS = frozenset("forward predict predict_proba encode embed infer inference".split())
+
 _CONTAINERS = (cst.List, cst.ListComp, cst.Tuple, cst.GeneratorExp)
 
-_BATCH_SIZE = re.compile(r"^(batch_size|bs|bsz|n_batch|nbatch|batchsize|num_samples|n_samples|B)$")
+_BATCH_SIZE = re.compile(r"^((\w+_)?(batch_size|bs|bsz|n_batch|nbatch|batchsize)|num_samples|n_samples|B)$")
 
 # Functions whose tensor parameters are batches (besides `forward`).
 _BATCH_FUNCTION = re.compile(r"^(forward|__call__)$|loss|criterion|(^|_)(train|training|eval|evaluate|validate|validation|test)(_|$)|(^|_)step$|predict|infer", re.IGNORECASE)
@@ -65,6 +70,9 @@ _MATH_METHODS = frozenset(
     masked_fill gather topk sort einsum outer square neg reciprocal lerp where
     """.split()
 )
+
+# Tensor methods that multiply: their presence shows a helper computes with tensors.
+_PRODUCTS = frozenset("dot mm bmm matmul mv einsum".split())
 
 _NOT_WORK = frozenset(
     "item tolist numpy size dim numel shape dtype device type is_cuda nelement data_ptr element_size".split()
@@ -118,6 +126,9 @@ class _Loop:
     bound: Optional[cst.BaseExpression]  # what the range runs over
     evidence: bool  # the range bound or the iterated value is a batch
     items: dict[str, frozenset[int]] = field(default_factory=dict)  # `c` in `for c in zip(x, y)`: c[k] samples
+    # rows of an array or matrix not known to be a tensor: only a model run per row counts as work
+    rows: bool = False
+    inner: bool = False  # the range is a size past the first dimension (samples of a sequence-first batch)
 
 
 
@@ -130,6 +141,8 @@ class PerSampleLoops:
         self._batch_memo: dict[tuple[int, str], bool] = {}
         self._class_methods: dict[cst.CSTNode, frozenset[str]] = {}
         self._helpers: Optional[dict[str, bool]] = None  # module-level functions: do they compute with torch?
+        self._calls: Optional[dict[str, list[cst.Call]]] = None  # calls by the name of the function they run
+        self._caller: dict[cst.Call, cst.FunctionDef] = {}  # the function each call is made in
 
     # ------------------------------------------------------------------------------------------
     # the loop header: is this a loop over the samples of a batch?
@@ -149,12 +162,15 @@ class PerSampleLoops:
                 inner = args[0].value
                 if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "zip":
                     return self._zip_loop(node, scope, index.value, item, inner)  # enumerate(zip(x, y))
+                rows = False
                 if not self._is_batch(scope, inner, sequence=True):
-                    return None
+                    if not self._is_matrix(scope, inner):
+                        return None
+                    rows = True
                 samples = {item.value} if isinstance(item, cst.Name) else set()
                 if not samples:
                     return None
-                return _Loop(node, index.value, samples, None, True)
+                return _Loop(node, index.value, samples, None, True, rows=rows)
             if func == "zip":
                 return self._zip_loop(node, scope, None, target, iterable)
             return None
@@ -202,8 +218,12 @@ class PerSampleLoops:
         source = self._size_source(scope, bound)
         if source is not None:
             tensor, how = source
+            if how == "inner" and not self._batch_size_name(scope, bound):
+                return None  # past the first dimension only when the code says it holds the batch
             if self._is_batch(scope, tensor, sequence=(how == "len")):
-                return _Loop(node, index, set(), tensor, True)
+                return _Loop(node, index, set(), tensor, True, inner=(how == "inner"))
+            if self._is_matrix(scope, tensor):
+                return _Loop(node, index, set(), tensor, True, rows=True)
             return None
         if self._batch_size_name(scope, bound):
             return _Loop(node, index, set(), None, False)
@@ -219,17 +239,20 @@ class PerSampleLoops:
             if isinstance(func, cst.Name) and func.value == "len" and len(bound.args) == 1 and not bound.args[0].star:
                 return bound.args[0].value, "len"
             if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(bound.args) == 1:
+                # any dimension: a sequence-first tensor keeps its samples in dimension 1
                 arg = argument(bound, "dim", 0)
-                if arg is not None and self.context.literal(arg.value) == 0:
-                    return func.value, "size"
+                dim = self.context.literal(arg.value) if arg is not None else None
+                if isinstance(dim, int):
+                    return func.value, "size" if dim == 0 else "inner"
             return None
         if isinstance(bound, cst.Subscript) and len(bound.slice) == 1:
             index = bound.slice[0].slice
-            if not isinstance(index, cst.Index) or self.context.literal(index.value) != 0:
+            dim = self.context.literal(index.value) if isinstance(index, cst.Index) else None
+            if not isinstance(dim, int):
                 return None
             value = bound.value
             if isinstance(value, cst.Attribute) and value.attr.value == "shape":
-                return value.value, "size"
+                return value.value, "size" if dim == 0 else "inner"
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
                 return value.func.value, "size"
             return None
@@ -272,15 +295,33 @@ class PerSampleLoops:
             if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS:
                 return self._is_batch(scope, func.value, sequence=sequence, depth=depth + 1)
             if self._is_module_call(scope, expr):
+                if not sequence:
+                    return True  # a module's output: batch dimension first
                 first = positional(expr)
                 return bool(first) and self._is_batch(scope, first[0].value, depth=depth + 1)
-            return False
+            qualname = self.context.qualname(expr) or ""
+            # a torch op's output (not a factory: those build fresh tensors of any shape)
+            return qualname.startswith("torch.") and value_kinds(self.context).is_tensor(expr)
         if isinstance(expr, cst.Subscript):
             # batch[0], batch["image"] where `batch` is a whole DataLoader element
             if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
                 key = expr.slice[0].slice.value
                 if isinstance(key, (cst.Integer, cst.SimpleString)) and isinstance(expr.value, cst.Name):
                     return self._loader_element(scope, expr.value.value)
+        return False
+
+    def _is_matrix(self, scope: _Scope, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """An array whose rows are samples, whatever library holds it: `a[:, :-1]` (a two-dimensional
+        slice) or a sparse matrix (`m.tocsr()`)."""
+        if depth > 3:
+            return False
+        if isinstance(expr, cst.Name):
+            values = self._assigned_anywhere(scope, expr.value)
+            return len(values) == 1 and self._is_matrix(scope, values[0], depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return len(expr.slice) >= 2 and _whole_slice(expr.slice[0].slice)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            return expr.func.attr.value in ("tocsr", "toarray", "todense") and not expr.args
         return False
 
     def _is_batch_name(self, scope: _Scope, name: str, sequence: bool, depth: int) -> bool:
@@ -295,11 +336,12 @@ class PerSampleLoops:
     def _batch_name_uncached(self, scope: _Scope, name: str, sequence: bool, depth: int) -> bool:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
+        param = scope.params.get(name)
         if sequence and name not in scope.tensor_used and not self._loader_element(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
-            # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor).
-            return False
-        param = scope.params.get(name)
+            # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
+            # pass it one.
+            return param is not None and name not in ("self", "cls") and self._callers_pass_tensor(scope, param)
         if param is not None and self._batch_param(scope, name, param, sequence):
             return True
         for iterable, whole in scope.loops.get(name, []):
@@ -329,13 +371,68 @@ class PerSampleLoops:
                 return False
             if re.search(r"(List|list|Tuple|tuple|Sequence)\[", text):
                 return False
+            if re.fullmatch(r"(torch\.)?Tensor", text.strip()):
+                return True  # `x: Tensor` in any function
         if scope.is_forward:
             if sequence and name not in scope.tensor_used:
                 return False
             return True
         if scope.batch_function and _BATCH_PARAM.match(name):
             return not sequence or name in scope.tensor_used
+        return self._callers_pass_tensor(scope, param)
+
+    def _callers_pass_tensor(self, scope: _Scope, param: cst.Param) -> bool:
+        """Every call of the function in this file passes a tensor for `param` (and there is one)."""
+        function = scope.node
+        if not isinstance(function, cst.FunctionDef) or param.star:
+            return False
+        params = [p.name.value for p in function.params.params]
+        method = self.context.enclosing(function, cst.ClassDef) is not None
+        if method:
+            params = params[1:]  # self
+        if param.name.value not in params:
+            return False
+        position = params.index(param.name.value)
+        found = False
+        for call in self._calls_of(function.name.value):
+            if isinstance(call.func, cst.Attribute) != method:
+                continue
+            passed = argument(call, param.name.value, position)
+            if passed is None or not self._tensor_value(call, passed.value):
+                return False
+            found = True
+        return found
+
+    def _tensor_value(self, at: cst.CSTNode, value: cst.BaseExpression) -> bool:
+        """A tensor (on any device), directly or through the one assignment of a name in the caller."""
+        kinds = value_kinds(self.context)
+        if kinds.kind(value) in ("tensor", "cpu"):
+            return True
+        if isinstance(value, cst.Name):
+            caller = self._caller.get(at)
+            scope = self._scopes.get(caller) if caller is not None else None
+            if caller is not None and scope is None:
+                scope = self._scopes[caller] = self._build_scope(caller)
+            assigned = (scope or self._scope_of(self.context.module)).assigns.get(value.value, [])
+            return len(assigned) == 1 and kinds.kind(assigned[0]) in ("tensor", "cpu")
         return False
+
+    def _calls_of(self, name: str) -> list[cst.Call]:
+        """Calls in this file of a function or method called `name` (`f(...)`, `self.f(...)`)."""
+        if self._calls is None:
+            self._calls = {}
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Call):
+                    func = node.func
+                    if isinstance(func, cst.Name) or (
+                        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+                    ):
+                        self._calls.setdefault(last_name(func) or "", []).append(node)
+                elif isinstance(node, cst.FunctionDef):
+                    for inner in descendants(node.body):  # outer functions first: the innermost one wins
+                        if isinstance(inner, cst.Call):
+                            self._caller[inner] = node
+        return self._calls.get(name, [])
 
     def _loader_element(self, scope: _Scope, name: str) -> bool:
         """`batch` in `for batch in loader` (a whole element: a tensor, a tuple or a dict of batch tensors)."""
@@ -388,6 +485,8 @@ class PerSampleLoops:
         if isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Name, cst.Attribute)):
             if self.context.qualname(func) is not None:
                 return False
+            if func.attr.value in _MODEL_METHODS and isinstance(func.value, cst.Name) and _MODEL.search(func.value.value):
+                return True  # `model.predict(x)`, `net.forward(x)`
             return bool(_MODEL.search(func.attr.value)) and func.attr.value.lower() not in ("head", "conv")
         return False
 
@@ -395,6 +494,11 @@ class PerSampleLoops:
         """`dice_coeff(a, b)` for a function of this module that computes with torch (`torch.dot`, `F.*`) and
         has no per-sample work of varying size."""
         func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            # `self.score(h, enc[i])`: a method of the class that computes with torch
+            cls = self.context.enclosing(call, cst.ClassDef)
+            method = method_named(cls, func.attr.value) if cls is not None else None
+            return method is not None and self._computes_with_torch(method)
         if not isinstance(func, cst.Name):
             return False
         helpers = self._helpers
@@ -412,6 +516,10 @@ class PerSampleLoops:
                 continue
             if last_name(node.func) in _VARIABLE_LENGTH:
                 return False
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS:
+                computes = True  # `h.dot(e)`, `q.matmul(k)`
+            elif self._self_module_call(function, node):
+                computes = True  # `self.attn(e)`
             qualname = self.context.qualname(node) or ""
             if qualname.startswith("torch.nn.functional.") or (
                 qualname.startswith("torch.") and qualname.count(".") == 1
@@ -419,6 +527,16 @@ class PerSampleLoops:
             ):
                 computes = True
         return computes
+
+    def _self_module_call(self, function: cst.FunctionDef, call: cst.Call) -> bool:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        cls = self.context.enclosing(function, cst.ClassDef)
+        return cls is not None and any(
+            isinstance(value, cst.Call) and self._nn_module_class(value)
+            for value in self._class_self_assigns(cls).get(func.attr.value, [])
+        )
 
     def _nn_module_class(self, call: cst.Call) -> bool:
         """A module built here (a container of modules is not one that computes)."""
@@ -463,6 +581,8 @@ class PerSampleLoops:
         helper = _Body(self, scope, loop, tainted, sample_roots)
         if not helper.scan(statements):
             return False
+        if loop.rows and not any(isinstance(n, cst.Call) and helper.runs_model_on_sample(n) for n in nodes):
+            return False
         return helper.collected
 
     def _varying_size(self, loop: _Loop, nodes: list[cst.CSTNode]) -> bool:
@@ -504,7 +624,7 @@ class PerSampleLoops:
         weak: set[str] = set()
         bound_name = loop.bound.value if isinstance(loop.bound, cst.Name) else None
         for node in nodes:
-            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and _indexes_sample(node, loop.index):
+            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and _indexes_sample(node, loop.index, loop.inner):
                 name = node.value.value
                 if name == bound_name or self._is_batch(scope, node.value):
                     roots.add(name)
@@ -514,6 +634,64 @@ class PerSampleLoops:
             # The loop runs over a batch: the other values indexed by sample are per-sample too.
             roots |= weak
         return roots
+
+    # ------------------------------------------------------------------------------------------
+    # element-wise math over a per-step list of tensors (policy-gradient losses)
+    def elementwise_list_loop(self, node: cst.For) -> bool:
+        """`for lp, r in zip(log_probs, returns): losses.append(-lp * r)` and then `torch.cat(losses)`: the
+        same arithmetic on every element of a list, where one expression on the stacked list would do. The
+        results going to `torch.cat`/`torch.stack` proves they are tensors."""
+        elements = _list_loop_elements(node.target, node.iter)
+        if elements is None:
+            return False
+        statements = list(_statements(node.body))
+        if not statements:
+            return False
+        *steps, last = statements
+        local = set(elements)
+        for step in steps:
+            if not (isinstance(step, cst.Assign) and len(step.targets) == 1 and isinstance(step.targets[0].target, cst.Name)):
+                return False
+            if not _arithmetic_of(step.value, local):
+                return False
+            local.add(step.targets[0].target.value)
+        if not (isinstance(last, cst.Expr) and isinstance(last.value, cst.Call)):
+            return False
+        call = last.value
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1):
+            return False
+        collector = call.func.value
+        if not isinstance(collector, cst.Name) or not _arithmetic_of(call.args[0].value, local, strict=True):
+            return False
+        return self._stacked_after(node, collector.value)
+
+    def elementwise_list_comprehension(self, node: Union[cst.ListComp, cst.GeneratorExp]) -> bool:
+        """`torch.cat([-lp * r for lp, r in zip(log_probs, returns)])`."""
+        for_in = node.for_in
+        if for_in.inner_for_in is not None or for_in.ifs:
+            return False
+        elements = _list_loop_elements(for_in.target, for_in.iter)
+        if elements is None or not _arithmetic_of(node.elt, set(elements), strict=True):
+            return False
+        parent = self.context.parent(node)
+        call = self.context.parent(parent) if isinstance(parent, cst.Arg) else None
+        return isinstance(call, cst.Call) and call.args[0] is parent and self._stacks(call)
+
+    def _stacked_after(self, loop: cst.For, name: str) -> bool:
+        """`name` is passed to torch.cat/torch.stack after `loop`, in the same function."""
+        scope = self._scope_of(loop).node
+        after = False
+        for node in descendants(scope):  # document order
+            if node is loop:
+                after = True
+            elif after and isinstance(node, cst.Call) and node.args and self._stacks(node):
+                first = node.args[0].value
+                if isinstance(first, cst.Name) and first.value == name:
+                    return True
+        return False
+
+    def _stacks(self, call: cst.Call) -> bool:
+        return (self.context.qualname(call) or "") in ("torch.stack", "torch.cat", "torch.concat", "torch.concatenate")
 
     # ------------------------------------------------------------------------------------------
     # comprehensions
@@ -678,7 +856,7 @@ class _Body:
         if isinstance(expr, cst.Name):
             return expr.value in self.tainted
         if isinstance(expr, cst.Subscript):
-            if isinstance(expr.value, cst.Name) and expr.value.value in self.roots and _indexes_sample(expr, self.loop.index):
+            if isinstance(expr.value, cst.Name) and expr.value.value in self.roots and _indexes_sample(expr, self.loop.index, self.loop.inner):
                 return True
             if isinstance(expr.value, cst.Name) and expr.value.value in self.loop.items and len(expr.slice) == 1:
                 # `c[0]` for `c` in `zip(batch, per_image_list)`: only the batch's positions are samples
@@ -730,6 +908,9 @@ class _Body:
                 return True
         return any(self.work(child) for child in semantic_children(expr) if not isinstance(child, (cst.Lambda,)))
 
+    def runs_model_on_sample(self, call: cst.Call) -> bool:
+        return self.loops._is_module_call(self.scope, call) and self._work_call(call)
+
     def _math_operand(self, expr: cst.BaseExpression) -> bool:
         return self.is_sample(expr) and not _looks_scalar_index(expr)
 
@@ -742,6 +923,11 @@ class _Body:
         if isinstance(func, cst.Subscript):
             return False  # self.layers[i](x): a loop over layers
         takes_sample = any(self.mentions_sample(a) or self.work(a) for a in args)
+        if not takes_sample and self.loop.rows and self.loop.index is not None and self.loop.samples:
+            # `model.predict(user_id)` for `user_id, row in enumerate(matrix)`: the model runs once per row
+            takes_sample = any(isinstance(a, cst.Name) and a.value == self.loop.index for a in args) and (
+                self.loops._is_module_call(self.scope, call)
+            )
         if not takes_sample:
             return False
         qualname = self.loops.context.qualname(call)
@@ -901,7 +1087,7 @@ class _Body:
     def _row_store(self, target: cst.Subscript) -> bool:
         """`out[i] = ...`, `out[i, :] = ...` with i the loop index (out not a sample itself)."""
         index = self.loop.index
-        return index is not None and _indexes_sample(target, index)
+        return index is not None and _indexes_sample(target, index, self.loop.inner)
 
     def _math_value(self, value: cst.BaseExpression) -> bool:
         return self.work(value)
@@ -959,11 +1145,19 @@ def _assigned_names(statements: Iterable[cst.CSTNode]) -> set[str]:
     return names
 
 
-def _indexes_sample(subscript: cst.Subscript, index: Optional[str]) -> bool:
+def _indexes_sample(subscript: cst.Subscript, index: Optional[str], inner: bool = False) -> bool:
     """`z[i]`, `z[i, ...]`, `z[i:i + 1]` (first index is the loop index)."""
     if index is None or not subscript.slice:
         return False
-    first = subscript.slice[0].slice
+    elements = list(subscript.slice)
+    # `h[:, i]`, `enc[t, i]`: the sample's position may follow whole slices or other loop indices
+    while inner and len(elements) > 1 and (_whole_slice(elements[0].slice) or (
+        isinstance(elements[0].slice, cst.Index)
+        and isinstance(elements[0].slice.value, cst.Name)
+        and elements[0].slice.value.value != index
+    )):
+        elements.pop(0)
+    first = elements[0].slice
     if isinstance(first, cst.Index):
         return isinstance(first.value, cst.Name) and first.value.value == index
     if isinstance(first, cst.Slice):
@@ -977,6 +1171,47 @@ def _indexes_sample(subscript: cst.Subscript, index: Optional[str]) -> bool:
                 and upper.right.value == "1"
             )
     return False
+
+
+def _list_loop_elements(target: cst.BaseExpression, iterable: cst.BaseExpression) -> Optional[list[str]]:
+    """The names bound to list elements in `for e in xs` / `for a, b in zip(xs, ys)` (xs a name or attribute)."""
+    lists: list[cst.BaseExpression]
+    if isinstance(iterable, (cst.Name, cst.Attribute)):
+        lists = [iterable]
+    elif isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "zip":
+        lists = [a.value for a in iterable.args]
+        if any(a.keyword is not None or a.star for a in iterable.args):
+            return None
+    else:
+        return None
+    if not all(isinstance(e, (cst.Name, cst.Attribute)) for e in lists):
+        return None
+    names = _flatten_names(target)
+    if not names or len(names) != len(flatten_targets(target)):
+        return None
+    return names
+
+
+def _arithmetic_of(expr: cst.BaseExpression, elements: set[str], strict: bool = False) -> bool:
+    """Element-wise arithmetic (+ - * / and unary minus) over names, attributes and numbers; with `strict`,
+    it must also multiply or combine an element (a bare element appended is a copy, not math)."""
+    def walk(node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.BinaryOperation):
+            return isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)) and walk(node.left) and walk(node.right)
+        if isinstance(node, cst.UnaryOperation):
+            return isinstance(node.operator, cst.Minus) and walk(node.expression)
+        return isinstance(node, (cst.Name, cst.Attribute, cst.Integer, cst.Float))
+
+    if not walk(expr):
+        return False
+    uses = _names_in(expr) & elements
+    if not uses:
+        return False
+    return not strict or isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation))
+
+
+def _whole_slice(part: cst.BaseSlice) -> bool:
+    return isinstance(part, cst.Slice) and part.lower is None and part.upper is None and part.step is None
 
 
 def _looks_scalar_index(expr: cst.BaseExpression) -> bool:

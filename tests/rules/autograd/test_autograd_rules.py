@@ -355,6 +355,9 @@ def test_tl302_silent_in_tests_and_for_false() -> None:
     torch.autograd.set_detect_anomaly(True)
     """
     assert lines(code, "TL302", "tests/test_x.py") == []
+    assert lines(code, "TL302", "notebooks/08_pytorch_profiling.py") == []  # a file written to profile
+    assert lines(code, "TL302", "debug_nan.py") == []
+    assert lines(code, "TL302", "checkpointing.py") == [3]
     assert lines(code, "TL302") == [3]
     assert lines("import torch\ntorch.autograd.set_detect_anomaly(False)\n", "TL302") == []
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from lint_testing import fixed, lines, lint
 
@@ -185,6 +187,72 @@ def test_tl702_module_level_scripts_and_notebooks():
                 opt.step()
     """
     assert lines(code, "TL702") == [7]
+
+
+GUARDED_IMPORT_SCRIPT = """\
+\"\"\"Train a small CNN.\"\"\"
+# Pick the GPU before torch starts.
+import os
+
+try:
+    import torch
+    import torch.nn as nn
+except ImportError:
+    raise SystemExit("this script needs torch")
+
+
+def train(loader):
+    model = nn.Conv2d(3, 8, 3).cuda()
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    for x, y in loader:
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    train(loader)
+"""
+
+
+def _run_with_stub_torch(text, monkeypatch):
+    """Run the module's top level with a stand-in `torch`; return the stand-in."""
+    import types
+
+    torch = types.ModuleType("torch")
+    torch.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(benchmark=False))
+    torch.nn = types.ModuleType("torch.nn")
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.nn", torch.nn)
+    exec(compile(text, "train.py", "exec"), {"__name__": "train"})
+    return torch
+
+
+def test_tl702_fix_goes_after_a_guarded_import_of_torch(monkeypatch):
+    text = fixed(GUARDED_IMPORT_SCRIPT, "TL702")
+    assert "import torch\n" not in text.split("try:")[0]  # no unguarded import added above the guard
+    assert text.index("torch.backends.cudnn.benchmark = True") > text.index("except ImportError")
+    assert _run_with_stub_torch(text, monkeypatch).backends.cudnn.benchmark is True
+
+
+def test_tl702_fix_goes_after_a_late_import_and_adds_one_when_none_binds_torch(monkeypatch):
+    late = GUARDED_IMPORT_SCRIPT.replace(
+        'try:\n    import torch\n    import torch.nn as nn\nexcept ImportError:\n    raise SystemExit("this script needs torch")\n',
+        'os.environ["CUDA_VISIBLE_DEVICES"] = "0"\nimport torch\nimport torch.nn as nn\n',
+    )
+    text = fixed(late, "TL702")
+    assert text.count("import torch\n") == 1
+    assert text.index("torch.backends.cudnn.benchmark = True") > text.index("import torch.nn as nn")
+    assert _run_with_stub_torch(text, monkeypatch).backends.cudnn.benchmark is True
+    inside = GUARDED_IMPORT_SCRIPT.replace(
+        'try:\n    import torch\n    import torch.nn as nn\nexcept ImportError:\n    raise SystemExit("this script needs torch")\n',
+        "",
+    ).replace("def train(loader):\n", "def train(loader):\n    import torch\n    import torch.nn as nn\n\n")
+    text = fixed(inside, "TL702")
+    header = text.split("def train")[0]
+    assert "import torch\n" in header and header.index("import torch\n") < header.index("torch.backends")
+    assert header.index("# Pick the GPU") < header.index("import os")  # the comment stays on its line
+    assert _run_with_stub_torch(text, monkeypatch).backends.cudnn.benchmark is True
 
 
 TRANSFORMER_SCRIPT = """

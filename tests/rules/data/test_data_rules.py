@@ -354,6 +354,34 @@ def test_tl104_needs_workers_and_a_repeated_pass() -> None:
     assert findings(code, ["TL104"]) == [(10, "TL104")]
 
 
+def test_tl104_silent_where_a_restart_is_noise() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def validate(model, valset):
+        val_loader = DataLoader(valset, num_workers=2)  # a new loader on every call
+        for x, y in val_loader:
+            model(x)
+
+    def main(model, optimizer, trainset, valset, epochs):
+        toy = DataLoader(TensorDataset(torch.randn(10, 3)), batch_size=5, num_workers=2)
+        train_loader = DataLoader(trainset, batch_size=64, num_workers=4)
+        eval_loader = DataLoader(valset, batch_size=64, num_workers=4)
+        for epoch in range(epochs):
+            for (x,) in toy:
+                pass
+            validate(model, valset)
+            for step, (x, y) in enumerate(train_loader):
+                model(x).sum().backward()
+                optimizer.step()
+                if step % 1000 == 0:
+                    for vx, vy in eval_loader:  # an evaluation every thousand steps
+                        model(vx)
+    """
+    assert findings(code, ["TL104"]) == [(12, "TL104")]
+
+
 # -- TL105 ---------------------------------------------------------------------------------------
 
 
@@ -372,6 +400,18 @@ def test_tl105_shadowed_builtins_and_non_loaders_are_silent() -> None:
             model(next(iter(train_loader))).backward()
     """
     assert findings(code, ["TL105"]) == [(4, "TL105")]
+
+
+def test_tl105_silent_when_next_iter_is_the_loops_iterable() -> None:
+    code = """
+    def show(model, train_loader, epochs):
+        for sample in next(iter(train_loader)):  # evaluated once, before the first trip
+            print(sample.shape)
+        for epoch in range(epochs):
+            for step in range(100):
+                model(next(iter(train_loader))).backward()
+    """
+    assert findings(code, ["TL105"]) == [(7, "TL105")]
 
 
 def test_tl105_resolved_dataloader_with_any_name() -> None:
@@ -633,7 +673,7 @@ def test_kwargs_without_pin_memory_reported_by_tl102_with_a_fix_only_when_absent
     workers_may_be_zero = code.replace("num_workers=4", "num_workers=0 if debug else 4")
     assert _lines(workers_may_be_zero, ["TL102"]) == [10]  # not a literal: decided like num_workers=args.workers
     no_workers = code.replace("num_workers=4, ", "")
-    assert _lines(no_workers, ["TL102"]) == []
+    assert _lines(no_workers, ["TL102"]) == [10]  # pinning pays without workers too when batches go to the GPU
 
 
 def test_loaders_in_a_dict_iterated_by_key() -> None:
@@ -734,3 +774,60 @@ def test_tl103_explicit_non_blocking_false_is_reported_not_changed() -> None:
     assert "blocking on purpose" in found[0].message
     fixed = lint_source(source, select=["TL103"], unsafe_fixes=True).fixed_text
     assert "x.to(device, non_blocking=False)" in fixed and "y.to(device, non_blocking=True)" in fixed
+
+
+def test_tl101_and_tl102_fixes_compose_in_one_run() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    def main(dataset, model, device):
+        loader = DataLoader(dataset, batch_size=32, shuffle=True)
+        for x, y in loader:
+            model(x.to(device)).sum().backward()
+
+    if __name__ == "__main__":
+        main(None, None, torch.device("cuda"))
+    """
+    assert findings(code, ["TL101", "TL102"]) == [(6, "TL101"), (6, "TL102")]
+    both = fixed(code, ["TL101", "TL102"])
+    flat = " ".join(both.split()).replace("( ", "(").replace(", )", ")")
+    assert "DataLoader(dataset, batch_size=32, shuffle=True, num_workers=min(8, os.cpu_count() or 1), pin_memory=True)" in flat
+    assert "import os" in both
+    assert findings(both, ["TL101", "TL102"]) == []
+    # without --unsafe-fixes only the safe one applies
+    safe_only = fixed(code, ["TL101", "TL102"], unsafe=False)
+    assert "DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=True)" in safe_only
+    assert [code for _, code in findings(safe_only, ["TL101", "TL102"])] == ["TL101"]
+
+
+def test_tl102_follows_batches_through_next_generators_and_helpers() -> None:
+    code = """
+    def loop_forever(loader):
+        while True:
+            for batch in loader:
+                yield batch
+
+    def train(dataset, model, steps):
+        loader = DataLoader(dataset, batch_size=32, num_workers=4)
+        stream = loop_forever(loader)
+        for step in range(steps):
+            model(next(stream)[0].float().cuda()).backward()
+    """
+    assert _lines(code, ["TL102"]) == [14]
+    outside_a_loop = code.replace("for step in range(steps):\n        ", "if steps:\n        ")
+    assert _lines(outside_a_loop, ["TL102"]) == []  # one batch, read once
+    other_generator = code.replace("for batch in loader:", "for batch in range(3):")
+    assert _lines(other_generator, ["TL102"]) == []
+    helper = """
+    def to_gpu(images, labels):
+        return images.cuda(), labels
+
+    def train(dataset, model):
+        loader = DataLoader(dataset, batch_size=32, num_workers=4)
+        for x, y in loader:
+            x, y = to_gpu(x, y)
+    """
+    assert _lines(helper, ["TL102"]) == [12]
+    labels_only = helper.replace("images.cuda(), labels", "images, labels.cpu()")
+    assert _lines(labels_only, ["TL102"]) == []

@@ -12,12 +12,13 @@ def test_tl601_resolves_factories_through_imports():
         from torch import ones as make_ones
         from myproject import zeros
 
-        def f(device):
-            a = th.zeros(3).to(device)
-            b = make_ones(3).cuda()
-            c = zeros(3).to(device)
+        class Net:
+            def forward(self, device):
+                a = th.zeros(3).to(device)
+                b = make_ones(3).cuda()
+                c = zeros(3).to(device)
     """
-    assert lines(code, "TL601") == [7, 8]
+    assert lines(code, "TL601") == [8, 9]
 
 
 @pytest.mark.parametrize(
@@ -35,15 +36,15 @@ def test_tl601_resolves_factories_through_imports():
     ],
 )
 def test_tl601_fix_moves_the_device_into_the_factory(move, expected):
-    code = f"import torch\n\ndef f(x, n, device):\n    return torch.zeros(n){move}\n"
+    code = f"import torch\n\nclass Net:\n    def forward(self, x, n, device):\n        return torch.zeros(n){move}\n"
     result = lint(code, "TL601")
     assert [f.fix.safe for f in result.findings] == [True]
-    assert fixed(code, "TL601", unsafe=False).splitlines()[-1] == f"    return {expected}"
+    assert fixed(code, "TL601", unsafe=False).splitlines()[-1] == f"        return {expected}"
 
 
 def test_tl601_keeps_a_cast_for_factories_whose_values_depend_on_the_dtype():
-    code = "import torch\n\ndef f(device):\n    return torch.full((2,), 0.1).to(device, torch.half)\n"
-    assert fixed(code, "TL601").splitlines()[-1] == "    return torch.full((2,), 0.1, device=device).to(torch.half)"
+    code = "import torch\n\nclass Net:\n    def forward(self, device):\n        return torch.full((2,), 0.1).to(device, torch.half)\n"
+    assert fixed(code, "TL601").splitlines()[-1] == "        return torch.full((2,), 0.1, device=device).to(torch.half)"
 
 
 @pytest.mark.parametrize(
@@ -65,7 +66,7 @@ def test_tl601_keeps_a_cast_for_factories_whose_values_depend_on_the_dtype():
     ],
 )
 def test_tl601_fix_safety(factory, safe):
-    code = f"import torch\n\ndef f(x, n, items, bounds, device):\n    return {factory}.to(device)\n"
+    code = f"import torch\n\nclass Net:\n    def forward(self, x, n, items, bounds, device):\n        return {factory}.to(device)\n"
     assert [f.fix.safe for f in lint(code, "TL601").findings] == [safe]
 
 
@@ -80,7 +81,7 @@ def test_tl601_fix_safety(factory, safe):
     ],
 )
 def test_tl601_reports_without_a_fix_when_no_rewrite_is_equivalent(expr):
-    code = f"import torch\n\ndef f(device, gpu):\n    return {expr}\n"
+    code = f"import torch\n\nclass Net:\n    def forward(self, device, gpu):\n        return {expr}\n"
     findings = lint(code, "TL601").findings
     assert len(findings) == 1 and findings[0].fix is None
 
@@ -105,7 +106,7 @@ def test_tl601_reports_without_a_fix_when_no_rewrite_is_equivalent(expr):
     ],
 )
 def test_tl601_silent(expr):
-    code = f"import torch\nCPU = 'cpu'\n\ndef f(x, other, device, opts, g, a):\n    return {expr}\n"
+    code = f"import torch\nCPU = 'cpu'\n\nclass Net:\n    def forward(self, x, other, device, opts, g, a):\n        return {expr}\n"
     assert lint(code, "TL601").findings == []
 
 
@@ -114,8 +115,74 @@ def test_tl601_silent(expr):
     ["device", "dev", "self.device", "args.gpu", "local_rank", "devices[0]", "0", "f'cuda:{rank}'", "'cuda' if x else 'cpu'"],
 )
 def test_tl601_device_spellings(target):
-    code = f"import torch\n\ndef f(self, args, device, dev, local_rank, devices, rank, x):\n    return torch.ones(3).to({target})\n"
-    assert lines(code, "TL601") == [4]
+    code = f"import torch\n\nclass Net:\n    def forward(self, args, device, dev, local_rank, devices, rank, x):\n        return torch.ones(3).to({target})\n"
+    assert lines(code, "TL601") == [5]
+
+
+def test_tl601_reports_only_what_runs_per_step_or_per_batch():
+    code = """
+        import torch
+        import torch.nn as nn
+
+        device = torch.device("cuda")
+
+        class QNetwork(nn.Module):
+            def __init__(self, atoms):
+                super().__init__()
+                self.support = torch.linspace(0, 1, atoms).to(device)  # once, with the model
+
+            def set_std(self, std):
+                self.var = torch.full((3,), std).to(device)  # on a rare event
+
+            def forward(self, x):
+                return x * torch.ones(x.shape[0]).to(x.device)  # every batch
+
+        def random_offsets(x):
+            b, c, t = x.size()
+            return torch.rand([b]).to(device=x.device)  # sized by the batch it is given
+
+        def sample(net, n, size, device):
+            x = torch.randn(n, *size).to(device)  # the first noise of a run
+            for i in range(1000):
+                z = torch.randn(n, *size).to(device)  # every denoising step
+                x = net(x) + z
+            return x
+
+        def penalty(scores):
+            return torch.ones(5).to(device)  # called from the training loop
+
+        model = QNetwork(51).to(device)
+        dummy = torch.randn(1, 3).to(device)  # a smoke-test input
+        for step, (x, y) in enumerate(train_loader):
+            loss = model(x.to(device)).sum() + penalty(y)
+            loss.backward()
+            optimizer.step()
+            if step % 100 == 0:
+                z = torch.randn(8, 100).to(device)  # behind the logging interval
+    """
+    assert lines(code, "TL601") == [16, 20, 25, 30]
+
+
+def test_tl601_per_batch_hooks_of_training_frameworks_are_hot():
+    code = """
+        import torch
+
+        class MixUp(Callback):
+            def before_batch(self):
+                shuffle = torch.randperm(self.y.size(0)).to(self.x.device)
+                box = self.rand_bbox(32)
+
+            def rand_bbox(self, width):
+                return torch.randint(0, width, (1,)).to(self.x.device)  # called from the hook
+
+            def before_fit(self):
+                self.lam = torch.zeros(3).to(self.x.device)  # once per fit
+
+        class Lit(LightningModule):
+            def training_step(self, batch, batch_idx):
+                return torch.ones(4).to(self.device)
+    """
+    assert lines(code, "TL601") == [6, 10, 17]
 
 
 def test_tl603_constructors_aliases_and_type_calls():
@@ -137,10 +204,41 @@ def test_tl603_constructors_aliases_and_type_calls():
             return a, b, c, d, e, f, g, h
     """
     result = lint(code, "TL603")
-    assert [f.line for f in result.findings] == [8, 9, 10, 11, 12]
-    assert "torch.int64" in result.findings[3].message
+    # b and c are given sizes: they allocate on the GPU directly and copy nothing
+    assert [f.line for f in result.findings] == [8, 11, 12]
+    assert "torch.int64" in result.findings[1].message
     assert "non_blocking=True" in result.findings[0].message
     assert all(f.fix is None for f in result.findings)
+
+
+def test_tl603_names_the_type_and_the_line_of_an_alias():
+    code = """
+        import torch
+
+        Tensor = torch.cuda.FloatTensor
+
+        def step(imgs, labels):
+            return Tensor(labels), imgs.type(Tensor), torch.cuda.FloatTensor(labels)
+    """
+    messages = [f.message for f in lint(code, "TL603").findings]
+    assert messages[0].startswith("`Tensor` is `torch.cuda.FloatTensor` (assigned on line 4): ")
+    assert messages[1].startswith("`Tensor` is `torch.cuda.FloatTensor` (assigned on line 4): ")
+    assert not messages[2].startswith("`")  # named directly: no alias to explain
+    assert len(messages) == 3
+
+
+def test_tl603_silent_on_constructors_given_sizes():
+    code = """
+        import torch
+
+        def mask(lengths, batch, n):
+            max_len = torch.max(lengths).item()
+            ids = torch.arange(0, max_len, out=torch.cuda.LongTensor(max_len))
+            grid = torch.cuda.FloatTensor(batch.size(0), 3)
+            flat = torch.cuda.FloatTensor(len(lengths) * 2)
+            return ids, grid, flat
+    """
+    assert lint(code, "TL603").findings == []
 
 
 def test_tl603_an_alias_bound_twice_is_unknown():

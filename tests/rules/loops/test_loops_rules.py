@@ -1,4 +1,4 @@
-"""Decision edges of the vectorisation rules TL401-TL405."""
+"""Decision edges of the vectorisation rules TL401-TL407."""
 
 from __future__ import annotations
 
@@ -336,3 +336,200 @@ def test_tl405_math_and_shadowed_log() -> None:
     result = lint_source(textwrap.dedent(source), "example.py", select=["TL405"], unsafe_fixes=True)
     assert [f.line for f in result.findings] == [6]
     assert result.findings[0].fix is None
+
+
+# -- TL401: batches beyond forward() and loaders ---------------------------------------------------------
+def test_tl401_batch_size_of_a_sequence_first_input() -> None:
+    source = HEADER + """
+class Attn(nn.Module):
+    def forward(self, hidden, enc):
+        this_batch_size = enc.size(1)
+        steps = enc.size(0)
+        out = torch.zeros(this_batch_size, steps)
+        for b in range(this_batch_size):
+            for i in range(steps):
+                out[b, i] = self.score(hidden[:, b], enc[i, b])
+        return out
+
+    def score(self, h, e):
+        return h.dot(e)
+"""
+    assert lines("TL401", source) == [10]  # the outer loop only: the inner one is part of the same finding
+
+
+def test_tl401_size_past_first_dimension_needs_a_batch_size_name() -> None:
+    source = HEADER + """
+def corners(p1: torch.Tensor, p2):
+    rows = []
+    for i in range(p1.shape[1]):
+        rows.append(p2[:, i] * p1[:, i])
+    return torch.stack(rows)
+"""
+    assert lines("TL401", source) == []
+
+
+@pytest.mark.parametrize(
+    ("binding", "expected"),
+    [("x: torch.Tensor", [7]), ("x", [])],
+)
+def test_tl401_parameter_annotated_as_tensor(binding: str, expected: list[int]) -> None:
+    source = HEADER + f"""
+def helper({binding}, model):
+    out = []
+    for i in range(x.size(0)):
+        out.append(model(x[i]))
+    return out
+"""
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(("passed", "expected"), [("torch.randn(4, 8)", [7]), ("[a, b]", [])])
+def test_tl401_parameter_callers_pass_a_tensor_to(passed: str, expected: list[int]) -> None:
+    source = HEADER + f"""
+def helper(x, model):
+    out = []
+    for i in range(len(x)):
+        out.append(model(x[i]))
+    return out
+
+def main(model, a, b):
+    data = {passed}
+    return helper(data, model)
+"""
+    assert lines("TL401", source) == expected
+
+
+def test_tl401_torch_op_output_is_a_batch() -> None:
+    source = HEADER + """
+def pairwise(points, centers):
+    d = torch.cdist(points, centers)
+    rows = []
+    for i in range(d.size(0)):
+        rows.append(F.softmax(d[i], dim=0))
+    return torch.stack(rows)
+"""
+    assert lines("TL401", source) == [8]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [("scores.append(model.predict(seqs[i]))", [7]), ("scores.append(seqs[i] * 2)", [])],
+)
+def test_tl401_rows_of_a_matrix_need_a_model_per_row(body: str, expected: list[int]) -> None:
+    source = f"""
+import numpy as np
+
+def evaluate(model, test):
+    seqs = test.sequences[:, :-1]
+    scores = []
+    for i in range(len(seqs)):
+        {body}
+    return np.array(scores)
+"""
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [("return torch.cat(losses).sum()", [8]), ("return losses", [])],
+)
+def test_tl401_elementwise_math_over_a_list_of_tensors(after: str, expected: list[int]) -> None:
+    source = HEADER + f"""
+class Agent:
+    def loss(self, returns):
+        losses = []
+        for lp, r in zip(self.log_probs, returns):
+            losses.append(-lp * r)
+        {after}
+"""
+    assert lines("TL401", source) == expected
+
+
+# -- TL406 per-box-loop ------------------------------------------------------------------------------------
+NMS_LOOP = """
+import torch
+
+def suppress(x1, x2, scores, t):
+    order = scores.argsort(descending=True)
+    keep = []
+    while order.numel() > 0:
+        i = order[0]
+        keep.append(i)
+        lo = x1[order[1:]].clamp(min=x1[i])
+        hi = x2[order[1:]].clamp(max=x2[i])
+        overlap = (hi - lo).clamp(min=0)
+        order = order[1:][{keep_test}]
+    return keep
+"""
+
+
+@pytest.mark.parametrize(("keep_test", "expected"), [("overlap <= t", [7]), ("1:", [])])
+def test_tl406_greedy_suppression_rebinds_candidates_to_a_subset(keep_test: str, expected: list[int]) -> None:
+    assert lines("TL406", NMS_LOOP.format(keep_test=keep_test)) == expected
+
+
+@pytest.mark.parametrize(("call", "expected"), [("nms", [6]), ("batched_nms", [])])
+def test_tl406_suppression_once_per_class(call: str, expected: list[int]) -> None:
+    source = f"""
+import torch
+from torchvision.ops import nms, batched_nms
+
+def per_class(boxes, scores, num_classes):
+    for c in range(num_classes):
+        keep = {call}(boxes[c], scores[c], 0.5)
+    return keep
+"""
+    assert lines("TL406", source) == expected
+
+
+@pytest.mark.parametrize(("resize", "expected"), [("F.interpolate(crop, size=(24, 24))", [6]), ("crop.resize((24, 24))", [])])
+def test_tl406_crops_resized_with_torch(resize: str, expected: list[int]) -> None:
+    source = f"""
+import torch
+import torch.nn.functional as F
+
+def crops(img, y, ey, x, ex, out):
+    for k in range(len(y)):
+        crop = img[:, :, y[k]:ey[k], x[k]:ex[k]]
+        out.append({resize})
+"""
+    assert lines("TL406", source) == expected
+
+
+def test_tl406_silent_without_torch() -> None:
+    source = NMS_LOOP.format(keep_test="overlap <= t").replace("import torch", "import mxnet")
+    assert lines("TL406", source) == []
+
+
+# -- TL407 per-element-tensor ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("element", "expected"),
+    [
+        ("torch.tensor(s).float().to(device)", [5]),
+        ("torch.as_tensor(s).cuda()", [5]),
+        ("torch.tensor(s).float()", []),
+        ("torch.tensor(s).to(torch.float32)", []),
+    ],
+)
+def test_tl407_element_built_and_moved_to_the_device(element: str, expected: list[int]) -> None:
+    source = f"""
+import torch
+device = torch.device("cuda")
+def states(all_states):
+    return torch.stack([{element} for s in all_states])
+"""
+    assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source_of_preds", "expected"),
+    [("model(x.cuda()).argmax(1)", [5]), ("[1, 2, 3]", [])],
+)
+def test_tl407_device_tensor_read_back_per_element(source_of_preds: str, expected: list[int]) -> None:
+    source = f"""
+import torch
+def labels(model, x):
+    preds = {source_of_preds}
+    return [p.item() for p in preds]
+"""
+    assert lines("TL407", source) == expected

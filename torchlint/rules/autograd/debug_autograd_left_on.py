@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Optional
 
@@ -39,6 +40,9 @@ _GRADCHECK = frozenset(
 )
 
 _DEBUG_WORDS = re.compile(r"debug|anomal|check|diagnos|profil|trace", re.IGNORECASE)
+
+# A file named for debugging or profiling (`profile_model.py`, `08_pytorch_profiling.ipynb`) does it on purpose.
+_DEBUG_FILE = re.compile(r"debug|anomal|diagnos|profil", re.IGNORECASE)
 
 
 class DebugAutogradLeftOn(Rule):
@@ -84,12 +88,14 @@ class DebugAutogradLeftOn(Rule):
     false_positives = (
         "A script written only to debug or profile a model. The rule stays silent when the call is behind a "
         "condition or takes a non-literal flag, when the profiler has `enabled=` or a `schedule=` (which records "
-        "only a few steps), in functions named for debugging/profiling, and in test files."
+        "only a few steps), in functions named for debugging/profiling, in files named for it (`profile_model.py`, "
+        "`pytorch_profiling.ipynb`), and in test files."
     )
     requires = ("anomaly", "profile", "emit_nvtx", "gradcheck")
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._test_file = self.semantic.is_test_module
+        name = os.path.basename(self.context.source.path)
+        self._test_file = self.semantic.is_test_module or bool(_DEBUG_FILE.search(name))
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._test_file:

@@ -7,6 +7,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from torchlint.lint.placement import insert_after_imports
 from torchlint.lint.rule import Fix, InsertBefore, Rule
 from torchlint.semantic.devices import accelerator_in
 
@@ -84,23 +85,38 @@ class TrainingScript(Rule):
         return False
 
     def setting_fix(self, description: str, line: str) -> Fix:
-        """Insert `line` at module level, after the leading docstring and imports (before the training loop)."""
-        anchor: Optional[cst.CSTNode] = None
-        body = self.context.module.body
-        for index, stmt in enumerate(body):
-            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
-            is_docstring = index == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
-            if not (isinstance(small, (cst.Import, cst.ImportFrom)) or is_docstring):
-                anchor = stmt
-                break
-        top = self._top_statement(self.loop) if self.loop is not None else None
-        if anchor is None or (top is not None and body.index(top) < body.index(anchor)):
-            anchor = top
-        assert anchor is not None
-        text = line + "\n"
-        if isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
-            text += "\n"
-        return Fix(description, [InsertBefore(anchor, text)], safe=False, imports=("torch",))
+        """Insert `line` at module level where `torch` is bound: after the docstring and the imports, or, when
+        only a later or guarded (`try:`) module-level `import torch` binds it, right after that statement
+        (importing torch unguarded would defeat the guard). Otherwise `import torch` is added."""
+        module = self.context.module
+        binder = self._late_torch_import()
+        if binder is not None:
+            index = next(i for i, s in enumerate(module.body) if s is binder)
+            while index + 1 < len(module.body) and _is_import(module.body[index + 1]):
+                index += 1  # after the imports that follow it
+            following = module.body[index + 1] if index + 1 < len(module.body) else None
+            top = self._top_statement(self.loop) if self.loop is not None else None
+            if following is not None and (top is None or any(s is top for s in module.body[index + 1 :])):
+                return Fix(description, [InsertBefore(following, line + "\n")], safe=False)
+        return Fix(description, [insert_after_imports(module, line)], safe=False, imports=("torch",))
+
+    def _late_torch_import(self) -> Optional[cst.BaseStatement]:
+        """The first module-level statement that binds `torch` when it is not one of the leading imports:
+        a plain `import torch` further down, or a `try:` whose body imports it. None when the leading
+        imports bind it, or nothing at module level does."""
+        leading = True
+        for statement in self.context.module.body:
+            if isinstance(statement, cst.SimpleStatementLine) and _imports_torch(statement):
+                return None if leading else statement
+            if isinstance(statement, cst.Try) and any(
+                isinstance(s, cst.SimpleStatementLine) and _imports_torch(s) for s in statement.body.body
+            ):
+                return statement
+            if not (_is_import(statement) or isinstance(statement, cst.SimpleStatementLine) and all(
+                isinstance(small, cst.Expr) for small in statement.body
+            )):
+                leading = False
+        return None
 
     def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode:
         top = node
@@ -114,3 +130,20 @@ class TrainingScript(Rule):
         loop = self.loop
         assert loop is not None
         return loop.iter if isinstance(loop, cst.For) else loop.test
+
+
+def _imports_torch(statement: cst.SimpleStatementLine) -> bool:
+    """`import torch` or `import torch.cuda` (no `as`): binds the name `torch`."""
+    for small in statement.body:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                name = cst.helpers.get_full_name_for_node(alias.name) or ""
+                if alias.asname is None and name.split(".")[0] == "torch":
+                    return True
+    return False
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+    )

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.rules.data._common import PIN_MEMORY_AT, with_keyword_fix
+from torchlint.rules.data._common import with_keyword_fix
 from torchlint.semantic.loaders import is_transfer
 
 
@@ -44,6 +44,10 @@ class CopyWithoutNonBlocking(Rule):
         "    images, labels = images.cuda(non_blocking=True), labels.cuda(non_blocking=True)\n"
     )
     false_positives = (
+        "The loader is followed as TL102 follows it (through `iter()`, `next()` in a loop, generators that "
+        "yield its batches and functions of the file the batch is handed to), and across files: a loader "
+        "built in another project file and passed to a function of this one, or returned to this file by a "
+        "function of another, counts with the settings it was built with. "
         "A host-to-device copy with `non_blocking=True` is ordered on the stream before the kernels that "
         "use it, so the batch's values are the same. It would matter only if the code wrote to the pinned "
         "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "
@@ -56,28 +60,29 @@ class CopyWithoutNonBlocking(Rule):
         "Adds `non_blocking=True` to the `.to(...)` / `.cuda(...)` call. An explicit `non_blocking=False` is "
         "reported but never changed: someone chose it."
     )
-    requires = ("pin_memory",)
+    requires = ("pin_memory", ".to(", ".cuda(")  # the loader may be pinned in another file
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.semantic.is_test_module:
             return
         data = self.semantic.loaders
         seen: set[int] = set()
-        for loader in data.loaders:
-            pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
+        # the file's loaders, and those of other project files whose batches it reads
+        sources = [*data.loaders, *(s for s in data.sources_read() if not isinstance(s, cst.Call))]
+        for loader in sources:
+            pin = data.pinned_options(loader)
             if pin is None or True not in pin:
                 continue  # not pinned, or not known to be (`pin_memory=args.pin`); pinned on some path is enough
-            for loop, target in data.loops_over(loader):
-                for transfer in data.transfers(loop, target):
-                    if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
-                        continue
-                    seen.add(id(transfer))
-                    if keyword(transfer, "non_blocking") is not None:
-                        # someone chose `non_blocking=False`: say what it costs, leave the choice to them
-                        self.report(transfer, _CHOSEN)
-                        continue
-                    fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
-                    self.report(transfer, fix=fix)
+            for transfer in data.batch_copies(loader):
+                if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
+                    continue
+                seen.add(id(transfer))
+                if keyword(transfer, "non_blocking") is not None:
+                    # someone chose `non_blocking=False`: say what it costs, leave the choice to them
+                    self.report(transfer, _CHOSEN)
+                    continue
+                fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
+                self.report(transfer, fix=fix)
 
     def _non_blocking_given(self, call: cst.Call) -> bool:
         arg = keyword(call, "non_blocking")

@@ -11,9 +11,8 @@ from torchlint.lint.calls import argument, has_star_kwargs, positional
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
-from torchlint.rules.data._common import NUM_WORKERS_AT, enclosing_loops, set_argument
+from torchlint.rules.data._common import NUM_WORKERS_AT, set_argument
 from torchlint.semantic.file_kind import has_main_guard, main_guarded
-from torchlint.semantic.loaders import is_builtin
 
 # Words of a comment (on the line above) that explains a single-process loader.
 _REASON = re.compile(
@@ -23,7 +22,7 @@ _REASON = re.compile(
 )
 
 # Code that reads names by their spelling.
-_DYNAMIC_NAMES = re.compile(r"\b(locals|globals|vars|eval|exec)\s*\(")
+_DYNAMIC_NAMES = re.compile(r"(?<![\w.])(locals|globals|vars|eval|exec)\s*\(")  # not `model.eval()`
 
 # Comments that are tool directives, not explanations.
 _PRAGMA = re.compile(r"(noqa|type:|pragma|pylint:|fmt:|torchlint:|expect:)", re.IGNORECASE)
@@ -68,19 +67,23 @@ class DataloaderNumWorkersZero(Rule):
         "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
         "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, a list built "
-        "and returned by a function of the same file, or a Dataset class of the file whose `__getitem__` only "
-        "indexes tensors it holds) and the default `collate_fn`, where worker "
+        "and returned by a function of the same file, or a Dataset class of this or another project file whose "
+        "`__getitem__` only indexes data it holds and converts it, with dict lookups at most; also an "
+        "instance built by a classmethod of such a class, `train, dev, vocab = TextDataset.splits(root)`) and "
+        "the default `collate_fn` or one that only pads and stacks the items, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
         "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a Hugging Face `datasets` "
         "dataset tokenized ahead of time (`.map(tokenize, batched=True)`, or `set_format(\"torch\")` / "
         "`with_format(\"torch\")`), where an item is a row lookup in Arrow tables, unless the file shows items "
         "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
         "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
-        "live on the GPU, which worker processes cannot reach; a loader read only once, by `next(iter(loader))` outside any loop (one batch to look at); "
+        "live on the GPU, which worker processes cannot reach; a loader only looked at: read by `next(iter(loader))`, "
+        "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
+        "notebook cell, or handed to a function of the file that does no more with it; "
         "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
         "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
-        "`.cuda()`, `.to(`, `device`, ...): a CPU-only program, where workers would compete with the "
+        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
@@ -117,17 +120,17 @@ class DataloaderNumWorkersZero(Rule):
         cpu_only = not self.semantic.uses_accelerator
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if self.semantic.loads_from_memory(node) or self._one_batch_only(node) or self._never_read(node):
+            if self.semantic.loads_from_memory(node) or self.semantic.loaders.only_peeked(node) or self._never_read(node):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue
-            if cpu_only and self._consumed_here(node):
+            if cpu_only and (self._consumed_here(node) or self.semantic.loaders.callers_on_accelerator(node) is False):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             self._report(node)
 
     def _consumed_here(self, node: cst.Call) -> bool:
         """This file iterates the loader or trains: the whole program is here, not only its data module."""
-        if self.semantic.loaders.loops_over(node):
+        if self.semantic.loaders.batch_reads(node):
             return True
         return ".backward(" in self.context.source.text
 
@@ -166,32 +169,6 @@ class DataloaderNumWorkersZero(Rule):
                 return True
         return False
 
-    def _one_batch_only(self, call: cst.Call) -> bool:
-        """`sample = DataLoader(ds, batch_size=16)` read only by `next(iter(sample))`: one batch, to look at."""
-        parent = self.context.parent(call)
-        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
-            return False
-        name = parent.targets[0].target.value
-        scope = self.context.enclosing(call, cst.FunctionDef) or self.context.module
-        uses = 0
-        for node in descendants(scope):
-            if not (isinstance(node, cst.Name) and node.value == name) or node is parent.targets[0].target:
-                continue
-            inner = self.context.parent(node)
-            outer = self.context.parent(inner) if isinstance(inner, cst.Arg) else None
-            call_iter = self.context.parent(outer) if isinstance(outer, cst.Call) else None
-            next_arg = self.context.parent(call_iter) if isinstance(call_iter, cst.Arg) else None
-            if not (
-                isinstance(outer, cst.Call)
-                and is_builtin(self.context, outer.func, "iter")
-                and isinstance(next_arg, cst.Call)
-                and is_builtin(self.context, next_arg.func, "next")
-                and not enclosing_loops(self.context, next_arg)
-            ):
-                return False
-            uses += 1
-        return uses > 0
-
     def _never_read(self, call: cst.Call) -> bool:
         """`test_loader = DataLoader(...)` and the name is never read again: nothing to speed up.
 
@@ -208,12 +185,26 @@ class DataloaderNumWorkersZero(Rule):
         if not isinstance(target, cst.Name):
             return False
         text = self.context.source.text
-        if _DYNAMIC_NAMES.search(text) or len(re.findall(rf"\b{re.escape(target.value)}\b", text)) != 1:
+        mentions = len(re.findall(rf"\b{re.escape(target.value)}\b", text)) - self._displays(target.value)
+        if _DYNAMIC_NAMES.search(text) or mentions != 1:
             return False
         if self.context.enclosing(call, cst.FunctionDef, cst.ClassDef) is not None:
             return True
         data = self.semantic.loaders
         return ".backward(" in text or any(data.loops_over(loader) for loader in data.loaders)
+
+    def _displays(self, name: str) -> int:
+        """How often a notebook only shows the loader: a cell ending in `train_loader, test_loader`."""
+        if not self.context.source.is_notebook:
+            return 0
+        shown = 0
+        for statement in descendants(self.context.module):
+            if not (isinstance(statement, cst.Expr) and isinstance(self.context.parent(statement), cst.SimpleStatementLine)):
+                continue
+            value = statement.value
+            items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+            shown += sum(1 for item in items if isinstance(item, cst.Name) and item.value == name)
+        return shown
 
     def _unguarded_script(self, call: cst.Call) -> bool:
         if self.context.source.is_notebook:

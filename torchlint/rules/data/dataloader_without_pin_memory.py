@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_kwargs, keyword
@@ -21,7 +23,7 @@ class DataloaderWithoutPinMemory(Rule):
     code = "TL102"
     name = "dataloader-without-pin-memory"
     family = "Data loading"
-    summary = "`DataLoader` without `pin_memory=True` whose batches the same file copies to the GPU."
+    summary = "`DataLoader` without `pin_memory=True` whose batches are copied to the GPU."
     message = (
         "Batches of this DataLoader are copied to the GPU from pageable memory: set pin_memory=True so the copy "
         "runs by DMA from page-locked memory (and can overlap compute with non_blocking=True)"
@@ -34,16 +36,18 @@ class DataloaderWithoutPinMemory(Rule):
         "`non_blocking=True` it overlaps the step that is running. PyTorch's CUDA notes put it plainly: host-to-GPU copies are "
         "much faster when they originate from pinned memory; its performance tuning guide recommends "
         "`pin_memory=True` for loaders that feed a GPU.\n\n"
-        "The rule follows the loader to the loops that iterate it (by name, through `self.` attributes, "
-        "helper functions that return it, functions of the same file it is passed to, and dicts or lists of "
-        "loaders read as `dataloaders[phase]`) and reports it only when a batch from such a loop is moved with "
-        "`.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device, cast with "
-        "`.type(torch.cuda.FloatTensor)` (or a name bound to it), or copied with `buffer.copy_(batch)` into a "
-        "tensor moved to the GPU. Settings passed as `**kwargs` are read when `kwargs` is a dict literal of the "
-        "same file changed only by `kwargs.update(...)` or `kwargs[\"key\"] = ...`. It looks only at loaders with worker processes: without workers the DataLoader pins "
-        "each batch on the main thread, one more copy in series with loading, and PyTorch's guide to "
-        "`pin_memory` and `non_blocking` measures an explicit `pin_memory()` followed by a non-blocking copy "
-        "at up to twice the time of a plain `.to(device)`; there, load in workers first (TL101)."
+        "The rule follows the loader to the places its batches are read (by name, through `self.` attributes, "
+        "helper functions that return it, functions of the same file it is passed to, dicts or lists of "
+        "loaders read as `dataloaders[phase]`, `iter(loader)` and `next(it)` inside a loop, and generators "
+        "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
+        "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
+        "function of the file the batch is handed to, or in a file that gets the loader from a function of "
+        "this one: `train_loader = get_training_dataloader(...)`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
+        "bound to it), or copied with `buffer.copy_(batch)` into a tensor moved to the GPU. Settings passed "
+        "as `**kwargs` are read when `kwargs` is a dict literal of the same file changed only by "
+        "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
+        "loader pins each batch as it collates it, and the copy then runs at full bus speed and can overlap "
+        "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"
@@ -60,10 +64,14 @@ class DataloaderWithoutPinMemory(Rule):
         "Page-locked memory cannot be swapped out: on a host short of RAM with very large batches, pinning "
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
-        "or the `TensorDataset` is built from GPU tensors. Not reported: loaders without workers, loaders "
+        "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
+        "(`MyDataset(path, device)`). Not reported: a loader without workers over "
+        "tensors already in memory (a `TensorDataset`, a list of ready samples), where pinning would add a "
+        "copy of each batch on the main thread with no loading for it to overlap; loaders "
         "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
-        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, and batches handed to "
-        "functions in other files that move them."
+        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, batches (or loaders) handed to "
+        "functions or methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
+        "file that gets them from this one passes on to a third."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (
@@ -80,17 +88,23 @@ class DataloaderWithoutPinMemory(Rule):
             if pin is None or not pin <= {MISSING, False}:
                 continue
             workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
-            if workers is not None and (MISSING in workers or 0 in workers):
-                # Without workers the loader pins each batch on the main thread, one more copy in front of the
-                # transfer: loading in workers (TL101) comes first, and then pinning runs in the background.
+            if workers is not None and (MISSING in workers or 0 in workers) and self.semantic.loads_from_memory(loader):
+                # Tensors already in memory, batched on the main thread: pinning would add a copy of each
+                # batch on that same thread, with no loading for it to overlap.
                 continue
-            if self._dataset_on_device(data, loader):
+            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
-            moved = [t for loop, target in data.loops_over(loader) for t in data.transfers(loop, target)]
+            moved = (
+                [(self.context, c) for c in data.batch_copies(loader)]
+                or data.copies_in_importers(loader)
+                or data.copies_in_callees(loader)
+            )
             if not moved:
                 continue
+            where, copy = moved[0]
+            shown = snippet(where, copy) + ("" if where is self.context else f"` in `{os.path.basename(where.source.path)}")
             message = (
-                f"Batches of this DataLoader are copied to the GPU (`{snippet(self.context, moved[0])}`) from "
+                f"Batches of this DataLoader are copied to the GPU (`{shown}`) from "
                 "pageable memory: set pin_memory=True so the copy runs by DMA from page-locked memory "
                 "(and can overlap compute with non_blocking=True)"
             )

@@ -99,7 +99,12 @@ class IterInLoop(Rule):
         for call, source in self.candidates:
             if not is_builtin(context, call.func, "next") or not is_builtin(context, call.args[0].value.func, "iter"):  # type: ignore[attr-defined]
                 continue
-            loops = enclosing_loops(context, call)
+            # A loop's iterable and its `else:` run once: only loops whose body (or `while` test) runs the call.
+            loops = [
+                loop
+                for loop in enclosing_loops(context, call)
+                if is_inside(context, call, loop.body) or (isinstance(loop, cst.While) and is_inside(context, call, loop.test))
+            ]
             if not loops or not self._repeated(call, loops[0]):
                 continue
             root = root_name(source, conversions=False)

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.names import last_name
 from torchlint.lint.rule import FixSafety, Rule
+from torchlint.lint.walk import descendants
 
 # Wrappers that show a script already runs one process per GPU.
 _DISTRIBUTED = frozenset(
@@ -65,8 +66,10 @@ class DataParallel(Rule):
         "`DataParallel`; so may a library that offers it as a fallback: `# noqa: TL802`. Not reported: a file "
         "that also builds `DistributedDataParallel` (or FSDP), where `DataParallel` is the fallback branch of a "
         "script that already runs distributed; a file that hands the model to `accelerate` "
-        "(`Accelerator().prepare(...)`); and a call under a guard that is always false "
-        "(`multi_gpu = False` ... `if multi_gpu:`)."
+        "(`Accelerator().prepare(...)`); a call under a guard that is always false "
+        "(`multi_gpu = False` ... `if multi_gpu:`); a model wrapped in an `if __name__ == \"__main__\":` block "
+        "with no loop (to convert or save weights); and a wrapped model that is only ever given one sample "
+        "(`model(img.unsqueeze(0))`), which DataParallel runs on a single replica anyway."
     )
     fix_safety = FixSafety.NONE
     fix_notes = "No autofix: moving to DistributedDataParallel changes how the program is launched and how data is split."
@@ -101,8 +104,66 @@ class DataParallel(Rule):
             # `accelerate` wrap the model): the message would tell its author nothing new.
             return
         for call in self.candidates:
-            if not self._dead(call):
+            if not (self._dead(call) or self._wraps_once(call) or self._one_sample_at_a_time(call)):
                 self.report(call)
+
+    def _wraps_once(self, call: cst.Call) -> bool:
+        """In an `if __name__ == "__main__":` block with no loop: the model is wrapped to save or convert
+        weights, or to run a smoke test, not to train or serve."""
+        for ancestor in self.context.ancestors(call):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
+                return False
+            if isinstance(ancestor, cst.If) and "__name__" in self.context.code(ancestor.test):
+                nodes = list(descendants(ancestor.body))
+                if any(isinstance(n, (cst.For, cst.While)) for n in nodes):
+                    return False
+                # Handed to a function (`extract_features(model, loader)`): it may run it over a dataset.
+                inner = set(map(id, descendants(call)))
+                after = nodes[next(i for i, n in enumerate(nodes) if n is call) + 1 :]
+                handed = {
+                    a.value.value
+                    for n in after
+                    if isinstance(n, cst.Call) and id(n) not in inner
+                    for a in n.args
+                    if isinstance(a.value, cst.Name)
+                }
+                return _bound_name(self.context, call) not in handed
+        return False
+
+    def _one_sample_at_a_time(self, call: cst.Call) -> bool:
+        """Every forward of the wrapped model gets one sample (`model(img.unsqueeze(0))`): DataParallel splits
+        a batch of one into a single replica, so there is nothing to parallelise."""
+        name = _bound_name(self.context, call)
+        if name is None:
+            return False
+        scope = self.context.enclosing_function(call) or self.context.module
+        forwards = [
+            n for n in descendants(scope) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == name
+        ]
+        forwards = [f for f in forwards if f is not call]
+        return bool(forwards) and all(f.args and self._one_sample_at(f, f.args[0].value) for f in forwards)
+
+    def _one_sample_at(self, forward: cst.Call, expr: cst.BaseExpression) -> bool:
+        """`expr`, as it reaches `forward`, is one sample: the last assignments to the name before the
+        forward, in the same block (`img = transform(img).unsqueeze(0)`, then `img = img.to(device)`)."""
+        if not isinstance(expr, cst.Name):
+            return _one_sample(self.context, expr)
+        statement = self.context.enclosing_statement(forward)
+        block = self.context.parent(statement) if statement is not None else None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return False
+        earlier = list(block.body[: next(i for i, s in enumerate(block.body) if s is statement)])
+        for previous in reversed(earlier):
+            small = previous.body[0] if isinstance(previous, cst.SimpleStatementLine) and len(previous.body) == 1 else None
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            target = small.targets[0].target
+            if isinstance(target, cst.Name) and target.value == expr.value:
+                if _one_sample(self.context, small.value):
+                    return True
+                if not _moves(small.value, expr.value):
+                    return False
+        return False
 
     def _dead(self, call: cst.Call) -> bool:
         """Under `if multi_gpu:` where `multi_gpu = False` is the only binding: code that never runs."""
@@ -122,3 +183,49 @@ class DataParallel(Rule):
             return self._false(test.left) or self._false(test.right)
         value = self.context.literal(test)
         return value is not UNKNOWN and isinstance(value, (bool, int, type(None))) and not value
+
+
+_SAME_DATA = frozenset({"to", "cuda", "float", "half", "contiguous"})
+
+
+def _one_sample(context, expr: cst.BaseExpression, _depth: int = 0) -> bool:
+    """`x.unsqueeze(0)`, `x[None]`, or a name every assignment of which is one (or a move of it)."""
+    if _depth > 4:
+        return False
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        attr = expr.func.attr.value
+        if attr == "unsqueeze" and expr.args and context.literal(expr.args[0].value) == 0:
+            return True
+        if attr in _SAME_DATA:
+            return _one_sample(context, expr.func.value, _depth + 1)
+        return False
+    if isinstance(expr, cst.Subscript):
+        first = expr.slice[0].slice if expr.slice else None
+        return isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value == "None"
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr) or []
+        values = [b.value for b in bindings]
+        if not bindings or any(b.kind != "assign" or v is None for b, v in zip(bindings, values)):
+            return False
+        # `img = transform(img).unsqueeze(0)` then `img = img.to(device)`: one sample, moved
+        return any(_one_sample(context, v, _depth + 1) for v in values) and all(  # type: ignore[arg-type]
+            _one_sample(context, v, _depth + 1) or _moves(v, expr.value) for v in values  # type: ignore[arg-type]
+        )
+    return False
+
+
+def _moves(value: cst.BaseExpression, name: str) -> bool:
+    """`name.to(device)`, `name.cuda()`: the same data, moved or cast."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_DATA:
+        value = value.func.value
+    return isinstance(value, cst.Name) and value.value == name
+
+
+def _bound_name(context, call: cst.Call):
+    """`model` for `model = nn.DataParallel(net)` (or `... .cuda()`), else None."""
+    parent = context.parent(call)
+    while isinstance(parent, (cst.Attribute, cst.Call)):
+        parent = context.parent(parent)  # `nn.DataParallel(net).cuda()`
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        return parent.targets[0].target.value
+    return None

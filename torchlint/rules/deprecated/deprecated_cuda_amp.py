@@ -7,7 +7,10 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.calls import has_star_args, keyword, positional, with_keyword
+from torchlint.lint.names import last_name
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
+from torchlint.lint.torch_requirement import allows_older_than, version_text
+from torchlint.lint.walk import descendants
 
 # Deprecated name -> (what replaces it, the device type).
 _AUTOCAST = {
@@ -23,6 +26,12 @@ _SCALER = {
 }
 
 _CUSTOM = {"torch.cuda.amp.custom_fwd": "custom_fwd", "torch.cuda.amp.custom_bwd": "custom_bwd"}
+
+# The oldest torch that has each replacement.
+_NEEDS = {"autocast": (2, 0), "GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
+
+# Names in an `if` test that pick code by torch version (`hasattr(torch, "amp")`, `TORCH_VERSION >= ...`).
+_VERSION_WORDS = ("version", "hasattr")
 
 # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, cache_enabled=True)
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
@@ -64,10 +73,11 @@ class DeprecatedCudaAmp(Rule):
         "    scaler.scale(loss).backward()\n"
     )
     false_positives = (
-        "Code that must still run on PyTorch older than 2.3 (`torch.amp.GradScaler`) or 2.4 "
-        "(`torch.amp.custom_fwd/custom_bwd`) cannot use the new spellings yet: silence the finding with "
-        "`# noqa: TL801` or ignore TL801 for the project. Only calls and decorators are reported, not other "
-        "references (`isinstance(scaler, torch.cuda.amp.GradScaler)`)."
+        "A version switch is left alone: an old spelling in the `except` handler of a `try` that uses "
+        "`torch.amp` (or in the `try` whose handler does), or in a branch of an `if` that tests the torch "
+        "version or `hasattr(torch, \"amp\")`, runs only on a torch too old for the new one and is not "
+        "reported. Only calls and decorators are reported, not other references "
+        "(`isinstance(scaler, torch.cuda.amp.GradScaler)`)."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (
@@ -78,7 +88,11 @@ class DeprecatedCudaAmp(Rule):
         "`@torch.amp.custom_fwd(device_type=\"cuda\")`. Names imported with `from torch.cuda.amp import autocast` "
         "are rewritten at the call (`torch` is imported if the file does not bind it); the old import is left "
         "in place, for you to remove when nothing else uses it. Behaviour is the same: the old classes call the "
-        "new ones with exactly these arguments."
+        "new ones with exactly these arguments. The new spellings need a recent torch (`torch.amp.autocast` "
+        "2.0, `torch.amp.GradScaler` 2.3, `custom_fwd/custom_bwd(device_type=)` 2.4): when the project declares "
+        "an older floor (`[project] dependencies` or optional dependencies, poetry, `setup.cfg`, "
+        "`requirements*.txt` at its root), the fix is unsafe and the message says which declaration allows the "
+        "older torch."
     )
     requires = ("amp",)
 
@@ -99,6 +113,10 @@ class DeprecatedCudaAmp(Rule):
             return
         if self._new_style(node):
             return  # already called the torch.amp way: the name is bound to both (try/except import fallback)
+        if qual not in _AUTOCAST and qual not in _SCALER and qual not in _CUSTOM:
+            return
+        if self._in_version_fallback(node):
+            return  # runs only on a torch too old for the new spelling
         torch = self.context.local_name_for("torch")
         if qual in _AUTOCAST:
             device = _AUTOCAST[qual]
@@ -129,12 +147,62 @@ class DeprecatedCudaAmp(Rule):
         if isinstance(expr, cst.Call) or isinstance(expr, cst.Attribute) and expr.attr.value not in ("custom_fwd", "custom_bwd"):
             return
         name = _CUSTOM.get(self.context.qualname(expr) or "")
-        if name is None:
+        if name is None or self._in_version_fallback(node):
             return
         torch = self.context.local_name_for("torch")
         new = f"{torch}.amp.{name}(device_type={self._string('cuda')})"
         fix = Fix(f"Use torch.amp.{name}(device_type=\"cuda\")", [Replace(expr, new)], imports=("torch",))
         self.report(expr, self._custom_message(name), fix=fix)
+
+    def report(self, node: cst.CSTNode, message: Optional[str] = None, *, fix: Optional[Fix] = None) -> None:
+        """Report; the fix is unsafe when the project declares a torch older than the replacement needs."""
+        if fix is not None:
+            name = next(n for n in _NEEDS if f".{n}(" in fix.description)
+            needed = _NEEDS[name]
+            declared = allows_older_than(self.context.source.path, needed)
+            if declared is not None:
+                why = (
+                    f"torch.amp.{name} needs torch {version_text(needed)}, and the project allows "
+                    f"torch {version_text(declared.floor)} ({declared.where})"  # type: ignore[arg-type]
+                )
+                fix = Fix(f"{fix.description} (unsafe: {why})", fix.changes, safe=False, imports=fix.imports)
+                message = f"{message}; the fix is unsafe: {why}"
+        super().report(node, message, fix=fix)
+
+    def _in_version_fallback(self, node: cst.CSTNode) -> bool:
+        """`node` is the old-torch branch of a version switch: an `except` handler of a `try` whose body
+        uses `torch.amp`, or a branch of an `if` that tests the torch version or `hasattr(torch, ...)`."""
+        child = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.Try) and child is not ancestor.body and self._uses_torch_amp(ancestor.body):
+                return True
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and self._tests_version(ancestor.test):
+                return True
+            if isinstance(ancestor, (cst.Try, cst.If)) and child is ancestor.body and self._fallback_uses_torch_amp(ancestor):
+                return True  # the old spelling first, the new one as the fallback: leave the switch alone
+            child = ancestor
+        return False
+
+    def _fallback_uses_torch_amp(self, statement: cst.CSTNode) -> bool:
+        if isinstance(statement, cst.Try):
+            return any(self._uses_torch_amp(h) for h in statement.handlers)
+        return False
+
+    def _uses_torch_amp(self, block: cst.CSTNode) -> bool:
+        for node in descendants(block):
+            if isinstance(node, (cst.Attribute, cst.Name)):
+                qual = self.context.qualname(node) or ""
+                if qual.startswith("torch.amp.") or qual in ("torch.autocast", "torch.amp"):
+                    return True
+        return False
+
+    def _tests_version(self, test: cst.BaseExpression) -> bool:
+        for node in (test, *descendants(test)):
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                name = (last_name(node) or "").lower()
+                if any(word in name for word in _VERSION_WORDS):
+                    return True
+        return False
 
     def _new_style(self, node: cst.Call) -> bool:
         """A device string first, or a `device`/`device_type` keyword: the torch.amp signature."""

@@ -67,8 +67,9 @@ class HostTensorThenMove(Rule):
     name = "host-tensor-then-move"
     family = "Device placement and transfers"
     summary = (
-        "A tensor built by a factory on the CPU and then copied to the accelerator: "
-        "`torch.zeros(n).to(device)`, `torch.randn(n).cuda()`, `torch.arange(n).to(\"cuda\")`."
+        "A tensor built by a factory on the CPU and then copied to the accelerator on every step or batch: "
+        "`torch.zeros(n).to(device)`, `torch.randn(n).cuda()`, `torch.arange(n).to(\"cuda\")` in `forward()`, "
+        "in a training or sampling loop, or in a helper they call."
     )
     message = "Create the tensor on the device: pass device= to the factory instead of building it on the CPU and copying it"
     explanation = (
@@ -99,15 +100,23 @@ class HostTensorThenMove(Rule):
         "    return x * mask + noise\n"
     )
     false_positives = (
+        "The extra copy matters only where it is paid again and again, so the rule reports only code on a hot "
+        "path: `forward()` or `__call__()` of a class, the body of a training loop or of a loop that runs a "
+        "model on each trip (the denoising steps of a sampler), a one-step training function, a function that "
+        "builds the tensor to the size or on the device of a batch it is given (`torch.ones(x.shape[0]).to(x.device)`), "
+        "and the functions of the file those call. It stays silent on tensors built once: in a module's "
+        "`__init__`, at module level (a script's set-up, a notebook cell, a smoke test under "
+        "`if __name__ == \"__main__\":`), the first noise of a sampling run, a dummy input to log the graph, "
+        "and anything behind a logging interval (`if step % 100 == 0:`). "
         "Only factories (`zeros`, `ones`, `empty`, `full`, `eye`, `arange`, `linspace`, `logspace`, `rand`, "
         "`randn`, `randint`, `randperm`) directly followed by `.to(...)` or `.cuda(...)` are reported, and only "
         "when the target is clearly a device: a device string, `torch.device(...)`, `x.device`, or a name such "
         "as `device`, `dev`, `gpu`, `local_rank`. `.to(other_tensor)` and `.to(some_value)` stay silent, and so "
         "do `torch.tensor(data)` / `torch.from_numpy(array)` (the data has to be copied anyway), "
         "`torch.zeros_like(x)` (it already takes `x`'s device) and random factories given a `generator=` (a CPU "
-        "generator chosen for reproducibility cannot draw on the GPU). A one-off tensor built at start-up costs little; "
-        "the fix is still the better spelling. Code that must produce the same random numbers as before "
-        "(seeded tests comparing against stored values) should keep the CPU generator: `# noqa: TL601`."
+        "generator chosen for reproducibility cannot draw on the GPU). Code that must produce the same random "
+        "numbers as before (seeded tests comparing against stored values) should keep the CPU generator: "
+        "`# noqa: TL601`."
     )
     fix_safety = FixSafety.SOMETIMES
     fix_notes = (
@@ -123,6 +132,15 @@ class HostTensorThenMove(Rule):
         "`.to()` with other arguments."
     )
     requires = (".to(", ".cuda(")
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._candidates: list[tuple[cst.Call, tuple[cst.BaseExpression, ...], str, Optional[Fix]]] = []
+
+    def leave_Module(self, node: cst.Module) -> None:
+        # Decided once the walk is over: whether a function is hot depends on calls further down the file.
+        for call, data, message, fix in self._candidates:
+            if self.semantic.on_hot_path(call, data):
+                self.report(call, message, fix=fix)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -153,7 +171,10 @@ class HostTensorThenMove(Rule):
         fix = None
         if fixable and device is not None and not self._blocks_fix(factory):
             fix = self._fix(node, factory, name, device, dtype)
-        self.report(node, message, fix=fix)
+        # What sizes and places the tensor tells whether it is built for each batch.
+        sizes = tuple(a.value for a in factory.args if a.keyword is None)
+        moved_to = tuple(a.value for a in node.args if a.keyword is None or a.keyword.value == "device")
+        self._candidates.append((node, sizes + moved_to, message, fix))
 
     # -- reading the move ------------------------------------------------------------------------
     def _cuda_target(self, node: cst.Call) -> Optional[tuple[Optional[str], Optional[cst.BaseExpression], bool]]:

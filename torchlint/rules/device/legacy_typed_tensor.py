@@ -6,6 +6,7 @@ import re
 from typing import Optional
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
@@ -70,9 +71,11 @@ class LegacyTypedTensor(Rule):
         "    labels = torch.as_tensor(targets, dtype=torch.int64, device=device)\n"
     )
     false_positives = (
-        "`isinstance(x, torch.cuda.FloatTensor)` and type annotations are not reported. A shape-only "
-        "`torch.cuda.FloatTensor(3, 4)` copies nothing (it is `torch.empty(3, 4, device=\"cuda\")`): the finding "
-        "is then about the legacy API, not speed."
+        "`isinstance(x, torch.cuda.FloatTensor)` and type annotations are not reported, and neither is a "
+        "constructor given sizes (`torch.cuda.LongTensor(max_len)`, `torch.cuda.FloatTensor(b, c)`): it allocates "
+        "on the GPU directly, like `torch.empty(..., device=\"cuda\")`, and copies nothing; modernising it is "
+        "about the legacy API, not speed. A finding reached through an alias (`Tensor = torch.cuda.FloatTensor`) "
+        "names the type and the line of the alias."
     )
     fix_safety = FixSafety.NONE
     fix_notes = (
@@ -82,27 +85,60 @@ class LegacyTypedTensor(Rule):
     )
     requires = ("Tensor",)
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._positions = None  # computed only when a finding rests on an alias
+
     def _typed(self, node: cst.BaseExpression, _depth: int = 0) -> Optional[str]:
         """The legacy CUDA type named by `node` ("FloatTensor"), following a single-assignment alias."""
+        found = self._typed_and_alias(node, _depth)
+        return found[0] if found is not None else None
+
+    def _typed_and_alias(
+        self, node: cst.BaseExpression, _depth: int = 0
+    ) -> Optional[tuple[str, Optional[cst.CSTNode]]]:
+        """(the legacy CUDA type, the assignment of the alias it was reached through, if any)."""
         if _depth > 3:
             return None
         if isinstance(node, (cst.Name, cst.Attribute)):
             qual = self.context.qualname(node)
             if qual is not None:
                 head, _, last = qual.rpartition(".")
-                return last if head == "torch.cuda" and last in _TYPED else None
+                return (last, None) if head == "torch.cuda" and last in _TYPED else None
             if isinstance(node, cst.Name):
                 value = self.context.assigned_value(node)
                 if value is not None:
-                    return self._typed(value, _depth + 1)
+                    found = self._typed_and_alias(value, _depth + 1)
+                    if found is not None:
+                        bindings = self.context.lookup(node) or []
+                        return found[0], found[1] or (bindings[0].node if bindings else None)
             return None
         if isinstance(node, cst.IfExp):
-            return self._typed(node.body, _depth + 1) or self._typed(node.orelse, _depth + 1)
+            return self._typed_and_alias(node.body, _depth + 1) or self._typed_and_alias(node.orelse, _depth + 1)
         if isinstance(node, cst.SimpleString):
             value = self.context.literal(node)
             match = _TYPED_STRING.match(value) if isinstance(value, str) else None
-            return match.group(1) if match and match.group(1) in _TYPED else None
+            return (match.group(1), None) if match and match.group(1) in _TYPED else None
         return None
+
+    def _through_alias(self, name: cst.BaseExpression, typed: str, alias: Optional[cst.CSTNode]) -> str:
+        """"`Tensor` is `torch.cuda.FloatTensor` (line 3): " for a finding that rests on an alias."""
+        if alias is None:
+            return ""
+        if self._positions is None:
+            self._positions = MetadataWrapper(self.context.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        line = self._positions[alias].start.line
+        return f"`{self.context.code(name)}` is `torch.cuda.{typed}` (assigned on line {line}): "
+
+    def _shape_only(self, call: cst.Call) -> bool:
+        """`torch.cuda.LongTensor(n)`, `torch.cuda.FloatTensor(b, c)`: sizes, not data. It allocates on the GPU
+        directly (like `torch.empty`): nothing is built on the host or copied."""
+        args = [a for a in call.args if a.keyword is None]
+        if not args or any(a.keyword is not None for a in call.args):
+            return False
+        if len(args) > 1 or args[0].star == "*":
+            return all(not isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in args)
+        return _is_size(self.context, args[0].value)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -112,11 +148,13 @@ class LegacyTypedTensor(Rule):
             if target is None:
                 arg = keyword(node, "dtype")
                 target = arg.value if arg is not None else None
-            typed = self._typed(target) if target is not None else None
-            if typed is not None:
+            found = self._typed_and_alias(target) if target is not None else None
+            if found is not None:
+                typed, alias = found
                 self.report(
                     node,
-                    f"`.type(torch.cuda.{typed})` is a blocking copy to the GPU plus a cast: "
+                    self._through_alias(target, typed, alias)  # type: ignore[arg-type]
+                    + f"`.type(torch.cuda.{typed})` is a blocking copy to the GPU plus a cast: "
                     f"use `.to(device, {_DTYPE_OF[typed]}, non_blocking=True)` (with pinned host memory)",
                 )
             return
@@ -124,10 +162,36 @@ class LegacyTypedTensor(Rule):
             last = func.value if isinstance(func, cst.Name) else func.attr.value
             if "Tensor" not in last and self.context.qualname(func) is None:
                 return
-            typed = self._typed(func)
-            if typed is not None:
+            found = self._typed_and_alias(func)
+            if found is not None and not self._shape_only(node):
+                typed, alias = found
                 self.report(
                     node,
-                    f"Legacy constructor `torch.cuda.{typed}`: use `torch.as_tensor(data, dtype={_DTYPE_OF[typed]}, "
+                    self._through_alias(func, typed, alias)
+                    + f"Legacy constructor `torch.cuda.{typed}`: use `torch.as_tensor(data, dtype={_DTYPE_OF[typed]}, "
                     f"device=device)` for data, or `torch.empty(size, dtype={_DTYPE_OF[typed]}, device=device)` for a shape",
                 )
+
+
+_SIZE_CALLS = frozenset({"len", "int", "item", "size", "numel", "dim"})
+
+
+def _is_size(context, node: cst.BaseExpression, _depth: int = 0) -> bool:
+    """An integer size: a literal, `len(x)`, `int(n)`, `t.item()`, `x.size(0)`, arithmetic of those, or a name
+    assigned one."""
+    if _depth > 4:
+        return False
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Call):
+        func = node.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        return name in _SIZE_CALLS
+    if isinstance(node, cst.BinaryOperation):
+        return _is_size(context, node.left, _depth + 1) and _is_size(context, node.right, _depth + 1)
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute):
+        return node.value.attr.value == "shape"
+    if isinstance(node, cst.Name):
+        value = context.assigned_value(node)
+        return value is not None and _is_size(context, value, _depth + 1)
+    return False

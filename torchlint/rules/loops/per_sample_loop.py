@@ -7,13 +7,21 @@ import libcst as cst
 from torchlint.lint.rule import FixSafety, Rule
 
 
+_LIST_MESSAGE = (
+    "Element-wise math on a list of tensors one element at a time: stack the list once (torch.stack/torch.cat) "
+    "and do the math on the result, e.g. (-torch.stack(log_probs) * returns).sum()"
+)
+
+
 class PerSampleLoop(Rule):
     code = "TL401"
     name = "per-sample-loop"
     family = "Vectorisation and loops"
     summary = (
         "A Python loop (or a comprehension fed to `torch.stack`/`torch.cat`/`sum`) over the samples of a batch "
-        "that runs a module, a loss or tensor math on one sample at a time and collects the results."
+        "that runs a module, a loss or tensor math on one sample at a time and collects the results; or the "
+        "same arithmetic applied to every element of a list of tensors (a policy-gradient loss built step by "
+        "step) before `torch.cat`/`torch.stack`."
     )
     message = (
         "Per-sample loop over a batch: call the module/loss once on the whole batch, broadcast the math over "
@@ -55,35 +63,61 @@ class PerSampleLoop(Rule):
     )
     false_positives = (
         "The rule needs evidence that the loop runs over a batch: the range is `x.size(0)`, `x.shape[0]` or "
-        "`len(x)` (or a batch-size variable) for `x` a `forward()` input, a value drawn from a DataLoader, or "
-        "a model output, or the loop iterates such a batch directly (`for s in x`, `enumerate(x)`, `zip(x, y)`, "
-        "`enumerate(zip(x, y))`) and `x` is used as a tensor in the function (`x.size()`, `x.device`, "
-        "`x.is_cuda`): a list of tensors (feature levels, per-image targets), or a model output never used as "
-        "a tensor (it may be a tuple of feature levels), is not enough. Parameters count as batches in "
-        "`forward()`, in losses and training or evaluation functions, and in functions whose docstring says "
-        "they take batches. The body runs a module, a loss, a torch function, a function of the same file that "
-        "computes with torch, or tensor arithmetic on `x[i]` and appends, assigns `out[i] = ...` or "
-        "accumulates the result. It stays silent for loops over layers, heads, parameters, epochs and time steps that carry a state (RNN cells, autoregressive "
-        "decoding), for loops that stop early (`break`, `return`) or branch on a sample's values, and for "
-        "per-sample work of varying size (`nonzero`, boolean masks, NMS, slices by a per-sample length), which "
-        "has no direct batched form. Per-sample random augmentation done on purpose, or a loop that bounds "
-        "peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`."
+        "`len(x)` (or a batch-size variable), or the loop iterates `x` directly (`for s in x`, `enumerate(x)`, "
+        "`zip(x, y)`), where `x` is a `forward()` input, a value drawn from a DataLoader, a parameter annotated "
+        "`Tensor` or one that every caller in the file passes a tensor to, a module's output or a torch op's output, and is used as a tensor when it is iterated or "
+        "measured with `len()` (a list of tensors such as feature levels or per-image targets is not a batch). "
+        "A size past the first dimension (`x.size(1)` of a sequence-first tensor) counts only when the code "
+        "names it as the batch size. Rows of an array or a sparse matrix (`a[:, :-1]`, `m.tocsr()`) count "
+        "only when the body runs a model on each row (`model.predict(row)`, or on the row's index). The body "
+        "runs a module, a loss, a torch function, a function or method of the same file that computes with "
+        "torch, or tensor arithmetic on `x[i]`, and appends, assigns `out[i] = ...` or accumulates the result. "
+        "A loop over a list of tensors is reported only when its body is plain arithmetic on each element and "
+        "the results go to `torch.cat`/`torch.stack`. It stays silent for loops over layers, heads, "
+        "parameters, epochs, files and time steps that carry a state (RNN cells, autoregressive decoding), "
+        "for loops that stop early (`break`, `return`) or branch on a sample's values, and for per-sample work "
+        "of varying size (`nonzero`, boolean masks, NMS, slices by a per-sample length), which has no direct "
+        "batched form (box-by-box detection work is TL406). Per-sample random augmentation done on purpose, "
+        "or a loop that bounds peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`."
     )
     fix_safety = FixSafety.NONE
-    requires = ("torch",)
+    requires = ("torch", "model")  # a file without torch can still run a project's model once per row
 
     def visit_For(self, node: cst.For) -> None:
         samples = self.semantic.per_sample_loops
-        if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)):
+        if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)) or self._inside_reported(node):
             return
         loop = samples.candidate(node, node.target, node.iter)
         if loop is not None and samples.body_is_per_sample(loop, node.body):
-            self.report(node)
+            self._report_loop(node)
+        elif samples.elementwise_list_loop(node):
+            self._report_loop(node, _LIST_MESSAGE)
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
-        if self.semantic.per_sample_loops.comprehension_is_per_sample(node):
-            self.report(node)
+        self._check_comprehension(node)
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        if self.semantic.per_sample_loops.comprehension_is_per_sample(node):
-            self.report(node)
+        self._check_comprehension(node)
+
+    def _check_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> None:
+        samples = self.semantic.per_sample_loops
+        if self._inside_reported(node):
+            return
+        if samples.comprehension_is_per_sample(node):
+            self._report_loop(node)
+        elif samples.elementwise_list_comprehension(node):
+            self._report_loop(node, _LIST_MESSAGE)
+
+    def _report_loop(self, node: cst.CSTNode, message: str | None = None) -> None:
+        self._reported_loops().add(node)
+        self.report(node, message)
+
+    def _inside_reported(self, node: cst.CSTNode) -> bool:
+        """A loop nested in a reported one (positions within a sample) is part of the same finding."""
+        reported = self._reported_loops()
+        return bool(reported) and any(ancestor in reported for ancestor in self.context.ancestors(node))
+
+    def _reported_loops(self) -> set[cst.CSTNode]:
+        if not hasattr(self, "_reported"):
+            self._reported: set[cst.CSTNode] = set()
+        return self._reported

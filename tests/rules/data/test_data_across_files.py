@@ -1,0 +1,385 @@
+"""Data-loading rules across the project's files: datasets, loaders and batches defined in one file and used
+in another."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.lint.api import lint_paths
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _findings(paths: list[Path], select: list[str]) -> list[tuple[str, int, str]]:
+    results = lint_paths([str(p) for p in paths], select=select)
+    assert all(r.error is None and not r.notes for r in results), [(r.path, r.error, r.notes) for r in results]
+    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)
+
+
+DATA_UTILS = """
+import torch.utils.data as data
+
+class PairsInMemory(data.Dataset):
+    def __init__(self, pairs, labels, extra, training):
+        self.pairs, self.labels, self.extra, self.training = pairs, labels, extra, training
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, idx):
+        features = self.extra if self.training else self.pairs
+        user = features[idx][0]
+        return user, self.labels[idx]
+
+class FromDisk(data.Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, idx):
+        return open(self.paths[idx]).read()
+"""
+
+MAIN = """
+import torch
+import torch.utils.data as data
+
+import data_utils
+
+test_dataset = data_utils.PairsInMemory(pairs, labels, [], False)
+disk_dataset = data_utils.FromDisk(paths)
+test_loader = data.DataLoader(test_dataset, batch_size=100, num_workers=0)
+disk_loader = data.DataLoader(disk_dataset, batch_size=100)
+for user, label in test_loader:
+    model(user.cuda())
+for batch in disk_loader:
+    model(batch.cuda())
+"""
+
+
+def test_dataset_class_of_a_module_imported_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"data_utils.py": DATA_UTILS, "main.py": MAIN})
+    # `import data_utils` ... `data_utils.PairsInMemory(...)`: its items are indexed from memory
+    assert _findings([tmp_path / "main.py"], ["TL101"]) == [("main.py", 10, "TL101")]
+
+
+def _notebook(*cells: str) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                for c in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def test_a_notebook_cell_that_only_shows_a_loader_does_not_read_it(tmp_path: Path) -> None:
+    setup = "import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\nmodel.eval()\n"
+    build = (
+        "train_loader = DataLoader(train_data, batch_size=32)\n"
+        "test_loader = DataLoader(test_data, batch_size=32)\n"
+        "train_loader, test_loader\n"
+    )
+    train = "for x, y in train_loader:\n    model(x.to(device)).sum().backward()\n"
+    path = tmp_path / "nb.ipynb"
+    path.write_text(_notebook(setup, build, train), encoding="utf-8")
+    first = [f.line for r in lint_paths([str(path)], select=["TL101"]) for f in r.findings]
+    assert len(first) == 1  # the training loader only
+    # read in a later cell: reported too
+    path.write_text(_notebook(setup, build, train + "for x, y in test_loader:\n    model(x.to(device))\n"), encoding="utf-8")
+    both = [f.line for r in lint_paths([str(path)], select=["TL101"]) for f in r.findings]
+    assert len(both) == 2 and first[0] == min(both)
+
+
+TEXT_DATA = """
+import torch
+from torch.utils.data import Dataset
+
+class Sentences(Dataset):
+    def __init__(self, examples, vocab):
+        self.examples, self.vocab = examples, vocab
+
+    def __len__(self):
+        return len(self.examples)
+
+    def __getitem__(self, idx):
+        tokens, label = self.examples[idx]
+        ids = [self.vocab.get(t, 1) for t in tokens]
+        return torch.tensor(ids, dtype=torch.long), torch.tensor(label)
+
+    @classmethod
+    def splits(cls, root):
+        examples = read_examples(root)
+        vocab = build_vocab(examples)
+        train = cls(examples[:-100], vocab)
+        dev = cls(examples[-100:], vocab)
+        return train, dev, vocab
+
+    @classmethod
+    def from_files(cls, root):
+        return Lazy(root), Lazy(root), None
+
+def pad_batch(batch, min_len=5):
+    texts, labels = zip(*batch)
+    longest = max(max(len(t) for t in texts), min_len)
+    padded = torch.zeros(len(texts), longest, dtype=torch.long)
+    for i, t in enumerate(texts):
+        padded[i, : len(t)] = t
+    return padded, torch.stack(labels)
+
+def augment_batch(batch):
+    return [noisy(t) for t in batch]
+"""
+
+TEXT_MAIN = """
+import torch
+from torch.utils.data import DataLoader
+import text_data
+
+if args.sst:
+    train_ds, dev_ds, vocab = text_data.Sentences.splits(args.root)
+    test_ds = None
+else:
+    train_ds, dev_ds, vocab = text_data.Sentences.splits(args.other_root)
+    test_ds = dev_ds
+train_iter = DataLoader(train_ds, batch_size=64, collate_fn=text_data.pad_batch)
+dev_iter = DataLoader(dev_ds, batch_size=len(dev_ds), collate_fn=text_data.pad_batch)
+if test_ds is not None:
+    test_iter = DataLoader(test_ds, batch_size=64, collate_fn=text_data.pad_batch)
+augmented = DataLoader(train_ds, batch_size=64, collate_fn=text_data.augment_batch)
+lazy_train, lazy_dev, _ = text_data.Sentences.from_files(args.root)
+lazy = DataLoader(lazy_train, batch_size=64, collate_fn=text_data.pad_batch)
+for loader in (train_iter, dev_iter, test_iter, augmented, lazy):
+    for x, y in loader:
+        model(x.cuda()).sum().backward()
+"""
+
+
+def test_tokenised_dataset_built_by_a_classmethod_and_padded_by_a_collate_of_another_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"text_data.py": TEXT_DATA, "main.py": TEXT_MAIN})
+    # in memory, padded only: silent; a collate that does more, or a classmethod that builds other objects: reported
+    assert _findings([tmp_path / "main.py"], ["TL101"]) == [("main.py", 16, "TL101"), ("main.py", 18, "TL101")]
+
+
+LOADERS = """
+import torch
+from torch.utils.data import DataLoader
+
+def get_training_dataloader(dataset, batch_size=16, num_workers=2):
+    training_loader = DataLoader(dataset, shuffle=True, num_workers=num_workers, batch_size=batch_size)
+    return training_loader
+
+def create_dataloaders(train_set, test_set, batch_size):
+    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, num_workers=4, pin_memory=True)
+    test_loader = DataLoader(test_set, batch_size=batch_size, num_workers=4)
+    return train_loader, test_loader, train_set.classes
+
+def get_eval_dataloader(dataset):
+    return DataLoader(dataset, batch_size=16, num_workers=2)
+"""
+
+ENGINE = """
+import torch
+
+def train_step(model, dataloader, loss_fn, optimizer, device):
+    for batch, (X, y) in enumerate(dataloader):
+        X, y = X.to(device), y.to(device)
+        loss_fn(model(X), y).backward()
+        optimizer.step()
+
+def test_step(model, dataloader, device):
+    with torch.inference_mode():
+        for X, y in dataloader:
+            model(X.to(device))
+
+def train(model, train_dataloader, test_dataloader, loss_fn, optimizer, epochs, device):
+    for epoch in range(epochs):
+        train_step(model=model, dataloader=train_dataloader, loss_fn=loss_fn, optimizer=optimizer, device=device)
+        test_step(model=model, dataloader=test_dataloader, device=device)
+"""
+
+TRAIN = """
+import torch
+import engine
+from loaders import get_training_dataloader, get_eval_dataloader
+import loaders
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+training_loader = get_training_dataloader(train_set)
+eval_loader = get_eval_dataloader(val_set)
+train_dataloader, test_dataloader, class_names = loaders.create_dataloaders(train_set, test_set, 32)
+
+def train(epoch):
+    for images, labels in training_loader:
+        images, labels = images.cuda(), labels.cuda()
+        net(images).sum().backward()
+
+for epoch in range(10):
+    train(epoch)
+print(len(eval_loader))
+engine.train(model, train_dataloader, test_dataloader, loss_fn, optimizer, 5, device)
+"""
+
+
+def test_loaders_returned_to_and_passed_from_other_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"loaders.py": LOADERS, "engine.py": ENGINE, "train.py": TRAIN})
+    select = ["TL102", "TL103"]
+    # the training loader: copied to the GPU in train.py; the evaluation loader: never iterated there
+    assert _findings([tmp_path / "loaders.py"], select) == [("loaders.py", 6, "TL102")]
+    # engine.py iterates the loaders train.py got from loaders.py: the pinned one's copies block
+    assert _findings([tmp_path / "engine.py"], select) == [("engine.py", 6, "TL103"), ("engine.py", 6, "TL103")]
+    # a file linted alone and in a full run agree
+    together = _findings([tmp_path], select)
+    assert [f for f in together if f[0] in ("loaders.py", "engine.py")] == [
+        ("engine.py", 6, "TL103"), ("engine.py", 6, "TL103"), ("loaders.py", 6, "TL102")
+    ]
+
+
+def test_a_loader_passed_from_a_file_that_also_calls_with_unknown_loaders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    train = TRAIN + "engine.train(model, external_loader, test_dataloader, loss_fn, optimizer, 5, device)\n"
+    _write(tmp_path, {"loaders.py": LOADERS, "engine.py": ENGINE, "train.py": train})
+    assert _findings([tmp_path / "engine.py"], ["TL103"]) == []  # one caller passes a loader nothing says is pinned
+
+
+GAN_LOADERS = """
+import torch.utils.data as data_utils
+
+def get_data_loader(args, train_dataset, test_dataset):
+    train_dataloader = data_utils.DataLoader(train_dataset, batch_size=args.batch_size, shuffle=True)
+    test_dataloader = data_utils.DataLoader(test_dataset, batch_size=args.batch_size, shuffle=True)
+    return train_dataloader, test_dataloader
+"""
+
+GAN_MODEL = """
+import torch
+from torch.autograd import Variable
+
+class GAN:
+    def __init__(self, args):
+        self.cuda_index = 0
+
+    def to_variable(self, arg):
+        return Variable(arg).cuda(self.cuda_index)
+
+    def train(self, train_loader):
+        self.data = self.get_infinite_batches(train_loader)
+        for g_iter in range(1000):
+            images = self.data.__next__()
+            images = self.to_variable(images)
+            self.D(images).mean().backward()
+
+    def evaluate(self, test_loader, path):
+        self.load_model(path)
+        samples = self.G(torch.randn(800, 100, 1, 1).cuda(self.cuda_index))
+        return samples
+
+    def get_infinite_batches(self, data_loader):
+        while True:
+            for i, (images, _) in enumerate(data_loader):
+                yield images
+"""
+
+GAN_MAIN = """
+from loaders import get_data_loader
+from gan import GAN
+
+def main(args):
+    model = None
+    if args.model == "GAN":
+        model = GAN(args)
+    train_loader, test_loader = get_data_loader(args, train_set, test_set)
+    if args.is_train:
+        model.train(train_loader)
+    else:
+        model.evaluate(test_loader, args.path)
+"""
+
+
+def test_a_loader_handed_to_a_method_of_a_class_of_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"loaders.py": GAN_LOADERS, "gan.py": GAN_MODEL, "main.py": GAN_MAIN})
+    # the training loader: iterated by GAN.train, which moves its batches; the test loader: never iterated
+    assert _findings([tmp_path / "loaders.py"], ["TL101", "TL102"]) == [("loaders.py", 5, "TL101"), ("loaders.py", 5, "TL102")]
+    evaluates = GAN_MODEL.replace("self.load_model(path)", "self.load_model(path)\n        for x, _ in test_loader:\n            self.D(x)")
+    _write(tmp_path, {"gan.py": evaluates})
+    assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 5, "TL101"), ("loaders.py", 6, "TL101")]
+
+
+HELPERS = """
+from torch.utils.data import DataLoader
+
+def make_loader(dataset, batch_size):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+"""
+
+DATA = """
+import torch
+from torch.utils.data import TensorDataset
+
+features = torch.load("features.pt")
+train_set = TensorDataset(features[:1000], features[1000:2000])
+"""
+
+HF_MAIN = """
+import torch
+from datasets import load_dataset
+from helpers import make_loader
+
+raw = load_dataset("imdb")
+tokenized = raw.map(lambda b: tokenizer(b["text"], truncation=True), batched=True)
+tokenized.set_format("torch")
+loader = make_loader(tokenized["train"], 16)
+for batch in loader:
+    model(**{k: v.cuda() for k, v in batch.items()}).loss.backward()
+"""
+
+MEMORY_MAIN = """
+import torch
+from torch.utils.data import DataLoader
+from data import train_set
+
+loader = DataLoader(train_set, batch_size=64)
+for x, y in loader:
+    model(x.cuda()).sum().backward()
+"""
+
+
+def test_prepared_and_in_memory_datasets_across_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"helpers.py": HELPERS, "data.py": DATA, "main.py": HF_MAIN, "memory.py": MEMORY_MAIN})
+    # a tokenised dataset passed through the helper's `dataset` parameter; a dataset built in memory in data.py
+    assert _findings([tmp_path / "helpers.py", tmp_path / "memory.py"], ["TL101"]) == []
+    images = HF_MAIN.replace('load_dataset("imdb")', 'load_dataset("imagefolder", data_dir="pics")')
+    _write(tmp_path, {"main.py": images, "data.py": DATA.replace("TensorDataset(", "FileList(")})
+    # items still decoded when read (image columns), a dataset that is not a TensorDataset: reported
+    assert _findings([tmp_path / "helpers.py", tmp_path / "memory.py"], ["TL101"]) == [
+        ("helpers.py", 5, "TL101"), ("memory.py", 6, "TL101")
+    ]
+
+
+def test_a_loader_returned_to_a_program_that_never_uses_an_accelerator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    loaders = "from torch.utils.data import DataLoader\n\ndef get_loader(ds):\n    return DataLoader(ds, batch_size=32)\n"
+    cpu_train = "from loaders import get_loader\n\nfor x, y in get_loader(ds):\n    model(x).sum().backward()\n"
+    _write(tmp_path, {"loaders.py": loaders, "train.py": cpu_train})
+    assert _findings([tmp_path / "loaders.py"], ["TL101"]) == []  # the whole program runs on the CPU
+    _write(tmp_path, {"train.py": cpu_train.replace("model(x)", "model(x.cuda())")})
+    assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 4, "TL101")]

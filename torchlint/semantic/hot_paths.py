@@ -1,0 +1,167 @@
+"""Does a piece of code run once per step, per sample or per batch, rather than once per run?
+
+A cost that is paid once (building a model, drawing the first noise of a sampling run, a smoke test in a
+`__main__` block, a dummy input to log the graph) is noise; the same cost paid on every step is not. Code
+is on a **hot path** when one of these holds:
+
+1. a hot loop runs it on every trip (`loops.per_step`: not under a logging interval), or it is in a
+   one-step training function (`loops.step_function`);
+2. it runs on every trip of a loop whose own body runs a model's forward pass (the denoising steps of a
+   sampler, an evaluation over a list of batches), not under a logging interval;
+3. it is in `forward()` or `__call__()` of a class, or in a per-batch hook of a training framework
+   (`training_step`, `before_batch`, `on_train_batch_end`): that runs once per batch (or per sample, for
+   a transform);
+4. it is in a function that works on the batch it is given: the size or the device of what it builds
+   comes from a tensor (`x.shape`, `x.size(0)`, `x.device`, or a name assigned from one), as in a
+   helper that builds a mask for each batch. `__init__` of a module class is not one: it runs once;
+5. it is in a function of this file that is called from a hot path (1-4, any depth).
+
+Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__main__` block) is not on a
+hot path.
+
+Ask once the walk is over (in `leave_Module`): criterion 5 reads calls anywhere in the file.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.lint.walk import scope_nodes
+from torchlint.semantic import loops
+from torchlint.semantic.functions import called_function
+from torchlint.semantic.objects import objects
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+
+# Methods run once per batch: a module's forward, a transform's __call__, the per-batch hooks of training
+# frameworks (Lightning's `training_step`, fastai's `before_batch`, `on_train_batch_end`).
+_PER_CALL_METHODS = re.compile(
+    r"^(?:forward|__call__|(?:training|validation|test|predict)_step"
+    r"|(?:before|after)_(?:batch|pred|loss|backward|step)|on_(?:train|validation|test|predict)_batch_(?:start|end))$"
+)
+
+# Receivers whose `.device` is configuration, not the device of a batch.
+_CONFIG_ROOTS = frozenset({"self", "args", "cfg", "config", "opt", "opts", "hparams", "params", "FLAGS"})
+
+
+class _HotPaths:
+    def __init__(self, context: "Context") -> None:
+        self.context = context
+        self.functions: dict[cst.FunctionDef, bool] = {}
+        self._callers: Optional[dict[cst.FunctionDef, list[cst.Call]]] = None
+
+    def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of this file that run `function` (one walk over the file, on first use)."""
+        if self._callers is None:
+            self._callers = {}
+            for node in _all_calls(self.context.module):
+                target = called_function(self.context, node)
+                if target is not None:
+                    self._callers.setdefault(target, []).append(node)
+        return self._callers.get(function, [])
+
+
+def _all_calls(module: cst.Module) -> list[cst.Call]:
+    from torchlint.lint.walk import descendants
+
+    return [n for n in descendants(module) if isinstance(n, cst.Call)]
+
+
+def _state(context: "Context") -> _HotPaths:
+    return context.shared(_HotPaths)
+
+
+def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpression, ...] = ()) -> bool:
+    """Whether `node` runs once per step, sample or batch (see the module docstring). `data` are the
+    expressions that size or place what `node` builds (criterion 4)."""
+    if loops.per_step(context, node) is not None or loops.step_function(context, node) is not None:
+        return True
+    if _in_forward_loop(context, node):
+        return True
+    function = context.enclosing_function(node)
+    if function is None:
+        return False
+    if data and not _is_module_init(context, function) and any(_from_batch(context, e, function) for e in data):
+        return True
+    return _function_is_hot(context, function)
+
+
+def _in_forward_loop(context: "Context", node: cst.CSTNode) -> bool:
+    """Criterion 2: the nearest loop whose body runs `node` runs a forward pass on each trip."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+            calls = loops.hot_calls_in(context, ancestor)
+            if any(loops.is_forward_call(context, c) for c in calls):
+                return not loops.gated(context, node, ancestor)
+        child = ancestor
+    return False
+
+
+def _function_is_hot(context: "Context", function: cst.FunctionDef) -> bool:
+    state = _state(context)
+    found = state.functions.get(function)
+    if found is not None:
+        return found
+    state.functions[function] = False  # guards recursion
+    found = _is_per_call_method(context, function) or any(
+        on_hot_path(context, call) for call in state.callers(function) if context.enclosing_function(call) is not function
+    )
+    state.functions[function] = found
+    return found
+
+
+def _is_per_call_method(context: "Context", function: cst.FunctionDef) -> bool:
+    if not _PER_CALL_METHODS.match(function.name.value):
+        return False
+    return isinstance(context.parent(context.parent(function) or function), cst.ClassDef)
+
+
+def _is_module_init(context: "Context", function: cst.FunctionDef) -> bool:
+    if function.name.value != "__init__":
+        return False
+    cls = context.enclosing(function, cst.ClassDef)
+    return cls is not None and objects(context).is_module_class(cls)  # type: ignore[arg-type]
+
+
+def _from_batch(context: "Context", expr: cst.BaseExpression, function: cst.FunctionDef, _depth: int = 0) -> bool:
+    """`expr` reads the shape or the device of a tensor of the function (`x.shape[0]`, `x.size(1)`,
+    `x.device`, `bs` after `bs = x.shape[0]`, `b` after `b, c, t = x.size()`)."""
+    if _depth > 4:
+        return False
+    for node in (expr, *scope_nodes(expr)):
+        if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "device") and _batch_root(node.value):
+            return True
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "size"
+            and _batch_root(node.func.value)
+        ):
+            return True
+        if isinstance(node, cst.Name):
+            for binding in context.lookup(node) or []:
+                value = _bound_value(binding.node) if binding.kind in ("assign", "other") else None
+                if value is not None and context.enclosing_function(binding.node) is function:
+                    if _from_batch(context, value, function, _depth + 1):
+                        return True
+    return False
+
+
+def _batch_root(expr: cst.BaseExpression) -> bool:
+    """A local value (`x`, `scores`, `batch[0]`), not configuration (`self.device`, `args.device`)."""
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value not in _CONFIG_ROOTS
+
+
+def _bound_value(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    if isinstance(node, (cst.Assign, cst.AnnAssign)):
+        return node.value
+    return None

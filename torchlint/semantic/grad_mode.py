@@ -5,6 +5,11 @@ its calls in order, which of them run under `no_grad`/`inference_mode`/`set_grad
 its grad decorators, its training signs (backward, optimizer steps, gradient reads), its `eval()`/`train()`
 calls and its loops. A function called only from grad-off code is grad-off itself (`covered_names`, to a
 fixpoint across the file).
+
+It also answers, for a forward pass, the questions that tell inference from training by what the code does:
+where its result goes (`result_reaches`, through the function and, when returned, its callers), how often it
+runs (`runs_once`: in no loop, in code the program runs once) and whether every caller, in any file of the
+project, already turns autograd off (`callers_grad_off`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import descendants, semantic_children
+from torchlint.semantic import forward_flow
 from torchlint.semantic.file_kind import is_test_file
-from torchlint.semantic.loops import step_kind
-from torchlint.semantic.objects import objects
+from torchlint.semantic.functions import called_function
+from torchlint.semantic.loops import gated, is_forward_call, step_kind
+from torchlint.semantic.modules import is_model_like, is_network_callee
+from torchlint.semantic.objects import MODULE, objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
 # cannot be decided is the train/eval switch `set_grad_enabled(phase == "train")`, which we leave alone).
@@ -37,6 +45,19 @@ _HOOK_SUFFIXES = ("_step", "_step_end", "_epoch_end", "_batch_end")
 _FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+
+# Libraries whose functions never train on what they are given; calls that only log, plot or save.
+_LIBRARY_ROOTS = frozenset(
+    {"torch", "numpy", "matplotlib", "torchvision", "PIL", "cv2", "logging", "wandb", "scipy", "sklearn",
+     "imageio", "skimage", "math", "json", "pickle", "tqdm"}
+)
+# Methods that record values for a metric.
+_RECORDING_METHODS = frozenset({"update", "add_batch", "accumulate", "record", "observe", "update_state"})
+_LOG_CALLS = frozenset(
+    {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "add_image", "add_images",
+     "add_histogram", "add_figure", "save_image", "imshow", "imsave", "imwrite", "plot", "scatter", "savefig",
+     "write", "set_postfix", "set_description"}
+)
 
 
 
@@ -95,6 +116,13 @@ class FileFacts:
         self.imports_test_framework = "import pytest" in text or "import unittest" in text or "from unittest" in text
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
         self._covered: Optional[set[str]] = None
+        self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
+        self._network_calls: dict[cst.Call, bool] = {}
+        self._with_parameters: dict[str, bool] = {}
+        self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
+        self._reached: dict[tuple[cst.Call, bool], frozenset[str]] = {}  # where a forward's result goes, here
+        self._values: Optional[set[str]] = None  # names handed around as values
+        self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
         self.counter = 0
         top = ScopeFacts(context.module, "<module>", None, None)
@@ -316,6 +344,258 @@ class FileFacts:
                             changed = True
         return covered
 
+    # -- forward passes: where their result goes, how often they run ------------------------------------------
+    def call_fact(self, node: cst.Call) -> Optional[tuple[ScopeFacts, CallFact]]:
+        if self._call_facts is None:
+            self._call_facts = {c.node: (s, c) for s in self.scopes for c in s.calls}
+        return self._call_facts.get(node)
+
+    def is_network_call(self, call: CallFact) -> bool:
+        found = self._network_calls.get(call.node)
+        if found is None:
+            found = self._network_calls[call.node] = self._is_network_call(call)
+        return found
+
+    def _is_network_call(self, call: CallFact) -> bool:
+        """`call` runs a network's forward pass that records a graph (a module by its binding, or a network by
+        its name and owner); not a constructor, an imported function, a function of this file or a network
+        whose parameters are frozen."""
+        callee = call.callee
+        if callee is None or not call.node.args or self.context.qualname(call.node.func) is not None:
+            return False  # not a name, no input (`dqn.update_target_net()`), or an imported function
+        base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
+        if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
+            return False  # a function of this file, or a network whose parameters are frozen (no graph)
+        func = call.node.func
+        if base != callee and isinstance(func, cst.Attribute):  # `net.forward(x)`: is `net` a network?
+            return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
+        if self.has_parameters(base):
+            return True
+        return is_forward_call(self.context, call.node) and is_network_callee(base)
+
+    def has_parameters(self, target: str) -> bool:
+        """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""
+        if target not in self._with_parameters:
+            pattern = rf"(?<![\w.]){re.escape(target)}\s*\.\s*(named_)?parameters\s*\("
+            self._with_parameters[target] = re.search(pattern, self.context.source.text) is not None
+        return self._with_parameters[target]
+
+    @property
+    def function_names(self) -> set[str]:
+        return {s.name for s in self.scopes[1:]}
+
+    def helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
+        """The function of this file `call` runs when that function runs a network itself, outside no-grad,
+        and returns what it computed: `pred, true = self._process_one_batch(...)`."""
+        if call.node not in self._helpers:
+            self._helpers[call.node] = self._helper_forward(call)
+        return self._helpers[call.node]
+
+    def _helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
+        function = called_function(self.context, call.node)
+        scope = self.by_node.get(function) if function is not None else None
+        if scope is None or scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
+            return None  # (it runs with the grad mode of this call: `call.covered` says whether that is off)
+        for inner in scope.calls:
+            if not inner.covered and self.is_network_call(inner):
+                if forward_flow.RETURNED in self.result_reaches(scope, inner.node, follow_callers=False):
+                    return scope
+        return None
+
+    def result_reaches(
+        self, scope: ScopeFacts, node: cst.Call, follow_callers: bool = True, depth: int = 0, strict: bool = False
+    ) -> set[str]:
+        """Where the result of the forward pass `node` in `scope` goes (`forward_flow`): a result returned
+        by a function is followed into its callers (in any file); BACKWARD when one of them, or a caller we
+        cannot see, may backpropagate through it. `strict`: handing it to a call of unknown code counts as
+        storing it."""
+        key = (node, strict)
+        if key not in self._reached:
+            self._reached[key] = frozenset(forward_flow.result_reaches(
+                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque
+            ))
+        reached = set(self._reached[key])
+        if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
+            return reached
+        reached = reached - {forward_flow.RETURNED}
+        if scope.name in ("forward", "__call__"):
+            return reached | {forward_flow.BACKWARD}  # called as `module(x)`: its callers are everywhere
+        sites = self.call_sites(scope)
+        if not sites or depth >= 2:
+            return reached | {forward_flow.BACKWARD}  # who uses it is unknown
+        for facts, caller, call in sites:
+            if call.covered or facts.is_grad_free(caller):
+                continue
+            reached |= facts.result_reaches(caller, call.node, True, depth + 1)
+        return reached
+
+    def helper_feeds_backward(self, helper: ScopeFacts) -> bool:
+        """Some caller of `helper` (a function that returns a forward's result) backpropagates through it, or
+        may (hands it to code we cannot see, stores it)."""
+        return any(
+            self.result_reaches(helper, inner.node)
+            for inner in helper.calls
+            if not inner.covered and self.is_network_call(inner)
+        )
+
+    def detached_result(self, call: cst.Call) -> Optional[cst.Call]:
+        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains."""
+        current: cst.CSTNode = call
+        for _ in range(8):
+            parent = self.parents.get(current)
+            if isinstance(parent, cst.Attribute) and parent.value is current:
+                grand = self.parents.get(parent)
+                if isinstance(grand, cst.Call) and grand.func is parent:
+                    if parent.attr.value == "detach":
+                        return grand
+                    if parent.attr.value in ("backward", "requires_grad_", "register_hook", "retain_grad"):
+                        return None
+                    current = grand
+                    continue
+                current = parent
+                continue
+            if isinstance(parent, cst.Subscript) and parent.value is current:
+                current = parent
+                continue
+            return None
+        return None
+
+    def _sink(self, call: cst.Call) -> bool:
+        """A call that only shows, logs or saves what it is given: a library's function or a logger's method."""
+        name = self.context.qualname(call.func) or ""
+        if name.split(".", 1)[0] in _LIBRARY_ROOTS or name in ("print", "builtins.print"):
+            return True
+        func = call.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return method in _LOG_CALLS
+
+    def _opaque(self, call: cst.Call) -> bool:
+        """A call statement that may train on what it is given where we cannot see: anything but a library's
+        function, a logger's or a plot's, a metric's recording method (`metric.update(out, y)`) or a function
+        of this file that we can see does not train."""
+        if self._sink(call):
+            return False
+        function = called_function(self.context, call)
+        if function is not None and function in self.by_node:
+            return self._may_train(self.by_node[function])
+        func = call.func
+        return not (isinstance(func, cst.Attribute) and func.attr.value in _RECORDING_METHODS)
+
+    def _may_train(self, scope: ScopeFacts, depth: int = 0) -> bool:
+        """The function of this file trains, or hands what it is given to code that may (any depth we can
+        follow; deeper than that, it may)."""
+        if scope.training:
+            return True
+        if depth >= 2:
+            return any(c.node.args for c in scope.calls)
+        for inner in scope.calls:
+            if not inner.node.args or self._sink(inner.node):
+                continue
+            function = called_function(self.context, inner.node)
+            if function is not None and function in self.by_node:
+                if self.by_node[function] is not scope and self._may_train(self.by_node[function], depth + 1):
+                    return True
+                continue
+            func = inner.node.func
+            if isinstance(func, cst.Name) or (
+                isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+            ):
+                return True
+        return False
+
+    def _opaque_strict(self, call: cst.Call) -> bool:
+        """Strict: any call of code that is not a library's, a logger's or a plot's may train on what it is given."""
+        if self._sink(call):
+            return False
+        function = called_function(self.context, call)
+        if function is not None and function in self.by_node:
+            return self._may_train(self.by_node[function])
+        return True
+
+    def values_plotted(self, scope: ScopeFacts, node: cst.Call) -> bool:
+        """What the forward pass `node` computes ends in a figure or an image file (it draws a picture)."""
+        return forward_flow.values_plotted(scope.node, node)
+
+    def _trains(self, call: cst.Call) -> bool:
+        """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
+        function = called_function(self.context, call)
+        scope = self.by_node.get(function) if function is not None else None
+        return scope is not None and bool(scope.training)
+
+    def call_sites(self, scope: ScopeFacts) -> list[tuple["FileFacts", ScopeFacts, CallFact]]:
+        """Where the function `scope` is called: in this file (by name) and in the project's files that import
+        this one. Empty for the module's top level."""
+        if isinstance(scope.node, cst.Module):
+            return []
+        if scope.node in self._sites:
+            return self._sites[scope.node]
+        method = scope.cls is not None  # called as `x.name(...)`; a function as `name(...)`
+        found: list[tuple[FileFacts, ScopeFacts, CallFact]] = [
+            (self, s, c)
+            for s, c in self.callers(scope.name)
+            if isinstance(c.node.func, cst.Attribute) == method
+        ]
+        self._sites[scope.node] = found
+        for site in _project_call_sites(self.context, scope):
+            facts = site.summary.model.grad
+            located = facts.call_fact(site.call)
+            if located is not None:
+                found.append((facts, located[0], located[1]))
+        return found
+
+    def passed_as_value(self, scope: ScopeFacts) -> bool:
+        """The function's name is used other than by calling it (a callback, `map(f, xs)`, `target=f`)."""
+        if self._values is None:
+            self._values = set()
+            for node in descendants(self.context.module):
+                if isinstance(node, (cst.Call, cst.FunctionDef, cst.ClassDef)):
+                    continue
+                if isinstance(node, (cst.Arg, cst.Assign, cst.Return, cst.Element, cst.DictElement)):
+                    value = node.value
+                    if isinstance(value, cst.Name):
+                        self._values.add(value.value)
+                    elif isinstance(value, cst.Attribute):
+                        self._values.add(value.attr.value)
+        return scope.name in self._values
+
+    def runs_once(self, scope: ScopeFacts, call: Optional[CallFact] = None, depth: int = 0) -> bool:
+        """`call` (or the function `scope` when no call is given) runs once in a run of the program: the call
+        is in no loop of its function, and the function is the module's top level (a script, a notebook, a
+        `__main__` block) or is called, in this file or in the files that import it, only from code that runs
+        once itself. A function nobody is seen calling, or one handed around as a value, may run any number
+        of times."""
+        if call is not None and call.loops:
+            return False
+        if isinstance(scope.node, cst.Module):
+            return True
+        if depth >= 4 or scope.yields or self.passed_as_value(scope) or _framework_decorated(scope):
+            return False
+        sites = self.call_sites(scope)
+        return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
+
+    def called_in_loop(self, scope: ScopeFacts, depth: int = 0) -> bool:
+        """Some caller of the function (in any file) calls it inside a loop, on every trip (not behind a
+        logging interval), itself or through callers of its own (`step` loops over `pick_action`, which
+        calls `actor_pick_action`)."""
+        for facts, caller, site in self.call_sites(scope):
+            if site.loops:
+                if not gated(facts.context, site.node, site.loops[-1]):
+                    return True
+            elif depth < 2 and caller is not scope and facts.called_in_loop(caller, depth + 1):
+                return True
+        return False
+
+    def callers_grad_off(self, scope: ScopeFacts, depth: int = 0) -> bool:
+        """Every call of the function, in this file and in the files that import it, runs with autograd off
+        (under no-grad, or in a function whose own callers all turn it off)."""
+        if depth >= 3 or isinstance(scope.node, cst.Module):
+            return False
+        sites = self.call_sites(scope)
+        return bool(sites) and all(
+            site.covered or facts.is_grad_free(caller) or facts.callers_grad_off(caller, depth + 1)
+            for facts, caller, site in sites
+        )
+
     def callers(self, name: str) -> list[tuple[ScopeFacts, CallFact]]:
         found = []
         for scope in self.scopes:
@@ -503,6 +783,35 @@ def collect_grad_facts(context: Context) -> FileFacts:
             stack.append((child, False))
     facts.finish()
     return facts
+
+
+def _framework_decorated(scope: ScopeFacts) -> bool:
+    """Decorated by something other than the method kinds: a framework (a route, a command, a task) may call it."""
+    node = scope.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    return any(
+        not (isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod", "property"))
+        for d in node.decorators
+    )
+
+
+def _project_call_sites(context: Context, scope: ScopeFacts) -> list:
+    """Calls of the function `scope` in the project's files that import this one."""
+    from torchlint.semantic import project
+
+    path = context.source.path
+    if scope.cls is not None:
+        found = list(project.method_call_sites(path, scope.name))
+        if not found:  # an override: the calls of the method it overrides, on objects of the base class
+            for base in scope.cls.bases:
+                origin = project.imported(context, base.value)
+                if origin is not None:
+                    found.extend(project.method_call_sites(origin[0].path, scope.name))
+        return found
+    if scope.parent is not None and isinstance(scope.parent.node, cst.Module):
+        return list(project.call_sites(path, scope.name))
+    return []
 
 
 def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 
@@ -34,8 +33,8 @@ class FrozenModelWithGrad(GradRule):
         "frozen feature extractor for a perceptual loss applied to real images.\n\n"
         "The rule reports `.detach()` applied (directly, or through indexing and method calls) to the result of "
         "calling a network when the call is not under no-grad, the network is bound in this file, its "
-        "`.parameters()` are never used (so it is not in an optimizer), and nothing in the file freezes "
-        "parameters."
+        "`.parameters()` are never used (so it is not in an optimizer), nothing in the file freezes "
+        "parameters, and the call runs more than once (not one demo batch in a script or notebook)."
     )
     bad = (
         "next_values = target_net(next_states).max(1)[0].detach()\n"
@@ -70,36 +69,14 @@ class FrozenModelWithGrad(GradRule):
                     continue
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
-                detach = self._detached(facts, call.node)
-                if detach is None:
-                    continue
+                detach = facts.detached_result(call.node)
+                if detach is None or facts.runs_once(scope, call):
+                    continue  # not detached, or run once (one demo batch): too little to matter
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
                     f"call it under `with torch.no_grad():` so no graph is built",
                 )
-
-    def _detached(self, facts, call: cst.Call) -> Optional[cst.Call]:
-        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains."""
-        current: cst.CSTNode = call
-        for _ in range(8):
-            parent = facts.parents.get(current)
-            if isinstance(parent, cst.Attribute) and parent.value is current:
-                grand = facts.parents.get(parent)
-                if isinstance(grand, cst.Call) and grand.func is parent:
-                    if parent.attr.value == "detach":
-                        return grand
-                    if parent.attr.value in ("backward", "requires_grad_", "register_hook", "retain_grad"):
-                        return None
-                    current = grand
-                    continue
-                current = parent
-                continue
-            if isinstance(parent, cst.Subscript) and parent.value is current:
-                current = parent
-                continue
-            return None
-        return None
 
 
 def _bound_names(module: cst.Module) -> set[str]:

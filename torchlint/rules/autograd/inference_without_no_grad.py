@@ -7,7 +7,6 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace
 from torchlint.rules.autograd._common import (
     FAMILY,
@@ -15,6 +14,7 @@ from torchlint.rules.autograd._common import (
     all_descendants,
     wrap_statements,
 )
+from torchlint.semantic import inference
 from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.grad_mode import (
     CallFact,
@@ -22,17 +22,11 @@ from torchlint.semantic.grad_mode import (
     ScopeFacts,
     forward_calls,
 )
-from torchlint.semantic.modules import (
-    eval_name_strength,
-    is_model_like,
-    is_network_callee,
-    words,
+
+_TL301_GATE = re.compile(
+    r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)"
+    r"|\.(numpy|item|tolist|detach)\(|\.data\b|save_image|imsave|imwrite"  # where a forward's result may end
 )
-
-# Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
-_SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
-
-_TL301_GATE = re.compile(r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)")
 
 
 class InferenceWithoutNoGrad(GradRule):
@@ -40,8 +34,9 @@ class InferenceWithoutNoGrad(GradRule):
     name = "inference-without-no-grad"
     family = FAMILY
     summary = (
-        "Evaluation or prediction code (a function that calls `model.eval()` and then runs the model, or an "
-        "`evaluate`/`validate`/`test`/`predict`-style function that runs it in a loop) with autograd still on."
+        "Inference with autograd still on: a function that calls `model.eval()` and then runs the model, an "
+        "`evaluate`/`validate`/`test`/`predict`-style function that runs it in a loop, or any forward pass that "
+        "runs repeatedly and whose result never reaches a backward pass (it ends in host values, metrics, logs)."
     )
     message = (
         "Forward passes run with autograd on, recording a graph that is never used: decorate the function with "
@@ -66,7 +61,13 @@ class InferenceWithoutNoGrad(GradRule):
         "followed by a forward pass that no backward pass follows (a full-batch validation pass every epoch, "
         "as in graph networks); at module level (scripts, notebooks), a `model.eval()` followed "
         "by calls of the model. Files are checked when they use PyTorch: they import it, write `torch.` (a "
-        "snippet, or torch brought in by a star import), or call `.cuda()` without importing another framework."
+        "snippet, or torch brought in by a star import), or call `.cuda()` without importing another framework.\n\n"
+        "Whatever the names, a forward pass is also judged by where its result goes: one whose result only "
+        "reaches host values (`.numpy()`, `.item()`, `.tolist()`), detached copies, metrics and logs, and is "
+        "never returned to code that backpropagates through it (callers are followed into the files that import "
+        "this one) is inference — an RL `select_action` run every environment step, an evaluation helper, a "
+        "validation pass of an experiment class, a periodic test pass between training steps. A function "
+        "whose every caller, in any file, already runs it under no-grad is left alone."
     )
     bad = (
         "def evaluate(model, loader):\n"
@@ -87,14 +88,24 @@ class InferenceWithoutNoGrad(GradRule):
     )
     false_positives = (
         "Code that needs gradients without calling `.backward()` itself (saliency maps or adversarial examples "
-        "computed by a helper, outputs returned to a caller in another file that trains on them), and functions "
-        "that a caller in another file already runs under `torch.no_grad()`. The rule stays silent for Lightning "
+        "computed by a helper, outputs returned to a caller outside the project that trains on them), and "
+        "functions run under `torch.no_grad()` by callers the rule cannot see (outside the linted project, or "
+        "beyond the 16 importing files it reads; callers in the project's files are followed, so a sampling "
+        "function every script calls under no-grad is left alone). The rule stays silent for Lightning "
         "/ MMEngine hooks (`validation_step`, `test_step`, `predict_step`, ...), which the framework already runs "
         "without grad, for Hugging Face `model.generate(...)` (grad is off inside), for functions that mention "
         "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests. A network found by "
         "its name must look like one by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, "
         "`writer.generator(...)` and `tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions "
-        "that build source text."
+        "that build source text.\n\n"
+        "Cost is judged too, and these are left alone on purpose: a forward pass that runs once in the program "
+        "(not in a loop, in code run once from module level or a `__main__` block and never from a loop: a demo "
+        "on one image, a test pass after training); a picture drawn a few times (one grid of samples behind a "
+        "logging interval, a handful of images plotted in a loop over `range(5)`), where recording the graph "
+        "costs far less than drawing; and, in a program that never uses an accelerator, a single evaluation "
+        "forward on a batch held in memory between training steps or plots (a CPU toy on a few hundred points: "
+        "the graph is cheap there and the change would not be noticed). A forward pass in a loop over data or "
+        "decoding steps is reported even on the CPU."
     )
     fix_safety = FixSafety.UNSAFE
     fix_notes = (
@@ -127,56 +138,33 @@ class InferenceWithoutNoGrad(GradRule):
         if facts.is_test_case(scope) or scope.name in facts.covered_names:
             return
         if scope.training:
-            self._segments(facts, scope, torch_name)
+            judged = self._segments(facts, scope, torch_name)
+            self._unused_forwards(facts, scope, torch_name, judged)
             return
         if scope.mode_unknown:
             return
         evaluated = [e for e in facts.eval_forwards(scope) if not facts.is_frozen(e[1])]
-        named = None if evaluated else self._named_entry_point(facts, scope)
-        if not evaluated and not named:
+        forwards = [call for call, _ in evaluated]
+        what = f"`{evaluated[0][1]}`" if evaluated else None
+        if not evaluated:
+            named = inference.named_entry_point(facts, scope)
+            if named is not None:
+                what, forwards = f"`{named[0]}`", named[1]
+            else:
+                flow = inference.by_flow(facts, scope, self.semantic.uses_accelerator)
+                if flow is None:
+                    return
+                what, forwards = flow
+        if inference.feeds_training(facts, scope, forwards):
+            return  # whatever the names say, a result is trained on here or stored for code that may
+        if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = self._decorator_fix(facts, scope, torch_name)
-        what = f"`{evaluated[0][1]}`" if evaluated else f"`{named}`"
         message = (
             f"`{scope.name}` runs {what} with autograd on, recording a graph nobody uses (up to 2.6x slower, "
             f"3-6x the memory): decorate it with @{torch_name}.no_grad()"
         )
         self.report(scope.node.name, message, fix=fix)  # type: ignore[union-attr]
-
-    def _named_entry_point(self, facts: FileFacts, scope: ScopeFacts) -> Optional[str]:
-        """The network an evaluation entry point (by name) runs with grad on, or None."""
-        strength = eval_name_strength(scope.name)
-        if not strength:
-            return None
-        if scope.is_method and facts.is_module_class(scope.cls):
-            return None  # part of a model: its caller decides about grad
-        func = scope.node
-        assert isinstance(func, cst.FunctionDef)
-        if strength == 1 and any(w in _SOURCE_WORDS for w in words(scope.name)):
-            return None  # `generate_repro_string`: builds text or code
-        defined = {s.name for s in facts.scopes}
-        evals = None
-        for call in scope.calls:
-            callee = call.callee
-            if not callee or call.covered:
-                continue
-            base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
-            if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
-                continue
-            if not is_network_callee(base):
-                continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
-            if self.context.qualname(call.node.func) is not None or facts.is_frozen(base):
-                continue  # an imported function (a model constructor), not a forward pass
-            if _callable_default(self.context, func, base.split(".")[0]):
-                continue
-            if call.loops:
-                return base
-            if strength == 2:
-                if evals is None:
-                    evals = bool(facts.mode_evals(scope))
-                if scope.host or evals:
-                    return base
-        return None
 
     def _decorator_fix(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
         func = scope.node
@@ -194,19 +182,24 @@ class InferenceWithoutNoGrad(GradRule):
         return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
-    def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
+    def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> set[cst.Call]:
+        """Report evaluation after `model.eval()` in a training function; return the forward calls judged."""
+        judged: set[cst.Call] = set()
         for call_node, target, order, stop in facts.inference_segments(scope):
             loops = []
             single = []
             for call in forward_calls(scope, target):
                 if not (order < call.order < stop) or call.covered:
                     continue
+                judged.add(call.node)
                 outer = [loop for loop in call.loops if facts.orders[loop] > order]
                 if not outer:
                     single.append(call)
                     continue
                 loops.append(outer[0])
             if not loops:
+                if single and inference.single_pass_negligible(facts, scope, single, self.semantic.uses_accelerator):
+                    continue
                 if single and facts.stepped_before(scope, order) and not facts.is_frozen(target):
                     # `loss.backward(); optimizer.step(); model.eval(); out = model(val_x)`: a validation
                     # forward pass after the training step that no backward pass follows
@@ -243,18 +236,36 @@ class InferenceWithoutNoGrad(GradRule):
                 f"`with {torch_name}.no_grad():`"
             )
             self.report(call_node, message, fix=fix)
+        return judged
+
+    # -- a forward pass whose result no backward pass reaches -------------------------------------------------
+    def _unused_forwards(self, facts: FileFacts, scope: ScopeFacts, torch_name: str, judged: set[cst.Call]) -> None:
+        for call in inference.unused_forwards(facts, scope, judged, self.semantic.uses_accelerator):
+            message = (
+                f"The result of `{call.callee}(...)` never reaches a backward pass, yet it runs with autograd on, "
+                f"recording a graph nobody uses (up to 2.6x slower, 3-6x the memory): run it under "
+                f"`with {torch_name}.no_grad():`"
+            )
+            anchor = call.loops[0] if call.loops and not scope.training else call.node  # a script's loop
+            self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, anchor))
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
+        judged: set[cst.Call] = set()
         for call_node, target, order, stop in facts.inference_segments(scope):
             forwards = [c for c in forward_calls(scope, target) if order < c.order < stop and not c.covered]
             if not forwards:
+                continue
+            judged.update(c.node for c in forwards)
+            looped = any(facts.orders[loop] > order for c in forwards for loop in c.loops)
+            if not looped and inference.single_pass_negligible(facts, scope, forwards, self.semantic.uses_accelerator):
                 continue
             message = (
                 f"`{target}` is put in eval mode and then run with autograd on, recording a graph nobody uses "
                 f"(up to 2.6x slower, 3-6x the memory): run it under `with {torch_name}.no_grad():`"
             )
             self.report(call_node, message, fix=self._wrap_fix(facts, scope, forwards, torch_name, call_node))
+        self._unused_forwards(facts, scope, torch_name, judged)
 
     def _wrap_fix(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], torch_name: str,
                   anchor: cst.CSTNode) -> Optional[Fix]:
@@ -283,13 +294,3 @@ class InferenceWithoutNoGrad(GradRule):
         if not changes:
             return None
         return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))
-
-
-def _callable_default(context: Context, func: cst.FunctionDef, name: str) -> bool:
-    """`name` is a parameter whose default is a function (`decoder=decode_tokens`): not a network."""
-    for param in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params):
-        if param.name.value == name:
-            return param.default is not None and isinstance(param.default, (cst.Name, cst.Attribute)) and (
-                context.code(param.default) != "None"
-            )
-    return False

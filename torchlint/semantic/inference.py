@@ -1,0 +1,196 @@
+"""Inference: which forward passes of a file run with autograd on for nothing, and whether that costs enough
+to matter.
+
+Built on the grad facts (`grad_mode.FileFacts`): a function is inference when it puts a network in eval mode
+and runs it, when it is an evaluation entry point by name (`evaluate`, `predict`, `sample` with a loop), or,
+whatever its name, when the results of its forward passes never reach a backward pass (`forward_flow`,
+followed through returns into callers in any file) and something makes it run repeatedly. Cost decides
+the rest: a forward pass run once in the program, a picture drawn a few times, or, in a program with no
+accelerator, one evaluation forward on a batch held in memory, is not worth a change.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.context import Context
+from torchlint.semantic.forward_flow import RETURNED
+from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
+from torchlint.semantic.loops import gated
+from torchlint.semantic.modules import (
+    eval_name_strength,
+    is_model_like,
+    is_network_callee,
+    words,
+)
+
+# Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
+_SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
+
+
+def runs_once(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """The forward passes run once in the program (a demo on one image, a test pass after training): the
+    graph they record costs too little to matter."""
+    return all(facts.runs_once(scope, call) for call in forwards)
+
+
+def feeds_training(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """A result of one of the forward passes reaches a backward pass in the function, is stored on an object
+    or is handed to code out of sight that may train on it."""
+    return any(facts.result_reaches(scope, call.node, follow_callers=False) - {RETURNED} for call in forwards)
+
+
+def single_pass_negligible(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], accelerator: bool) -> bool:
+    """One forward pass per evaluation (no loop over data of its own) that costs too little to matter: it runs
+    once in the program, or the program never uses an accelerator (a toy on a few points between plots)."""
+    return not accelerator or runs_once(facts, scope, forwards)
+
+
+def named_entry_point(facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str, list[CallFact]]]:
+    """(network, forward calls) when `scope` is an evaluation entry point by name (`evaluate`, `predict`, a
+    `sample`/`generate` with a loop) that runs a network outside no-grad, or None."""
+    strength = eval_name_strength(scope.name)
+    if not strength:
+        return None
+    if scope.is_method and facts.is_module_class(scope.cls):
+        return None  # part of a model: its caller decides about grad
+    func = scope.node
+    assert isinstance(func, cst.FunctionDef)
+    if strength == 1 and any(w in _SOURCE_WORDS for w in words(scope.name)):
+        return None  # `generate_repro_string`: builds text or code
+    context = facts.context
+    defined = {s.name for s in facts.scopes}
+    evals = None
+    for call in scope.calls:
+        callee = call.callee
+        if not callee or call.covered:
+            continue
+        base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
+        if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
+            continue
+        if not is_network_callee(base):
+            continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
+        if context.qualname(call.node.func) is not None or facts.is_frozen(base):
+            continue  # an imported function (a model constructor), not a forward pass
+        if _callable_default(context, func, base.split(".")[0]):
+            continue
+        if call.loops:
+            return base, _forwards(facts, scope, call)
+        if strength == 2:
+            if evals is None:
+                evals = bool(facts.mode_evals(scope))
+            if scope.host or evals:
+                return base, _forwards(facts, scope, call)
+    return None
+
+
+def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[tuple[str, list[CallFact]]]:
+    """(what, forward calls) when the function runs networks (itself or through a helper of this file whose
+    result is trained on elsewhere) whose results never reach a backward pass, followed through its return
+    value into its callers, and something makes them run repeatedly: a loop here, or a caller that calls
+    the function in a loop."""
+    if not accelerator:
+        return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
+    forwards: list[CallFact] = []
+    what = None
+    for call in scope.calls:
+        if call.covered:
+            continue
+        if facts.is_network_call(call):
+            name = call.callee
+        else:
+            helper = facts.helper_forward(call)
+            if helper is None or not facts.helper_feeds_backward(helper):
+                continue  # not a forward pass, or a helper judged on its own
+            name = f"{helper.name}()"
+        if facts.result_reaches(scope, call.node, follow_callers=False) - {RETURNED}:
+            return None  # trained on here, or stored
+        if draws_a_few_pictures(facts, scope, call):
+            continue
+        forwards.append(call)
+        what = what or name
+    if not forwards:
+        return None
+    if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
+        return None
+    if any(facts.result_reaches(scope, call.node) for call in forwards):
+        return None  # returned to code that may train on it
+    return f"`{what}`", forwards
+
+
+def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], accelerator: bool) -> list[CallFact]:
+    """In code that trains (or a module-level script), the networks run with autograd on whose results never
+    reach a backward pass, are not returned, stored or handed to code out of sight, and that run repeatedly:
+    a periodic test pass on the GPU between training steps, an inference loop of a script. `judged`: calls
+    already judged as part of an evaluation after `.eval()`."""
+    training = bool(scope.training)
+    if training and not facts.stepped_before(scope, scope.end + 1):
+        return []  # no backward pass or optimizer step here: the training happens where we cannot see it
+    if training and not accelerator:
+        return []  # a CPU toy: the test forward between plots costs nothing worth a change
+    found = []
+    for call in scope.calls:
+        if call.covered or call.node in judged or not facts.is_network_call(call):
+            continue
+        if not training and not call.loops:
+            continue
+        if facts.detached_result(call.node) is not None and not facts.has_parameters(call.callee or ""):
+            continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
+        if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
+            continue
+        if facts.runs_once(scope, call) or draws_a_few_pictures(facts, scope, call):
+            continue
+        if never_runs(facts.context, call.node):
+            continue
+        found.append(call)
+    return found
+
+
+def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:
+    """The forward pass draws a picture (its values end in a figure or an image file) a few times: behind a
+    logging interval of the training loop, or in a loop over a handful of literal items (`range(5)`)."""
+    if not call.loops or not facts.values_plotted(scope, call.node):
+        return False
+    if scope.training and gated(facts.context, call.node, call.loops[-1]):
+        return True
+    return all(_few_literal_items(facts.context, loop) for loop in call.loops)
+
+
+def never_runs(context: Context, node: cst.CSTNode) -> bool:
+    """`node` sits in the `else`/`elif` of an `if True:`: code that never runs."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, cst.If) and child is ancestor.orelse and context.literal(ancestor.test) is True:
+            return True
+        child = ancestor
+    return False
+
+
+def _few_literal_items(context: Context, loop: cst.CSTNode) -> bool:
+    """`for i in range(5)`, `for net in (a, b)`: a loop over at most ten items written in the code."""
+    if not isinstance(loop, cst.For):
+        return False
+    items = loop.iter
+    if isinstance(items, (cst.List, cst.Tuple)):
+        return len(items.elements) <= 10
+    if isinstance(items, cst.Call) and isinstance(items.func, cst.Name) and items.func.value == "range" and items.args:
+        bound = context.literal(items.args[-1].value)  # a constant, or a name bound once to one
+        return isinstance(bound, int) and bound <= 10
+    return False
+
+
+def _forwards(facts: FileFacts, scope: ScopeFacts, found: CallFact) -> list[CallFact]:
+    """The forward passes `scope` runs with grad on: `found` and every other network call outside no-grad."""
+    return [c for c in scope.calls if c is found or (not c.covered and facts.is_network_call(c))]
+
+
+def _callable_default(context: Context, func: cst.FunctionDef, name: str) -> bool:
+    """`name` is a parameter whose default is a function (`decoder=decode_tokens`): not a network."""
+    for param in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params):
+        if param.name.value == name:
+            return param.default is not None and isinstance(param.default, (cst.Name, cst.Attribute)) and (
+                context.code(param.default) != "None"
+            )
+    return False

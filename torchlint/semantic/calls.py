@@ -11,12 +11,19 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import project
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import UNK, T, ValueKinds
 
 # Calls that read a clock or a CUDA event: a sync next to them is there to time the step.
 CLOCK_CALLS = frozenset(
     {"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "record", "elapsed_time", "time_sync", "tic", "toc"}
 )
+
+
+def _to_host(context: "Context", call: cst.Call) -> bool:
+    """`x.to("cpu")`: a copy to the host."""
+    args = call.args
+    return len(args) == 1 and args[0].keyword is None and is_cpu_literal(context, args[0].value)
 
 
 class FunctionSummaries:
@@ -49,6 +56,10 @@ class FunctionSummaries:
                 kind = values.kind(func.value)
                 if kind == T or (name == "item" and kind == UNK and not strict):
                     found = f"`.{name}()`"
+                    break
+            elif isinstance(func, cst.Attribute) and name == "to" and _to_host(self.context, node):
+                if values.kind(func.value) == T:
+                    found = '`.to("cpu")`'
                     break
             elif isinstance(func, cst.Name) and name in ("float", "int", "bool") and len(node.args) == 1:
                 if values.is_tensor(node.args[0].value):

@@ -182,8 +182,10 @@ def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
     return step_kind(context, call) in ("backward", "optimizer")
 
 
-def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0) -> bool:
-    """Whether a `for` over `expr` iterates a data loader (see the module docstring)."""
+def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0, _indexed: bool = False) -> bool:
+    """Whether a `for` over `expr` iterates a data loader (see the module docstring). A name in the plural
+    (`for dl in val_dataloaders`) holds several loaders: iterating it runs once per loader, not per batch;
+    indexing it (`dataloaders[phase]`) gives one."""
     if _depth > 6:
         return False
     if isinstance(expr, cst.Call):
@@ -204,13 +206,13 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
         return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
     if isinstance(expr, cst.Subscript):
         # dataloaders[phase], loaders["train"]
-        return is_loader_expr(context, expr.value, _depth + 1)
+        return is_loader_expr(context, expr.value, _depth + 1, _indexed=True)
     if isinstance(expr, (cst.Name, cst.Attribute)):
         if objects(context).kind(expr) == LOADER:
             return True
         name = last_name(expr)
         if name is not None and named(name, LOADER):
-            return True
+            return _indexed or not name.lower().endswith("s")
         if isinstance(expr, cst.Name):
             value = context.assigned_value(expr)
             if value is not None:

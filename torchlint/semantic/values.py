@@ -16,7 +16,7 @@ import libcst as cst
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import scope_nodes, semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function, is_generator, returns_of
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
@@ -137,6 +137,7 @@ class ValueKinds:
         self._orders: dict[cst.CSTNode, _Order] = {}
         self._memo: dict[cst.CSTNode, str] = {}
         self._active: set[cst.CSTNode] = set()
+        self._backwards: dict[cst.CSTNode, set] = {}
 
     # -- order ---------------------------------------------------------------------------------
     def _order(self, scope: cst.CSTNode) -> _Order:
@@ -266,6 +267,8 @@ class ValueKinds:
         return _combine(kinds) if kinds else PY
 
     def _torch_call(self, call: cst.Call, qual: str) -> str:
+        if qual == "torch.Tensor":
+            return CPU  # the legacy constructor builds on the host
         if _TORCH_NOT_TENSOR.match(qual):
             return UNK if not qual.startswith("torch.is_") and not qual.startswith(("torch.equal", "torch.allclose", "torch.numel")) else PY
         short = qual.rsplit(".", 1)[-1]
@@ -287,21 +290,63 @@ class ValueKinds:
         bindings = self.context.lookup(name)
         if not bindings:
             return UNK
-        scope = self._scope_of(name)
-        order = self._order(scope)
-        use_at = order.index.get(name)
-        chosen = None
-        if use_at is not None:
-            best = -1
-            for binding in bindings:
-                at = order.index.get(binding.node)
-                if at is not None and at < use_at and at >= best:
-                    best = at
-                    chosen = binding
+        chosen = self._reaching(name, bindings)
         if chosen is not None:
-            return self._binding(chosen, name.value)
+            found = self._binding(chosen, name.value)
+            if found == UNK and chosen in self._backward_bindings(self._scope_of(name)):
+                return T  # `loss = ...; loss.backward()`: only a tensor has a backward pass
+            return found
         kinds = {self._binding(b, name.value) for b in bindings}
         return kinds.pop() if len(kinds) == 1 else UNK
+
+    def _reaching(self, name: cst.Name, bindings: list) -> Optional[object]:
+        """The binding that most recently precedes the use in statement order, skipping one made in the other
+        branch of an `if` the use is in (`if a: s = [..] else: s = s.cpu()` reads the `s` bound before)."""
+        order = self._order(self._scope_of(name))
+        use_at = order.index.get(name)
+        if use_at is None:
+            return None
+        chosen = None
+        best = -1
+        for binding in bindings:
+            at = order.index.get(binding.node)
+            if at is not None and at < use_at and at >= best and not self._other_branch(binding.node, name):
+                best = at
+                chosen = binding
+        return chosen
+
+    def _other_branch(self, bound: cst.CSTNode, use: cst.CSTNode) -> bool:
+        """`bound` sits in the body of an `if` whose `else` holds `use`."""
+        context = self.context
+        child = use
+        for ancestor in context.ancestors(use):
+            if isinstance(ancestor, _SCOPES):
+                return False
+            if isinstance(ancestor, cst.If) and child is ancestor.orelse:
+                body = ancestor.body
+                return any(a is body for a in context.ancestors(bound))
+            child = ancestor
+        return False
+
+    def _backward_bindings(self, scope: cst.CSTNode) -> set:
+        """The bindings whose value has `.backward()` called on it in `scope` (found once per scope)."""
+        found = self._backwards.get(scope)
+        if found is None:
+            found = self._backwards[scope] = set()
+            for node in scope_nodes(scope):
+                func = getattr(node, "func", None)
+                if (
+                    isinstance(node, cst.Call)
+                    and isinstance(func, cst.Attribute)
+                    and func.attr.value == "backward"
+                    and isinstance(func.value, cst.Name)
+                ):
+                    bindings = self.context.lookup(func.value)
+                    if bindings:
+                        binding = self._reaching(func.value, bindings)
+                        if binding is not None:
+                            found.add(binding)
+        return found
 
     def _binding(self, binding: object, name: str) -> str:
         kind = getattr(binding, "kind")

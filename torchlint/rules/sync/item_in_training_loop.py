@@ -12,6 +12,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants, scope_nodes
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
 from torchlint.semantic import loops
+from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import CPU, PY, UNK, T
 
 # Python-number checks a NaN guard uses.
@@ -92,32 +93,33 @@ class ItemInTrainingLoop(SyncRule):
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
     )
-    requires = (".item(", ".tolist(", ".cpu(")
+    requires = (".item(", ".tolist(", ".cpu(", ".to(")
 
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[cst.CSTNode] = set()
-        self._gathering: set[cst.CSTNode] = set()  # evaluation loops already told to gather on the device
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if method not in ("item", "tolist", "cpu") or node.args:
+        if method == "to" and self._to_host(node):
+            method = "cpu"  # `.to("cpu")` is the same copy
+        elif method not in ("item", "tolist", "cpu") or node.args:
             return
         statement = self.context.enclosing_statement(node)
         if statement in self._reported:
             return  # the first sync of a statement empties the queue: later ones wait for nothing
         loop: Optional[cst.CSTNode] = self.semantic.per_step(node)
         if loop is None:
-            loop = self._returned_by_step_function(node)
+            loop = self._in_step_function(node)
             if loop is None:
                 return
         kind = self.values.kind(func.value)
         if method == "item":
             if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
                 return
-        elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(func.value)):
+        elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
         self._reported.add(statement)  # type: ignore[arg-type]
         if (
@@ -126,23 +128,24 @@ class ItemInTrainingLoop(SyncRule):
             and not self.semantic.is_training_loop(loop)
             and not self._reduced_at_once(node)
         ):
-            if loop not in self._gathering:  # one piece of advice per loop: it covers every copy in it
-                self._gathering.add(loop)
-                self.report(node, _GATHER.format(what=self._spelling(node, method)))
+            self.report(node, _GATHER.format(what=self._spelling(node, method)))
             return
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
 
     def _spelling(self, node: cst.Call, method: str) -> str:
         return "`.cpu().numpy()`" if method == "cpu" and self._is_numpy_of(node) else f"`.{method}()`"
 
-    def _returned_by_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
-        """`return loss.item()` at the end of a one-step training function (`loss.backward();
-        optimizer.step()`, no loop): the caller runs it once per step (`agent.replay()`). A function that
-        takes the epoch (`def train(epoch):`, full-batch training) is called once per epoch and is left alone."""
+    def _to_host(self, node: cst.Call) -> bool:
+        """`x.to("cpu")`, `x.to(torch.device("cpu"))`: a copy to the host, like `.cpu()`."""
+        args = node.args
+        return len(args) == 1 and args[0].keyword is None and is_cpu_literal(self.context, args[0].value)
+
+    def _in_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
+        """A read in a one-step training function (`loss.backward(); optimizer.step()`, no loop; e.g.
+        `logs["loss"] = loss.item()` or `return loss.item()`): the caller runs it once per step
+        (`agent.replay()`, `self._train_batch(X, y)`). A function that takes the epoch (`def train(epoch):`,
+        full-batch training) is left to TL207 at the call in its epoch loop."""
         context = self.context
-        statement = context.enclosing_statement(node)
-        if not isinstance(statement, cst.SimpleStatementLine) or context.enclosing(node, cst.Return) is None:
-            return None
         function = loops.step_function(context, node)
         if function is None or loops.gated(context, node, function):  # type: ignore[arg-type]
             return None
@@ -174,11 +177,14 @@ class ItemInTrainingLoop(SyncRule):
         parent = context.parent(current)
         return reduced and isinstance(parent, cst.AugAssign) and parent.value is current
 
-    def _copies_a_tensor(self, receiver: cst.BaseExpression) -> bool:
+    def _copies_a_tensor(self, node: cst.Call) -> bool:
         """`.cpu()` of a value of unknown kind that is still a tensor: `out.data.cpu()` (`.data`, like
         `.detach()`, is a tensor's), `loss.cpu()` (only tensors and modules have `.cpu()`, and a name that
-        reads like a loss is not a module)."""
-        expr = receiver
+        reads like a loss is not a module), `out.cpu().numpy()` (a module's `.cpu()` has no `.numpy()`)."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr.value in ("numpy", "detach", "data"):
+            return True
+        expr = node.func.value  # type: ignore[attr-defined]
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
             base = expr.value
             return not (isinstance(base, cst.Name) and base.value == "self") and self.values.kind(base) == UNK

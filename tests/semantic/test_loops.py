@@ -270,3 +270,61 @@ def only_backward(loss):
         return "step" if hotloop.step_function(model.context, call) is not None else "no"
 
     assert ask(source, step) == ["step", "no", "no", "no", "no"]
+
+
+def test_a_loop_that_draws_a_fresh_batch_and_runs_a_model_is_hot() -> None:
+    source = """
+for start in range(0, len(images), bs):
+    out = net(images[start : start + bs])
+    probe()
+while True:
+    batch = [next(it) for _ in range(bs)]
+    out = net(batch)
+    probe()
+for n in sizes:
+    out = generator(torch.randn(n, 128))
+    probe()
+for t in range(steps):
+    x = model(x, t) + torch.randn(shape)
+    probe()
+for t in range(steps):
+    out = model(x[:, t])
+    probe()
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "cold", "cold"]
+
+
+def test_a_loop_over_batches_or_calling_a_one_step_function_is_hot() -> None:
+    source = """
+def train(epoch):
+    loss = model(features)
+    loss.backward()
+    optimizer.step()
+for epoch in range(200):
+    train(epoch)
+    probe()
+for users in utils.minibatch(all_users, batch_size=100):
+    probe()
+for dl in val_dataloaders:
+    probe()
+for phase in ["train", "val"]:
+    for x in dataloaders[phase]:
+        probe()
+"""
+    assert _probe(source) == ["hot", "hot", "cold", "hot"]
+
+
+def test_the_first_trip_of_a_running_average_is_gated() -> None:
+    source = """
+for x in train_loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    if ema is None:
+        ema = probe()
+    else:
+        ema = 0.9 * ema + probe()
+    if ema is None:
+        other = probe()
+"""
+    assert _probe(source) == ["hot training gated", "hot training", "hot training"]

@@ -54,7 +54,7 @@ class FunctionSummaries:
             name = last_name(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
                 kind = values.kind(func.value)
-                if kind == T or (name == "item" and kind == UNK and not strict):
+                if kind == T or (kind == UNK and not strict and (name == "item" or self._copied_tensor(node))):
                     found = f"`.{name}()`"
                     break
             elif isinstance(func, cst.Attribute) and name == "to" and _to_host(self.context, node):
@@ -75,6 +75,12 @@ class FunctionSummaries:
                     break
         self._syncs[key] = found
         return found
+
+    def _copied_tensor(self, call: cst.Call) -> bool:
+        """`pred.cpu().data.numpy()`: a module's `.cpu()` has no `.numpy()`, `.data` or `.detach()`, so the
+        receiver is a tensor (one of unknown place: counted only in a helper the loop calls itself)."""
+        parent = self.context.parent(call)
+        return isinstance(parent, cst.Attribute) and parent.attr.value in ("numpy", "data", "detach")
 
     def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:
         """(name, how) when `call` runs a function, of this file or imported from the project, that reads a

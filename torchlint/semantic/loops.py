@@ -61,6 +61,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, flatten_targets, last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
+from torchlint.semantic.functions import called_function
 from torchlint.semantic.objects import (
     LOADER,
     MODEL_NAME,
@@ -100,6 +101,11 @@ _WRAPPERS = {
 }
 
 _BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+# Generators of batches (`for xb in minibatch(x, batch_size=64)`, `iterate_minibatches(...)`, `get_batches(...)`).
+_BATCH_GENERATOR = re.compile(
+    r"^(?:iterate_|iter_|gen_|generate_|get_|yield_)?(?:mini_?)?batch(?:es|_iter|_iterator|_generator|_gen)$|^(?:mini_?)?batch$"
+)
 
 _LOOPS = (cst.For, cst.While)
 
@@ -202,7 +208,9 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
             if how == "first":
                 args = args[:1]
             return any(is_loader_expr(context, a, _depth + 1) for a in args)
-        # self.train_dataloader(), build_loader(cfg), get_dataloader(...)
+        # self.train_dataloader(), build_loader(cfg), get_dataloader(...), utils.minibatch(users, batch_size=n)
+        if _BATCH_GENERATOR.match(lower):
+            return True
         return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
     if isinstance(expr, cst.Subscript):
         # dataloaders[phase], loaders["train"]
@@ -222,6 +230,8 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
 
 def _range_of_steps(context: "Context", loop: cst.For) -> bool:
     it = loop.iter
+    if isinstance(it, cst.Name):  # iterator = trange(0, n, batch_size)
+        it = context.assigned_value(it) or it
     if not isinstance(it, cst.Call):
         return False
     name = last_name(it.func)
@@ -255,6 +265,8 @@ def is_forward_call(context: "Context", call: cst.Call) -> bool:
     kind = objects(context).kind(func)
     if kind is not None:
         return kind == MODULE
+    if isinstance(func, cst.Name) and called_function(context, call) is not None:
+        return False  # `evaluate_model(...)`: a function of this file, not a module
     if isinstance(func, cst.Attribute) and not (
         isinstance(func.value, cst.Name) and func.value.value in ("self", "args", "cfg")
     ):
@@ -305,7 +317,57 @@ def _decide(context: "Context", loop: Loop) -> bool:
     if isinstance(loop, cst.For) and _feeds_forward(context, loop, calls):
         nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
         return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
+    if any(_runs_step_function(context, c) for c in calls):
+        return True
+    if _forward_on_fresh_batch(context, loop, calls):
+        nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
+        return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
     return False
+
+
+def _runs_step_function(context: "Context", call: cst.Call) -> bool:
+    """`train(epoch)` where `train` is a one-step function of this file (full-batch training): each trip of
+    the loop that calls it is one step."""
+    function = called_function(context, call)
+    return function is not None and context.enclosing_function(call) is not function and is_step_function(context, function)
+
+
+# torch functions that draw a fresh random batch (`z = torch.randn(n, 512, device=device)`).
+_RANDOM_BATCH = frozenset({"torch.randn", "torch.rand", "torch.randint", "torch.normal"})
+
+
+def _forward_on_fresh_batch(context: "Context", loop: Loop, calls: list[cst.Call]) -> bool:
+    """Each trip draws new data and runs a model on it: `batch.append(next(it))`, `images[start:end]` sliced
+    by the loop's own variable, or random latents for a generator, then `model(x)`. A loop that feeds the
+    model its own previous output (decoding, diffusion sampling: `x = model(x, t)`) is not one."""
+    forwards = [c for c in calls if is_forward_call(context, c)]
+    if not forwards:
+        return False
+    body = [n for n in _own_nodes(loop.body, into_loops=True)]
+    counter = _loop_items(loop) if isinstance(loop, cst.For) else set()
+    fresh = _fetches_batch([n for n in body if isinstance(n, cst.Call)]) or any(
+        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH) or _slice_by(n, counter) for n in body
+    )
+    if not fresh:
+        return False
+    carried = set()
+    for node in body:
+        if isinstance(node, (cst.Assign, cst.AugAssign)) and any(
+            isinstance(n, cst.Call) and is_forward_call(context, n) for n in _own_nodes(node.value)
+        ):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            carried.update(dotted(t) for target in targets for t in flatten_targets(target) if isinstance(t, cst.Name))
+    return not any(
+        isinstance(n, cst.Name) and n.value in carried for call in forwards for arg in call.args for n in [arg.value, *_own_nodes(arg.value)]
+    )
+
+
+def _slice_by(node: cst.CSTNode, counter: set[str]) -> bool:
+    """`images[start:end]`, `x[i * bs:(i + 1) * bs]`: a slice whose lower bound reads the loop's variable."""
+    if not counter or not isinstance(node, cst.Slice) or node.lower is None:
+        return False
+    lower = node.lower
+    return any(isinstance(n, cst.Name) and n.value in counter for n in [lower, *_own_nodes(lower)])
 
 
 # Methods that hand on the same data (`x.to(device)`, `batch["image"].float()`).
@@ -375,7 +437,7 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
     calls = [n for n in _own_nodes(loop.body, into_loops=True) if isinstance(n, cst.Call)]
     if any(_is_backward_or_step(context, c) for c in calls):
         return False
-    if any(_plots(context, c) for c in calls):
+    if any(_plots(context, c) for c in _unconditional_calls(loop)):
         return True
     # (node, inside a nested loop, under an `if` that tests a small count); parents of nodes not yet
     # visited are unknown to the context, so the walk keeps its own.
@@ -398,6 +460,20 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
         for child in semantic_children(node):
             stack.append((child, inner, counted))
     return False
+
+
+def _unconditional_calls(loop: Loop) -> Iterator[cst.Call]:
+    """The calls of `loop`'s body (nested loops included) that no `if` inside it guards: a plot under
+    `if opts.save_results:` is an option of a loop that otherwise runs over the whole set. (Parents of nodes
+    not yet visited are unknown to the context, so the walk keeps its own.)"""
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.If, *_BOUNDARIES)):
+            continue
+        if isinstance(node, cst.Call):
+            yield node
+        stack.extend(semantic_children(node))
 
 
 def _plots(context: "Context", call: cst.Call) -> bool:
@@ -565,6 +641,67 @@ def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
     return False
 
 
+def _first_trip(statement: cst.If) -> bool:
+    """`if loss_ema is None: loss_ema = loss.item()`: the body sets the very name it tests for None, so it
+    runs on the first trip only (the `else:` runs on the others)."""
+    test = statement.test
+    if not (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        return False
+    name = test.left.value
+    for node in _own_nodes(statement.body):
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+        ):
+            value = node.value
+            return not (isinstance(value, cst.Name) and value.value == "None")
+    return False
+
+
+def _first_few(context: "Context", test: cst.BaseExpression, loop: Loop) -> bool:
+    """`if j <= 4:` where `j` counts the loop's trips (`for j, batch in enumerate(loader)`): a few trips only
+    (a handful of samples to log), whatever the loop's length; `if ids is not None and i in ids:` picks some
+    trips by their number."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _first_few(context, test.left, loop) or _first_few(context, test.right, loop)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(loop, cst.For)):
+        return False
+    operator = test.comparisons[0].operator
+    if isinstance(operator, cst.In) and isinstance(test.left, cst.Name):
+        return test.left.value in _loop_counters(loop)
+    if not isinstance(operator, (cst.LessThan, cst.LessThanEqual)) or not isinstance(test.left, cst.Name):
+        return False
+    bound = context.literal(test.comparisons[0].comparator)
+    if not (isinstance(bound, int) and not isinstance(bound, bool) and 0 <= bound <= _SMALL_BOUND):
+        return False
+    return test.left.value in _loop_counters(loop)
+
+
+def _loop_counters(loop: cst.For) -> set[str]:
+    """The names that count a `for` loop's trips: `i` of `for i, x in enumerate(...)` or `for i in range(n)`."""
+    it = loop.iter
+    target = loop.target
+    while isinstance(it, cst.Call) and last_name(it.func) in ("tqdm", "track") and it.args:
+        it = it.args[0].value  # tqdm(enumerate(loader))
+    if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange") and isinstance(target, cst.Name):
+        return {target.value}
+    if (
+        isinstance(it, cst.Call)
+        and last_name(it.func) == "enumerate"
+        and isinstance(target, (cst.Tuple, cst.List))
+        and target.elements
+        and isinstance(target.elements[0].value, cst.Name)
+    ):
+        return {target.elements[0].value.value}
+    return set()
+
+
 def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
     """`if step % N: continue` / `if not should_log: continue`."""
     if not isinstance(statement, cst.If) or statement.orelse is not None:
@@ -598,6 +735,10 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
             and child is ancestor.body
             and is_interval_test(context, ancestor.test)
             and not _steps(context, ancestor.body)
+        ):
+            return True
+        if isinstance(ancestor, cst.If) and child is ancestor.body and (
+            _first_trip(ancestor) or _first_few(context, ancestor.test, loop)
         ):
             return True
         if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):

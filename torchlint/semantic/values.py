@@ -137,7 +137,7 @@ class ValueKinds:
         self._orders: dict[cst.CSTNode, _Order] = {}
         self._memo: dict[cst.CSTNode, str] = {}
         self._active: set[cst.CSTNode] = set()
-        self._backwards: dict[cst.CSTNode, set] = {}
+        self._backward_calls: dict[cst.CSTNode, dict[str, list[int]]] = {}
 
     # -- order ---------------------------------------------------------------------------------
     def _order(self, scope: cst.CSTNode) -> _Order:
@@ -293,7 +293,7 @@ class ValueKinds:
         chosen = self._reaching(name, bindings)
         if chosen is not None:
             found = self._binding(chosen, name.value)
-            if found == UNK and chosen in self._backward_bindings(self._scope_of(name)):
+            if found == UNK and self._backward_proves(name, chosen, bindings):
                 return T  # `loss = ...; loss.backward()`: only a tensor has a backward pass
             return found
         kinds = {self._binding(b, name.value) for b in bindings}
@@ -328,11 +328,24 @@ class ValueKinds:
             child = ancestor
         return False
 
-    def _backward_bindings(self, scope: cst.CSTNode) -> set:
-        """The bindings whose value has `.backward()` called on it in `scope` (found once per scope)."""
-        found = self._backwards.get(scope)
+    def _backward_proves(self, name: cst.Name, chosen: object, bindings: list) -> bool:
+        """`loss = ...; loss.backward()`: the binding reaches a `.backward()` call (no other binding of the
+        name in between, by statement order), and only a tensor has a backward pass."""
+        scope = self._scope_of(name)
+        order = self._order(scope)
+        bound_at = order.index.get(getattr(chosen, "node"))
+        if bound_at is None:
+            return False
+        later = [at for b in bindings if (at := order.index.get(getattr(b, "node"))) is not None and at > bound_at]
+        until = min(later) if later else None
+        return any(bound_at < at and (until is None or at <= until) for at in self._backwards(scope).get(name.value, ()))
+
+    def _backwards(self, scope: cst.CSTNode) -> dict[str, list[int]]:
+        """Where, by statement order, `name.backward()` is called in `scope` (found once per scope)."""
+        found = self._backward_calls.get(scope)
         if found is None:
-            found = self._backwards[scope] = set()
+            found = self._backward_calls[scope] = {}
+            order = self._order(scope)
             for node in scope_nodes(scope):
                 func = getattr(node, "func", None)
                 if (
@@ -341,11 +354,9 @@ class ValueKinds:
                     and func.attr.value == "backward"
                     and isinstance(func.value, cst.Name)
                 ):
-                    bindings = self.context.lookup(func.value)
-                    if bindings:
-                        binding = self._reaching(func.value, bindings)
-                        if binding is not None:
-                            found.add(binding)
+                    at = order.index.get(node)
+                    if at is not None:
+                        found.setdefault(func.value.value, []).append(at)
         return found
 
     def _binding(self, binding: object, name: str) -> str:

@@ -133,6 +133,8 @@ class ItemInTrainingLoop(SyncRule):
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
 
     def _spelling(self, node: cst.Call, method: str) -> str:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+            return '`.to("cpu")`'
         return "`.cpu().numpy()`" if method == "cpu" and self._is_numpy_of(node) else f"`.{method}()`"
 
     def _to_host(self, node: cst.Call) -> bool:

@@ -346,7 +346,8 @@ def _forward_on_fresh_batch(context: "Context", loop: Loop, calls: list[cst.Call
     body = [n for n in _own_nodes(loop.body, into_loops=True)]
     counter = _loop_items(loop) if isinstance(loop, cst.For) else set()
     fresh = _fetches_batch([n for n in body if isinstance(n, cst.Call)]) or any(
-        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH) or _slice_by(n, counter) for n in body
+        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH) or _slice_by(n, counter) or _reads_item(n, counter)
+        for n in body
     )
     if not fresh:
         return False
@@ -360,6 +361,19 @@ def _forward_on_fresh_batch(context: "Context", loop: Loop, calls: list[cst.Call
     return not any(
         isinstance(n, cst.Name) and n.value in carried for call in forwards for arg in call.args for n in [arg.value, *_own_nodes(arg.value)]
     )
+
+
+# Methods that read one item of a dataset by its number (`testset.pull_image(i)`, `ds.load_item(i)`).
+_ITEM_READER = re.compile(r"^(?:pull|load|read|get)_?(?:item|image|img|sample|example|anno)s?$|^__getitem__$")
+
+
+def _reads_item(node: cst.CSTNode, counter: set[str]) -> bool:
+    """`dataset.pull_item(i)`, `dataset.__getitem__(i)`: the trip reads the dataset's item of its own number."""
+    if not counter or not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return False
+    if not _ITEM_READER.match(node.func.attr.value):
+        return False
+    return any(isinstance(a.value, cst.Name) and a.value.value in counter for a in node.args)
 
 
 def _slice_by(node: cst.CSTNode, counter: set[str]) -> bool:
@@ -613,7 +627,7 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return True
-        if isinstance(node, cst.Comparison) and not _is_device_check(context, node):
+        if isinstance(node, cst.Comparison) and not _is_device_check(context, node) and not _is_empty_check(context, node):
             for target in node.comparisons:
                 if isinstance(target.operator, cst.Equal):
                     return True
@@ -626,6 +640,22 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
             if name is not None and _GATE_NAME.search(name):
                 return True
     return False
+
+
+_SIZES = frozenset({"len", "size", "numel", "nelement", "shape"})
+
+
+def _is_empty_check(context: "Context", comparison: cst.Comparison) -> bool:
+    """`dets.size(0) == 0`, `len(boxes) == 0`, `x.shape[0] == 0`: whether there is anything to do this trip,
+    not a logging interval."""
+    if len(comparison.comparisons) != 1 or context.literal(comparison.comparisons[0].comparator) != 0:
+        return False
+    left = comparison.left
+    if isinstance(left, cst.Subscript):
+        left = left.value
+    if isinstance(left, cst.Call):
+        left = left.func
+    return last_name(left) in _SIZES
 
 
 def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:

@@ -154,11 +154,15 @@ def _imports_accelerated(context: "Context") -> bool:
     return any(_file_uses_accelerator(path) for path in project.imported_modules(source.path, source.text))
 
 
+# Triple-quoted strings: a docstring that mentions `DataParallel` puts nothing on a device.
+_DOCSTRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+
+
 @lru_cache(maxsize=1024)
 def _text_uses_accelerator(path: str, mtime: int, size: int) -> bool:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return uses_accelerator(handle.read(project.MAX_SUMMARY_BYTES))
+            return uses_accelerator(_DOCSTRING.sub("", handle.read(project.MAX_SUMMARY_BYTES)))
     except OSError:
         return False
 

@@ -328,3 +328,26 @@ for x in train_loader:
         other = probe()
 """
     assert _probe(source) == ["hot training gated", "hot training", "hot training"]
+
+
+def test_a_module_forward_runs_every_step_but_not_its_first_call_setup() -> None:
+    source = """
+import torch
+class Net(torch.nn.Module):
+    def forward(self, x):
+        probe()
+        if not self.initialized:
+            probe()
+            self.initialized = True
+        def inner():
+            probe()
+        return x
+
+    def extra_repr(self):
+        probe()
+"""
+    def every(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        found = model.every_step(call)
+        return "cold" if found is None else type(found).__name__
+
+    assert ask(source, every) == ["FunctionDef", "cold", "cold", "cold"]

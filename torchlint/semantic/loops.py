@@ -17,7 +17,18 @@ A loop is **hot** when any of these holds:
 3. it iterates a `range(...)` (of steps) and its own body draws a batch (`next(it)`, `get_batch(...)`) and runs a
    forward pass (`model(x)`, `self.net(x)`), unless it contains a nested hot loop. A range loop
    over decoding positions or benchmark repetitions (`for _ in range(num_steps): y = net(x)`) is
-   not hot by this criterion: it draws no batch.
+   not hot by this criterion: it draws no batch;
+4. it hands its own items to a model (`for x, y in data: out = net(x.to(device))`), outside a module's
+   own methods;
+5. its own body calls a one-step function of the file (`for epoch in range(n): train(epoch)` where
+   `train` runs a backward pass and an optimizer step and no loop: full-batch training);
+6. each trip draws new data and runs a model on it (any loop, `while True:` included): `next(it)`,
+   `images[start:end]` sliced by the loop's own counter, `dataset.pull_item(i)`, or random latents for a
+   generator (`torch.randn(n, 512)`), unless the model's input is its own earlier output (`x = model(x, t)`:
+   decoding, diffusion sampling).
+
+A call that yields batches (`minibatch(users, batch_size=n)`, `iterate_minibatches(...)`) counts as a
+loader; a name in the plural iterated directly (`for dl in val_dataloaders`) holds several loaders.
 
 A loop that would be hot by these criteria is still **not** hot when it shows a few predictions rather
 than running steps: it does no backward pass or optimizer step, and either plots (a `matplotlib` call,
@@ -41,8 +52,12 @@ Functions (all results are cached per file and loop; rules reach them through `S
 - `is_loader_expr(context, expr)`: whether iterating `expr` iterates a data loader (criterion 1).
 - `gated(context, node, loop)`: whether `node` runs only on some trips of `loop`: inside an
   `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
-  `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`), or after an
+  `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`; not an emptiness check
+  such as `len(x) == 0`), on the first trips only (`if ema is None: ema = ...`, `if not self.initialized:`
+  that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), or after an
   `if step % N: continue` in the same body.
+- `every_step(context, node)`: the step loop that runs `node` (`per_step`), else the `forward()` of a
+  module class that holds it: a model's forward runs on every step wherever it is called from.
 - `is_interval_test(context, test)`: whether an `if` test is true on only some steps (the test
   `gated` uses).
 - `is_forward_call(context, call)`: `call` runs a model's forward pass (a module-like callee).
@@ -83,6 +98,33 @@ def per_step(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
 
 
 Loop = Union[cst.For, cst.While]
+
+
+def every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """What runs `node` once per step: the step loop (`per_step`), else the `forward()` of a module class
+    that holds it (a model runs its forward on every training or inference step, wherever it is called
+    from), unless only the first call runs it (`if not self.initialized: ...`)."""
+    loop = per_step(context, node)
+    if loop is not None:
+        return loop
+    forward = _module_forward(context, node)
+    if forward is None or gated(context, node, forward):  # type: ignore[arg-type]
+        return None
+    return forward
+
+
+def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, cst.FunctionDef):
+            if ancestor.name.value != "forward":
+                return None
+            cls = context.enclosing(ancestor, cst.ClassDef, cst.FunctionDef)
+            if isinstance(cls, cst.ClassDef) and objects(context).is_module_class(cls):
+                return ancestor
+            return None
+    return None
 
 
 # Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
@@ -672,25 +714,31 @@ def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
 
 
 def _first_trip(statement: cst.If) -> bool:
-    """`if loss_ema is None: loss_ema = loss.item()`: the body sets the very name it tests for None, so it
-    runs on the first trip only (the `else:` runs on the others)."""
+    """`if loss_ema is None: loss_ema = loss.item()`, `if not self.initialized: ...; self.initialized = True`:
+    the body sets the very name it tests for None (or for false), so it runs on the first trip only (the
+    `else:` runs on the others)."""
     test = statement.test
-    if not (
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        tested = test.expression
+    elif (
         isinstance(test, cst.Comparison)
-        and isinstance(test.left, cst.Name)
         and len(test.comparisons) == 1
         and isinstance(test.comparisons[0].operator, cst.Is)
         and isinstance(test.comparisons[0].comparator, cst.Name)
         and test.comparisons[0].comparator.value == "None"
     ):
+        tested = test.left
+    else:
         return False
-    name = test.left.value
+    name = dotted(tested) if isinstance(tested, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return False
     for node in _own_nodes(statement.body):
         if isinstance(node, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+            isinstance(t.target, (cst.Name, cst.Attribute)) and dotted(t.target) == name for t in node.targets
         ):
             value = node.value
-            return not (isinstance(value, cst.Name) and value.value == "None")
+            return not (isinstance(value, cst.Name) and value.value in ("None", "False"))
     return False
 
 

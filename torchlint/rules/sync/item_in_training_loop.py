@@ -53,6 +53,12 @@ _GATHER = (
 )
 
 
+_FORWARD = (
+    "{what} in `forward()` waits for the GPU on every step the model runs: keep the value on the device, or "
+    "compute it on the host before the batch is moved"
+)
+
+
 class ItemInTrainingLoop(SyncRule):
     code = "TL201"
     name = "item-in-training-loop"
@@ -87,9 +93,11 @@ class ItemInTrainingLoop(SyncRule):
         "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
         "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
-        "device memory together, the per-batch copy is the price of fitting: silence it). `return loss.item()` at the end of a one-step "
-        "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter) is reported: its "
-        "caller runs it every step. A statement that reads several values "
+        "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
+        "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter; e.g. `return "
+        "loss.item()`) is reported: its caller runs it every step. So is a read in the `forward()` of a module "
+        "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
+        "the first call runs it (`if not self.initialized:`). A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
     )
@@ -110,7 +118,7 @@ class ItemInTrainingLoop(SyncRule):
         statement = self.context.enclosing_statement(node)
         if statement in self._reported:
             return  # the first sync of a statement empties the queue: later ones wait for nothing
-        loop: Optional[cst.CSTNode] = self.semantic.per_step(node)
+        loop: Optional[cst.CSTNode] = self.semantic.every_step(node)
         if loop is None:
             loop = self._in_step_function(node)
             if loop is None:
@@ -129,6 +137,9 @@ class ItemInTrainingLoop(SyncRule):
             and not self._reduced_at_once(node)
         ):
             self.report(node, _GATHER.format(what=self._spelling(node, method)))
+            return
+        if isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
+            self.report(node, _FORWARD.format(what=self._spelling(node, method)))
             return
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
 

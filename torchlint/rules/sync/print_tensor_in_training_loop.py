@@ -43,8 +43,22 @@ class PrintTensorInTrainingLoop(SyncRule):
     _SINKS = {"print": None, "add_scalar": 1, "add_scalars": 1}
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
-        if self.values.is_tensor(node.expression) and self.semantic.per_step(node) is not None:
+        if self.values.is_tensor(node.expression) and self._every_step(node):
             self.report(node)
+
+    def _every_step(self, node: cst.CSTNode) -> bool:
+        """`node` runs on every step, and not only to build the message of an error (`raise ValueError(f"..{x}")`,
+        `assert ok, f"..{x}"`), which is formatted once, when the run stops."""
+        if self.semantic.every_step(node) is None:
+            return False
+        child = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.Raise) or (isinstance(ancestor, cst.Assert) and child is ancestor.msg):
+                return False
+            if isinstance(ancestor, cst.BaseStatement) and not isinstance(ancestor, cst.SimpleStatementLine):
+                break
+            child = ancestor
+        return True
 
     def visit_Call(self, node: cst.Call) -> None:
         name = last_name(node.func)
@@ -57,7 +71,7 @@ class PrintTensorInTrainingLoop(SyncRule):
             values = [arg.value] if arg is not None else []
         else:
             return
-        if not values or self.semantic.per_step(node) is None:
+        if not values or not self._every_step(node):
             return
         for value in values:
             if self.values.is_tensor(value):
@@ -71,5 +85,5 @@ class PrintTensorInTrainingLoop(SyncRule):
         right = node.right
         items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
         tensors = [i for i in items if not isinstance(i, cst.StarredElement) and self.values.is_tensor(i)]
-        if tensors and self.semantic.per_step(node) is not None:
+        if tensors and self._every_step(node):
             self.report(tensors[0])

@@ -269,6 +269,8 @@ class ValueKinds:
     def _torch_call(self, call: cst.Call, qual: str) -> str:
         if qual == "torch.Tensor":
             return CPU  # the legacy constructor builds on the host
+        if qual.endswith(".clip_grad_norm_") and qual.startswith("torch.nn.utils."):
+            return T  # the total norm, a tensor on the parameters' device
         if _TORCH_NOT_TENSOR.match(qual):
             return UNK if not qual.startswith("torch.is_") and not qual.startswith(("torch.equal", "torch.allclose", "torch.numel")) else PY
         short = qual.rsplit(".", 1)[-1]
@@ -391,6 +393,17 @@ class ValueKinds:
         whole = self.kind(value)
         return T if whole == T else UNK
 
+    def _element(self, iterable: cst.BaseExpression) -> str:
+        """What iterating `iterable` yields: host elements of a host batch, device tensors of a list of them
+        (`zip(names, [d_loss, g_loss])`), else unknown."""
+        if isinstance(iterable, cst.Name) and isinstance(self.context.assigned_value(iterable), (cst.List, cst.Tuple)):
+            iterable = self.context.assigned_value(iterable)  # type: ignore[assignment]
+        if isinstance(iterable, (cst.List, cst.Tuple)):
+            kinds = [self.kind(e.value) for e in iterable.elements if not isinstance(e, cst.StarredElement)]
+            return T if kinds and all(k == T for k in kinds) else UNK
+        # iterating a model's output may give dicts or lists (detection models): only a host batch is told
+        return CPU if self.kind(iterable) == CPU else UNK
+
     def _loop_target(self, loop: cst.For, name: str) -> str:
         it = loop.iter
         if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange"):
@@ -414,8 +427,10 @@ class ValueKinds:
             if len(args) == len(elements) and all(a.keyword is None and a.star == "" for a in args):
                 for element, arg in zip(elements, args):
                     if isinstance(element.value, cst.Name) and element.value.value == name:
-                        return CPU if self.kind(arg.value) == CPU else UNK
+                        return self._element(arg.value)
             return UNK
+        if isinstance(loop.target, cst.Name) and isinstance(it, (cst.List, cst.Tuple)):
+            return self._element(it)  # for loss in [d_loss, g_loss]
         if isinstance(it, cst.Name) and isinstance(loop.target, cst.Name) and self.kind(it) == CPU:
             return CPU
         return UNK

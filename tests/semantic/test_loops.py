@@ -351,3 +351,22 @@ class Net(torch.nn.Module):
         return "cold" if found is None else type(found).__name__
 
     assert ask(source, every) == ["FunctionDef", "cold", "cold", "cold"]
+
+
+def test_element_reads_name_the_collection_they_walk() -> None:
+    source = """
+for i in range(len(boxes)):
+    probe(boxes[i, 0])
+for i, b in enumerate(boxes):
+    probe(scores[i])
+    probe(b)
+kept = [probe(s) for s in scores]
+probe(boxes[0])
+for b in boxes:
+    probe(b[0])
+"""
+    def collection(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        found = model.element_read(expr)
+        return "-" if found is None else cst.Module([]).code_for_node(found)
+
+    assert ask(source, collection) == ["boxes", "scores", "-", "scores", "-", "-"]

@@ -829,3 +829,47 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
                     return True
         child = ancestor
     return False
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The collection whose elements `expr` reads one per trip of a loop around it: `boxes` for `boxes[i]` in
+    `for i in range(len(boxes))`, for `b` in `for b in boxes` or `[b for b in boxes]`. None otherwise. A host
+    read of such an element costs one wait per element, in any loop (post-processing included)."""
+    root = expr
+    indexes: set[str] = set()
+    if isinstance(expr, cst.Subscript):
+        root = expr.value
+        indexes = {
+            e.slice.value.value
+            for e in expr.slice
+            if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
+        }
+    for ancestor in context.ancestors(expr):
+        if isinstance(ancestor, _BOUNDARIES):
+            return None
+        if isinstance(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
+            return None  # a few pictures to show: a few reads
+        loops_here: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
+        if isinstance(ancestor, cst.For):
+            loops_here.append((ancestor.target, ancestor.iter))
+        elif isinstance(ancestor, _COMPREHENSIONS):
+            clause: Optional[cst.CompFor] = ancestor.for_in
+            while clause is not None:
+                loops_here.append((clause.target, clause.iter))
+                clause = clause.inner_for_in
+        for target, iterable in loops_here:
+            names = {t.value for t in flatten_targets(target) if isinstance(t, cst.Name)}
+            if isinstance(expr, cst.Name) and expr.value in names and isinstance(target, cst.Name):
+                return iterable  # for b in boxes: b.item()
+            if indexes & names and _counts(iterable):
+                return root  # for i in range(len(boxes)): boxes[i].item()
+    return None
+
+
+def _counts(iterable: cst.BaseExpression) -> bool:
+    """`range(...)`, `range(len(x))`, `enumerate(...)`: an iterable whose items number the trips."""
+    return isinstance(iterable, cst.Call) and last_name(iterable.func) in ("range", "enumerate", "trange")
+

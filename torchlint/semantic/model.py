@@ -123,6 +123,10 @@ class SemanticModel:
         """What runs `node` once per step: the step loop, else the `forward()` of a module class."""
         return loops.every_step(self.context, node)
 
+    def element_read(self, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """The collection whose elements `expr` reads one per trip of a loop (`boxes` for `boxes[i]`)."""
+        return loops.element_read(self.context, expr)
+
     def is_hot(self, loop: loops.Loop) -> bool:
         return loops.is_hot(self.context, loop)
 

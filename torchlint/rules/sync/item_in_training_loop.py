@@ -59,6 +59,12 @@ _FORWARD = (
 )
 
 
+_PER_ELEMENT = (
+    "{what} of each element of a device tensor waits for the GPU once per element: copy the whole tensor to "
+    "the host once before the loop (`.tolist()`, `.cpu()`)"
+)
+
+
 class ItemInTrainingLoop(SyncRule):
     code = "TL201"
     name = "item-in-training-loop"
@@ -105,6 +111,7 @@ class ItemInTrainingLoop(SyncRule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[cst.CSTNode] = set()
+        self._element_reads: list[tuple[cst.Call, str, Optional[cst.CSTNode], cst.BaseExpression]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -122,6 +129,7 @@ class ItemInTrainingLoop(SyncRule):
         if loop is None:
             loop = self._in_step_function(node)
             if loop is None:
+                self._check_element_read(node, method, statement)
                 return
         kind = self.values.kind(func.value)
         if method == "item":
@@ -142,6 +150,20 @@ class ItemInTrainingLoop(SyncRule):
             self.report(node, _FORWARD.format(what=self._spelling(node, method)))
             return
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _check_element_read(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> None:
+        """`for i in range(len(boxes)): boxes[i].item()`, `[s.item() for s in scores]`: one wait per element
+        of a device tensor, in any loop (post-processing included). Judged at the end of the file: a
+        comprehension's iterable is visited after its element."""
+        collection = self.semantic.element_read(node.func.value)  # type: ignore[attr-defined]
+        if collection is not None:
+            self._element_reads.append((node, method, statement, collection))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for call, method, statement, collection in self._element_reads:
+            if statement not in self._reported and self.values.is_tensor(collection):
+                self._reported.add(statement)  # type: ignore[arg-type]
+                self.report(call, _PER_ELEMENT.format(what=self._spelling(call, method)))
 
     def _spelling(self, node: cst.Call, method: str) -> str:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":

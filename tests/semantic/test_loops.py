@@ -370,3 +370,20 @@ for b in boxes:
         return "-" if found is None else cst.Module([]).code_for_node(found)
 
     assert ask(source, collection) == ["boxes", "scores", "-", "scores", "-", "-"]
+
+
+def test_a_settings_comparison_is_not_a_logging_interval() -> None:
+    source = """
+for i, x in enumerate(train_loader):
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    if args.augment and args.augment_p == 0:
+        probe()
+    if i == args.log_step:
+        probe()
+    if len(x) == 0:
+        continue
+    probe()
+"""
+    assert _probe(source) == ["hot training", "hot training gated", "hot training"]

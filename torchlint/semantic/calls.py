@@ -10,7 +10,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import project
-from torchlint.semantic.functions import called_function
+from torchlint.semantic.functions import called_function, method_named
 from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import UNK, T, ValueKinds
 
@@ -76,6 +76,29 @@ class FunctionSummaries:
         self._syncs[key] = found
         return found
 
+    def _method_of_instance(self, call: cst.Call, strict: bool) -> Optional[tuple[str, str]]:
+        """`augment.tune(pred)` where `augment = AdaptiveAugment(...)`, a class of this file or of another
+        project module: what that method reads on the host."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        built = self.context.assigned_value(func.value)
+        if not isinstance(built, cst.Call) or not isinstance(built.func, (cst.Name, cst.Attribute)):
+            return None
+        method = func.attr.value
+        if isinstance(built.func, cst.Name):
+            bindings = self.context.lookup(built.func)
+            if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+                function = method_named(bindings[0].node, method)
+                how = self.sync_in(function, strict=strict) if function is not None else None
+                return (f"{built.func.value}.{method}", how) if how is not None else None
+        found = project.imported(self.context, built.func)
+        if found is None:
+            return None
+        summary, name = found
+        how = summary.method_syncs(name, method)
+        return (f"{name}.{method}", how) if how is not None else None
+
     def _copied_tensor(self, call: cst.Call) -> bool:
         """`pred.cpu().data.numpy()`: a module's `.cpu()` has no `.numpy()`, `.data` or `.detach()`, so the
         receiver is a tensor (one of unknown place: counted only in a helper the loop calls itself)."""
@@ -91,6 +114,9 @@ class FunctionSummaries:
                 return None  # recursion
             how = self.sync_in(function, strict=strict)
             return (function.name.value, how) if how is not None else None
+        instance = self._method_of_instance(call, strict)
+        if instance is not None:
+            return instance
         found = project.imported(self.context, call.func)
         if found is None:
             return None

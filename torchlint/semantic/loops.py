@@ -669,7 +669,12 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return True
-        if isinstance(node, cst.Comparison) and not _is_device_check(context, node) and not _is_empty_check(context, node):
+        if (
+            isinstance(node, cst.Comparison)
+            and not _is_device_check(context, node)
+            and not _is_empty_check(context, node)
+            and not _is_setting_check(context, node)
+        ):
             for target in node.comparisons:
                 if isinstance(target.operator, cst.Equal):
                     return True
@@ -685,6 +690,22 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
 
 
 _SIZES = frozenset({"len", "size", "numel", "nelement", "shape"})
+
+# Objects that hold the run's settings (`args.augment_p`, `cfg.TRAIN.MODE`): the same on every step.
+_SETTINGS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "flags", "FLAGS", "params", "options"})
+
+
+def _is_setting_check(context: "Context", comparison: cst.Comparison) -> bool:
+    """`args.augment_p == 0`, `cfg.MODE == "train"`: settings and literals only, the same on every step."""
+    for side in (comparison.left, *(c.comparator for c in comparison.comparisons)):
+        if context.literal(side) is not UNKNOWN:
+            continue
+        root = side
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if not (isinstance(root, cst.Name) and root.value in _SETTINGS and root is not side):
+            return False
+    return True
 
 
 def _is_empty_check(context: "Context", comparison: cst.Comparison) -> bool:

@@ -75,6 +75,14 @@ class ModuleSummary:
                 self._functions[name] = self._summarise_function(node)
         return self._functions[name]
 
+    def method_syncs(self, class_name: str, method: str) -> Optional[str]:
+        """How the method `class_name.method` reads a device value on the host (see `calls.sync_in`), or None."""
+        from torchlint.semantic.functions import method_named
+
+        node = self._top.get(class_name)
+        function = method_named(node, method) if isinstance(node, cst.ClassDef) else None
+        return self.model.calls.sync_in(function, strict=True) if function is not None else None
+
     def _summarise_class(self, node: cst.ClassDef) -> ClassSummary:
         from torchlint.semantic import datasets
         from torchlint.semantic.objects import DATASET, MODULE

@@ -387,3 +387,24 @@ for i, x in enumerate(train_loader):
     probe()
 """
     assert _probe(source) == ["hot training", "hot training gated", "hot training"]
+
+
+def test_a_loop_feeding_host_batches_to_a_model_runs_on_the_host() -> None:
+    source = """
+import torch
+def evaluate(model, loader: torch.utils.data.DataLoader, device):
+    for X, y in loader:
+        out = model(X)
+        probe()
+    for X, y in loader:
+        out = model(X.to(device))
+        probe()
+    for X, y in data_iter:
+        out = model(X)
+        probe()
+"""
+    def on_host(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        loop = model.hot_loop(call)
+        return "cold" if loop is None else ("host" if hotloop.runs_on_host(model.context, loop) else "device")
+
+    assert ask(source, on_host) == ["host", "device", "device"]

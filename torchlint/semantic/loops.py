@@ -57,7 +57,10 @@ Functions (all results are cached per file and loop; rules reach them through `S
   that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), or after an
   `if step % N: continue` in the same body.
 - `every_step(context, node)`: the step loop that runs `node` (`per_step`), else the `forward()` of a
-  module class that holds it: a model's forward runs on every step wherever it is called from.
+  module class that holds it: a model's forward runs on every step wherever it is called from. A loop that
+  `runs_on_host` (it hands a DataLoader's batches to a model unmoved, nothing scatters them) is not one.
+- `element_read(context, expr)`: the collection whose elements `expr` reads one per trip of a loop or
+  comprehension (`boxes` for `boxes[i]` under `for i in range(len(boxes))`).
 - `is_interval_test(context, test)`: whether an `if` test is true on only some steps (the test
   `gated` uses).
 - `is_forward_call(context, call)`: `call` runs a model's forward pass (a module-like callee).
@@ -106,11 +109,43 @@ def every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
     from), unless only the first call runs it (`if not self.initialized: ...`)."""
     loop = per_step(context, node)
     if loop is not None:
-        return loop
+        return None if runs_on_host(context, loop) else loop
     forward = _module_forward(context, node)
     if forward is None or gated(context, node, forward):  # type: ignore[arg-type]
         return None
     return forward
+
+
+# A wrapper that scatters host batches to the devices itself, or a launcher that moves them.
+_SCATTERS = re.compile(r"DataParallel|[Aa]ccelerat|Fabric|\.prepare\(")
+
+
+def runs_on_host(context: "Context", loop: Loop) -> bool:
+    """The loop hands the batches of a DataLoader (known by its binding) to a model as they come: nothing in
+    it moves them (`.to(...)`, `.cuda()`, `device=`) and no `DataParallel` scatters them. The model then runs
+    on the CPU (on a GPU the first forward would fail), so its reads cost nothing: `for X, y in loader:
+    acc += accuracy_fn(y, model(X).argmax(1))` in a notebook's first, CPU-only model."""
+    if not isinstance(loop, cst.For) or _SCATTERS.search(context.source.text):
+        return False
+    source = loop.iter
+    while isinstance(source, cst.Call) and _WRAPPERS.get((last_name(source.func) or "").lower()) and source.args:
+        source = source.args[0].value
+    if objects(context).kind(source) != LOADER:
+        return False
+    from torchlint.semantic.model import semantic_model  # the model builds on this module
+    from torchlint.semantic.values import CPU
+
+    forwards = []
+    for node in _own_nodes(loop.body, into_loops=True):
+        if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "device":
+            return False
+        if isinstance(node, cst.Call):
+            if last_name(node.func) in ("to", "cuda"):
+                return False
+            if is_forward_call(context, node):
+                forwards.append(node)
+    kinds = semantic_model(context).values
+    return bool(forwards) and all(kinds.kind(a.value) == CPU for call in forwards for a in call.args if a.keyword is None)
 
 
 def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:

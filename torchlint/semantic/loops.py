@@ -125,6 +125,14 @@ def runs_on_host(context: "Context", loop: Loop) -> bool:
     it moves them (`.to(...)`, `.cuda()`, `device=`) and no `DataParallel` scatters them. The model then runs
     on the CPU (on a GPU the first forward would fail), so its reads cost nothing: `for X, y in loader:
     acc += accuracy_fn(y, model(X).argmax(1))` in a notebook's first, CPU-only model."""
+    cache = _cache(context).on_host
+    found = cache.get(loop)
+    if found is None:
+        found = cache[loop] = _runs_on_host(context, loop)
+    return found
+
+
+def _runs_on_host(context: "Context", loop: Loop) -> bool:
     if not isinstance(loop, cst.For) or _SCATTERS.search(context.source.text):
         return False
     source = loop.iter
@@ -195,6 +203,7 @@ class _Cache:
         self.training: dict[cst.CSTNode, bool] = {}
         self.loader: dict[cst.CSTNode, bool] = {}
         self.step_functions: dict[cst.CSTNode, bool] = {}
+        self.on_host: dict[cst.CSTNode, bool] = {}
 
 
 def _cache(context: "Context") -> _Cache:

@@ -20,6 +20,11 @@ CLOCK_CALLS = frozenset(
 )
 
 
+# Words a module's text must contain for one of its functions to read a device value on the host itself.
+# (`int(` is in most modules and rarely of a tensor: left out, the scan would spare nothing.)
+SYNC_WORDS = (".item(", ".tolist(", "cpu", "synchronize", "float(", "bool(")
+
+
 def _to_host(context: "Context", call: cst.Call) -> bool:
     """`x.to("cpu")`: a copy to the host."""
     args = call.args
@@ -92,7 +97,7 @@ class FunctionSummaries:
                 function = method_named(bindings[0].node, method)
                 how = self.sync_in(function, strict=strict) if function is not None else None
                 return (f"{built.func.value}.{method}", how) if how is not None else None
-        found = project.imported(self.context, built.func)
+        found = project.imported(self.context, built.func, SYNC_WORDS)
         if found is None:
             return None
         summary, name = found
@@ -117,7 +122,7 @@ class FunctionSummaries:
         instance = self._method_of_instance(call, strict)
         if instance is not None:
             return instance
-        found = project.imported(self.context, call.func)
+        found = project.imported(self.context, call.func, SYNC_WORDS)
         if found is None:
             return None
         summary, name = found

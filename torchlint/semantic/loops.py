@@ -157,6 +157,8 @@ def _runs_on_host(context: "Context", loop: Loop) -> bool:
 
 
 def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    if "def forward" not in context.source.text:
+        return None
     for ancestor in context.ancestors(node):
         if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
             return None

@@ -333,6 +333,8 @@ class ValueKinds:
     def _backward_proves(self, name: cst.Name, chosen: object, bindings: list) -> bool:
         """`loss = ...; loss.backward()`: the binding reaches a `.backward()` call (no other binding of the
         name in between, by statement order), and only a tensor has a backward pass."""
+        if ".backward(" not in self.context.source.text:
+            return False
         scope = self._scope_of(name)
         order = self._order(scope)
         bound_at = order.index.get(getattr(chosen, "node"))

@@ -21,8 +21,8 @@ CLOCK_CALLS = frozenset(
 
 
 # Words a module's text must contain for one of its functions to read a device value on the host itself.
-# (`int(` is in most modules and rarely of a tensor: left out, the scan would spare nothing.)
-SYNC_WORDS = (".item(", ".tolist(", "cpu", "synchronize", "float(", "bool(")
+# (`int(`, `float(` are in most modules and rarely of a tensor: left out, the scan would spare nothing.)
+SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
 
 
 def _to_host(context: "Context", call: cst.Call) -> bool:

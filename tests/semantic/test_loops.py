@@ -270,3 +270,141 @@ def only_backward(loss):
         return "step" if hotloop.step_function(model.context, call) is not None else "no"
 
     assert ask(source, step) == ["step", "no", "no", "no", "no"]
+
+
+def test_a_loop_that_draws_a_fresh_batch_and_runs_a_model_is_hot() -> None:
+    source = """
+for start in range(0, len(images), bs):
+    out = net(images[start : start + bs])
+    probe()
+while True:
+    batch = [next(it) for _ in range(bs)]
+    out = net(batch)
+    probe()
+for n in sizes:
+    out = generator(torch.randn(n, 128))
+    probe()
+for t in range(steps):
+    x = model(x, t) + torch.randn(shape)
+    probe()
+for t in range(steps):
+    out = model(x[:, t])
+    probe()
+"""
+    assert _probe(source) == ["hot", "hot", "hot", "cold", "cold"]
+
+
+def test_a_loop_over_batches_or_calling_a_one_step_function_is_hot() -> None:
+    source = """
+def train(epoch):
+    loss = model(features)
+    loss.backward()
+    optimizer.step()
+for epoch in range(200):
+    train(epoch)
+    probe()
+for users in utils.minibatch(all_users, batch_size=100):
+    probe()
+for dl in val_dataloaders:
+    probe()
+for phase in ["train", "val"]:
+    for x in dataloaders[phase]:
+        probe()
+"""
+    assert _probe(source) == ["hot", "hot", "cold", "hot"]
+
+
+def test_the_first_trip_of_a_running_average_is_gated() -> None:
+    source = """
+for x in train_loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    if ema is None:
+        ema = probe()
+    else:
+        ema = 0.9 * ema + probe()
+    if ema is None:
+        other = probe()
+"""
+    assert _probe(source) == ["hot training gated", "hot training", "hot training"]
+
+
+def test_a_module_forward_runs_every_step_but_not_its_first_call_setup() -> None:
+    source = """
+import torch
+class Net(torch.nn.Module):
+    def forward(self, x):
+        probe()
+        if not self.initialized:
+            probe()
+            self.initialized = True
+        def inner():
+            probe()
+        return x
+
+    def extra_repr(self):
+        probe()
+"""
+    def every(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        found = model.every_step(call)
+        return "cold" if found is None else type(found).__name__
+
+    assert ask(source, every) == ["FunctionDef", "cold", "cold", "cold"]
+
+
+def test_element_reads_name_the_collection_they_walk() -> None:
+    source = """
+for i in range(len(boxes)):
+    probe(boxes[i, 0])
+for i, b in enumerate(boxes):
+    probe(scores[i])
+    probe(b)
+kept = [probe(s) for s in scores]
+probe(boxes[0])
+for b in boxes:
+    probe(b[0])
+"""
+    def collection(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        found = model.element_read(expr)
+        return "-" if found is None else cst.Module([]).code_for_node(found)
+
+    assert ask(source, collection) == ["boxes", "scores", "-", "scores", "-", "-"]
+
+
+def test_a_settings_comparison_is_not_a_logging_interval() -> None:
+    source = """
+for i, x in enumerate(train_loader):
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    if args.augment and args.augment_p == 0:
+        probe()
+    if i == args.log_step:
+        probe()
+    if len(x) == 0:
+        continue
+    probe()
+"""
+    assert _probe(source) == ["hot training", "hot training gated", "hot training"]
+
+
+def test_a_loop_feeding_host_batches_to_a_model_runs_on_the_host() -> None:
+    source = """
+import torch
+def evaluate(model, loader: torch.utils.data.DataLoader, device):
+    for X, y in loader:
+        out = model(X)
+        probe()
+    for X, y in loader:
+        out = model(X.to(device))
+        probe()
+    for X, y in data_iter:
+        out = model(X)
+        probe()
+"""
+    def on_host(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> str:
+        loop = model.hot_loop(call)
+        return "cold" if loop is None else ("host" if hotloop.runs_on_host(model.context, loop) else "device")
+
+    assert ask(source, on_host) == ["host", "device", "device"]

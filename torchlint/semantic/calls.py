@@ -10,13 +10,25 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import project
-from torchlint.semantic.functions import called_function
+from torchlint.semantic.functions import called_function, method_named
+from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import UNK, T, ValueKinds
 
 # Calls that read a clock or a CUDA event: a sync next to them is there to time the step.
 CLOCK_CALLS = frozenset(
     {"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "record", "elapsed_time", "time_sync", "tic", "toc"}
 )
+
+
+# Words a module's text must contain for one of its functions to read a device value on the host itself.
+# (`int(`, `float(` are in most modules and rarely of a tensor: left out, the scan would spare nothing.)
+SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
+
+
+def _to_host(context: "Context", call: cst.Call) -> bool:
+    """`x.to("cpu")`: a copy to the host."""
+    args = call.args
+    return len(args) == 1 and args[0].keyword is None and is_cpu_literal(context, args[0].value)
 
 
 class FunctionSummaries:
@@ -47,8 +59,12 @@ class FunctionSummaries:
             name = last_name(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
                 kind = values.kind(func.value)
-                if kind == T or (name == "item" and kind == UNK and not strict):
+                if kind == T or (kind == UNK and not strict and (name == "item" or self._copied_tensor(node))):
                     found = f"`.{name}()`"
+                    break
+            elif isinstance(func, cst.Attribute) and name == "to" and _to_host(self.context, node):
+                if values.kind(func.value) == T:
+                    found = '`.to("cpu")`'
                     break
             elif isinstance(func, cst.Name) and name in ("float", "int", "bool") and len(node.args) == 1:
                 if values.is_tensor(node.args[0].value):
@@ -65,6 +81,35 @@ class FunctionSummaries:
         self._syncs[key] = found
         return found
 
+    def _method_of_instance(self, call: cst.Call, strict: bool) -> Optional[tuple[str, str]]:
+        """`augment.tune(pred)` where `augment = AdaptiveAugment(...)`, a class of this file or of another
+        project module: what that method reads on the host."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        built = self.context.assigned_value(func.value)
+        if not isinstance(built, cst.Call) or not isinstance(built.func, (cst.Name, cst.Attribute)):
+            return None
+        method = func.attr.value
+        if isinstance(built.func, cst.Name):
+            bindings = self.context.lookup(built.func)
+            if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+                function = method_named(bindings[0].node, method)
+                how = self.sync_in(function, strict=strict) if function is not None else None
+                return (f"{built.func.value}.{method}", how) if how is not None else None
+        found = project.imported(self.context, built.func, SYNC_WORDS)
+        if found is None:
+            return None
+        summary, name = found
+        how = summary.method_syncs(name, method)
+        return (f"{name}.{method}", how) if how is not None else None
+
+    def _copied_tensor(self, call: cst.Call) -> bool:
+        """`pred.cpu().data.numpy()`: a module's `.cpu()` has no `.numpy()`, `.data` or `.detach()`, so the
+        receiver is a tensor (one of unknown place: counted only in a helper the loop calls itself)."""
+        parent = self.context.parent(call)
+        return isinstance(parent, cst.Attribute) and parent.attr.value in ("numpy", "data", "detach")
+
     def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:
         """(name, how) when `call` runs a function, of this file or imported from the project, that reads a
         device value on the host (see `sync_in`)."""
@@ -74,7 +119,10 @@ class FunctionSummaries:
                 return None  # recursion
             how = self.sync_in(function, strict=strict)
             return (function.name.value, how) if how is not None else None
-        found = project.imported(self.context, call.func)
+        instance = self._method_of_instance(call, strict)
+        if instance is not None:
+            return instance
+        found = project.imported(self.context, call.func, SYNC_WORDS)
         if found is None:
             return None
         summary, name = found

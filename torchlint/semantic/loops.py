@@ -17,7 +17,18 @@ A loop is **hot** when any of these holds:
 3. it iterates a `range(...)` (of steps) and its own body draws a batch (`next(it)`, `get_batch(...)`) and runs a
    forward pass (`model(x)`, `self.net(x)`), unless it contains a nested hot loop. A range loop
    over decoding positions or benchmark repetitions (`for _ in range(num_steps): y = net(x)`) is
-   not hot by this criterion: it draws no batch.
+   not hot by this criterion: it draws no batch;
+4. it hands its own items to a model (`for x, y in data: out = net(x.to(device))`), outside a module's
+   own methods;
+5. its own body calls a one-step function of the file (`for epoch in range(n): train(epoch)` where
+   `train` runs a backward pass and an optimizer step and no loop: full-batch training);
+6. each trip draws new data and runs a model on it (any loop, `while True:` included): `next(it)`,
+   `images[start:end]` sliced by the loop's own counter, `dataset.pull_item(i)`, or random latents for a
+   generator (`torch.randn(n, 512)`), unless the model's input is its own earlier output (`x = model(x, t)`:
+   decoding, diffusion sampling).
+
+A call that yields batches (`minibatch(users, batch_size=n)`, `iterate_minibatches(...)`) counts as a
+loader; a name in the plural iterated directly (`for dl in val_dataloaders`) holds several loaders.
 
 A loop that would be hot by these criteria is still **not** hot when it shows a few predictions rather
 than running steps: it does no backward pass or optimizer step, and either plots (a `matplotlib` call,
@@ -41,8 +52,15 @@ Functions (all results are cached per file and loop; rules reach them through `S
 - `is_loader_expr(context, expr)`: whether iterating `expr` iterates a data loader (criterion 1).
 - `gated(context, node, loop)`: whether `node` runs only on some trips of `loop`: inside an
   `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
-  `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`), or after an
+  `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`; not an emptiness check
+  such as `len(x) == 0`), on the first trips only (`if ema is None: ema = ...`, `if not self.initialized:`
+  that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), or after an
   `if step % N: continue` in the same body.
+- `every_step(context, node)`: the step loop that runs `node` (`per_step`), else the `forward()` of a
+  module class that holds it: a model's forward runs on every step wherever it is called from. A loop that
+  `runs_on_host` (it hands a DataLoader's batches to a model unmoved, nothing scatters them) is not one.
+- `element_read(context, expr)`: the collection whose elements `expr` reads one per trip of a loop or
+  comprehension (`boxes` for `boxes[i]` under `for i in range(len(boxes))`).
 - `is_interval_test(context, test)`: whether an `if` test is true on only some steps (the test
   `gated` uses).
 - `is_forward_call(context, call)`: `call` runs a model's forward pass (a module-like callee).
@@ -61,6 +79,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, flatten_targets, last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
+from torchlint.semantic.functions import called_function
 from torchlint.semantic.objects import (
     LOADER,
     MODEL_NAME,
@@ -84,6 +103,75 @@ def per_step(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
 Loop = Union[cst.For, cst.While]
 
 
+def every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """What runs `node` once per step: the step loop (`per_step`), else the `forward()` of a module class
+    that holds it (a model runs its forward on every training or inference step, wherever it is called
+    from), unless only the first call runs it (`if not self.initialized: ...`)."""
+    loop = per_step(context, node)
+    if loop is not None:
+        return None if runs_on_host(context, loop) else loop
+    forward = _module_forward(context, node)
+    if forward is None or gated(context, node, forward):  # type: ignore[arg-type]
+        return None
+    return forward
+
+
+# A wrapper that scatters host batches to the devices itself, or a launcher that moves them.
+_SCATTERS = re.compile(r"DataParallel|[Aa]ccelerat|Fabric|\.prepare\(")
+
+
+def runs_on_host(context: "Context", loop: Loop) -> bool:
+    """The loop hands the batches of a DataLoader (known by its binding) to a model as they come: nothing in
+    it moves them (`.to(...)`, `.cuda()`, `device=`) and no `DataParallel` scatters them. The model then runs
+    on the CPU (on a GPU the first forward would fail), so its reads cost nothing: `for X, y in loader:
+    acc += accuracy_fn(y, model(X).argmax(1))` in a notebook's first, CPU-only model."""
+    cache = _cache(context).on_host
+    found = cache.get(loop)
+    if found is None:
+        found = cache[loop] = _runs_on_host(context, loop)
+    return found
+
+
+def _runs_on_host(context: "Context", loop: Loop) -> bool:
+    if not isinstance(loop, cst.For) or _SCATTERS.search(context.source.text):
+        return False
+    source = loop.iter
+    while isinstance(source, cst.Call) and _WRAPPERS.get((last_name(source.func) or "").lower()) and source.args:
+        source = source.args[0].value
+    if objects(context).kind(source) != LOADER:
+        return False
+    from torchlint.semantic.model import semantic_model  # the model builds on this module
+    from torchlint.semantic.values import CPU
+
+    forwards = []
+    for node in _own_nodes(loop.body, into_loops=True):
+        if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "device":
+            return False
+        if isinstance(node, cst.Call):
+            if last_name(node.func) in ("to", "cuda"):
+                return False
+            if is_forward_call(context, node):
+                forwards.append(node)
+    kinds = semantic_model(context).values
+    return bool(forwards) and all(kinds.kind(a.value) == CPU for call in forwards for a in call.args if a.keyword is None)
+
+
+def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    if "def forward" not in context.source.text:
+        return None
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, cst.FunctionDef):
+            if ancestor.name.value != "forward":
+                return None
+            cls = context.enclosing(ancestor, cst.ClassDef, cst.FunctionDef)
+            if isinstance(cls, cst.ClassDef) and objects(context).is_module_class(cls):
+                return ancestor
+            return None
+    return None
+
+
 # Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
 _WRAPPERS = {
     "enumerate": "first",
@@ -101,6 +189,11 @@ _WRAPPERS = {
 
 _BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
+# Generators of batches (`for xb in minibatch(x, batch_size=64)`, `iterate_minibatches(...)`, `get_batches(...)`).
+_BATCH_GENERATOR = re.compile(
+    r"^(?:iterate_|iter_|gen_|generate_|get_|yield_)?(?:mini_?)?batch(?:es|_iter|_iterator|_generator|_gen)$|^(?:mini_?)?batch$"
+)
+
 _LOOPS = (cst.For, cst.While)
 
 
@@ -113,6 +206,7 @@ class _Cache:
         self.loader: dict[cst.CSTNode, bool] = {}
         self.step_functions: dict[cst.CSTNode, bool] = {}
         self.skips: dict[cst.CSTNode, tuple[Optional[int], dict[cst.CSTNode, int]]] = {}
+        self.on_host: dict[cst.CSTNode, bool] = {}
 
 
 def _cache(context: "Context") -> _Cache:
@@ -183,8 +277,10 @@ def _is_backward_or_step(context: "Context", call: cst.Call) -> bool:
     return step_kind(context, call) in ("backward", "optimizer")
 
 
-def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0) -> bool:
-    """Whether a `for` over `expr` iterates a data loader (see the module docstring)."""
+def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0, _indexed: bool = False) -> bool:
+    """Whether a `for` over `expr` iterates a data loader (see the module docstring). A name in the plural
+    (`for dl in val_dataloaders`) holds several loaders: iterating it runs once per loader, not per batch;
+    indexing it (`dataloaders[phase]`) gives one."""
     if _depth > 6:
         return False
     if isinstance(expr, cst.Call):
@@ -201,17 +297,19 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
             if how == "first":
                 args = args[:1]
             return any(is_loader_expr(context, a, _depth + 1) for a in args)
-        # self.train_dataloader(), build_loader(cfg), get_dataloader(...)
+        # self.train_dataloader(), build_loader(cfg), get_dataloader(...), utils.minibatch(users, batch_size=n)
+        if _BATCH_GENERATOR.match(lower):
+            return True
         return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
     if isinstance(expr, cst.Subscript):
         # dataloaders[phase], loaders["train"]
-        return is_loader_expr(context, expr.value, _depth + 1)
+        return is_loader_expr(context, expr.value, _depth + 1, _indexed=True)
     if isinstance(expr, (cst.Name, cst.Attribute)):
         if objects(context).kind(expr) == LOADER:
             return True
         name = last_name(expr)
         if name is not None and named(name, LOADER):
-            return True
+            return _indexed or not name.lower().endswith("s")
         if isinstance(expr, cst.Name):
             value = context.assigned_value(expr)
             if value is not None:
@@ -221,6 +319,8 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
 
 def _range_of_steps(context: "Context", loop: cst.For) -> bool:
     it = loop.iter
+    if isinstance(it, cst.Name):  # iterator = trange(0, n, batch_size)
+        it = context.assigned_value(it) or it
     if not isinstance(it, cst.Call):
         return False
     name = last_name(it.func)
@@ -254,6 +354,8 @@ def is_forward_call(context: "Context", call: cst.Call) -> bool:
     kind = objects(context).kind(func)
     if kind is not None:
         return kind == MODULE
+    if isinstance(func, cst.Name) and called_function(context, call) is not None:
+        return False  # `evaluate_model(...)`: a function of this file, not a module
     if isinstance(func, cst.Attribute) and not (
         isinstance(func.value, cst.Name) and func.value.value in ("self", "args", "cfg")
     ):
@@ -304,7 +406,71 @@ def _decide(context: "Context", loop: Loop) -> bool:
     if isinstance(loop, cst.For) and _feeds_forward(context, loop, calls):
         nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
         return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
+    if any(_runs_step_function(context, c) for c in calls):
+        return True
+    if _forward_on_fresh_batch(context, loop, calls):
+        nested = [n for n in _own_nodes(loop.body) if isinstance(n, _LOOPS)]
+        return not any(_contains_hot(context, n) for n in nested) and not _shows_a_few(context, loop)
     return False
+
+
+def _runs_step_function(context: "Context", call: cst.Call) -> bool:
+    """`train(epoch)` where `train` is a one-step function of this file (full-batch training): each trip of
+    the loop that calls it is one step."""
+    function = called_function(context, call)
+    return function is not None and context.enclosing_function(call) is not function and is_step_function(context, function)
+
+
+# torch functions that draw a fresh random batch (`z = torch.randn(n, 512, device=device)`).
+_RANDOM_BATCH = frozenset({"torch.randn", "torch.rand", "torch.randint", "torch.normal"})
+
+
+def _forward_on_fresh_batch(context: "Context", loop: Loop, calls: list[cst.Call]) -> bool:
+    """Each trip draws new data and runs a model on it: `batch.append(next(it))`, `images[start:end]` sliced
+    by the loop's own variable, or random latents for a generator, then `model(x)`. A loop that feeds the
+    model its own previous output (decoding, diffusion sampling: `x = model(x, t)`) is not one."""
+    forwards = [c for c in calls if is_forward_call(context, c)]
+    if not forwards:
+        return False
+    body = [n for n in _own_nodes(loop.body, into_loops=True)]
+    counter = _loop_items(loop) if isinstance(loop, cst.For) else set()
+    fresh = _fetches_batch([n for n in body if isinstance(n, cst.Call)]) or any(
+        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH) or _slice_by(n, counter) or _reads_item(n, counter)
+        for n in body
+    )
+    if not fresh:
+        return False
+    carried = set()
+    for node in body:
+        if isinstance(node, (cst.Assign, cst.AugAssign)) and any(
+            isinstance(n, cst.Call) and is_forward_call(context, n) for n in _own_nodes(node.value)
+        ):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            carried.update(dotted(t) for target in targets for t in flatten_targets(target) if isinstance(t, cst.Name))
+    return not any(
+        isinstance(n, cst.Name) and n.value in carried for call in forwards for arg in call.args for n in [arg.value, *_own_nodes(arg.value)]
+    )
+
+
+# Methods that read one item of a dataset by its number (`testset.pull_image(i)`, `ds.load_item(i)`).
+_ITEM_READER = re.compile(r"^(?:pull|load|read|get)_?(?:item|image|img|sample|example|anno)s?$|^__getitem__$")
+
+
+def _reads_item(node: cst.CSTNode, counter: set[str]) -> bool:
+    """`dataset.pull_item(i)`, `dataset.__getitem__(i)`: the trip reads the dataset's item of its own number."""
+    if not counter or not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return False
+    if not _ITEM_READER.match(node.func.attr.value):
+        return False
+    return any(isinstance(a.value, cst.Name) and a.value.value in counter for a in node.args)
+
+
+def _slice_by(node: cst.CSTNode, counter: set[str]) -> bool:
+    """`images[start:end]`, `x[i * bs:(i + 1) * bs]`: a slice whose lower bound reads the loop's variable."""
+    if not counter or not isinstance(node, cst.Slice) or node.lower is None:
+        return False
+    lower = node.lower
+    return any(isinstance(n, cst.Name) and n.value in counter for n in [lower, *_own_nodes(lower)])
 
 
 # Methods that hand on the same data (`x.to(device)`, `batch["image"].float()`).
@@ -374,7 +540,7 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
     calls = [n for n in _own_nodes(loop.body, into_loops=True) if isinstance(n, cst.Call)]
     if any(_is_backward_or_step(context, c) for c in calls):
         return False
-    if any(_plots(context, c) for c in calls):
+    if any(_plots(context, c) for c in _unconditional_calls(loop)):
         return True
     # (node, inside a nested loop, under an `if` that tests a small count); parents of nodes not yet
     # visited are unknown to the context, so the walk keeps its own.
@@ -397,6 +563,20 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
         for child in semantic_children(node):
             stack.append((child, inner, counted))
     return False
+
+
+def _unconditional_calls(loop: Loop) -> Iterator[cst.Call]:
+    """The calls of `loop`'s body (nested loops included) that no `if` inside it guards: a plot under
+    `if opts.save_results:` is an option of a loop that otherwise runs over the whole set. (Parents of nodes
+    not yet visited are unknown to the context, so the walk keeps its own.)"""
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.If, *_BOUNDARIES)):
+            continue
+        if isinstance(node, cst.Call):
+            yield node
+        stack.extend(semantic_children(node))
 
 
 def _plots(context: "Context", call: cst.Call) -> bool:
@@ -536,7 +716,12 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return True
-        if isinstance(node, cst.Comparison) and not _is_device_check(context, node):
+        if (
+            isinstance(node, cst.Comparison)
+            and not _is_device_check(context, node)
+            and not _is_empty_check(context, node)
+            and not _is_setting_check(context, node)
+        ):
             for target in node.comparisons:
                 if isinstance(target.operator, cst.Equal):
                     return True
@@ -551,6 +736,38 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
     return False
 
 
+_SIZES = frozenset({"len", "size", "numel", "nelement", "shape"})
+
+# Objects that hold the run's settings (`args.augment_p`, `cfg.TRAIN.MODE`): the same on every step.
+_SETTINGS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "flags", "FLAGS", "params", "options"})
+
+
+def _is_setting_check(context: "Context", comparison: cst.Comparison) -> bool:
+    """`args.augment_p == 0`, `cfg.MODE == "train"`: settings and literals only, the same on every step."""
+    for side in (comparison.left, *(c.comparator for c in comparison.comparisons)):
+        if context.literal(side) is not UNKNOWN:
+            continue
+        root = side
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if not (isinstance(root, cst.Name) and root.value in _SETTINGS and root is not side):
+            return False
+    return True
+
+
+def _is_empty_check(context: "Context", comparison: cst.Comparison) -> bool:
+    """`dets.size(0) == 0`, `len(boxes) == 0`, `x.shape[0] == 0`: whether there is anything to do this trip,
+    not a logging interval."""
+    if len(comparison.comparisons) != 1 or context.literal(comparison.comparisons[0].comparator) != 0:
+        return False
+    left = comparison.left
+    if isinstance(left, cst.Subscript):
+        left = left.value
+    if isinstance(left, cst.Call):
+        left = left.func
+    return last_name(left) in _SIZES
+
+
 def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
     """`device == "cuda"`, `device.type == "cuda"`, `args.device == "cpu"`: the same on every step, not a
     logging interval."""
@@ -562,6 +779,73 @@ def _is_device_check(context: "Context", comparison: cst.Comparison) -> bool:
         if name is not None and (is_device_name(name) or (name == "type" and is_device_name(dotted(side) or ""))):
             return True
     return False
+
+
+def _first_trip(statement: cst.If) -> bool:
+    """`if loss_ema is None: loss_ema = loss.item()`, `if not self.initialized: ...; self.initialized = True`:
+    the body sets the very name it tests for None (or for false), so it runs on the first trip only (the
+    `else:` runs on the others)."""
+    test = statement.test
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        tested = test.expression
+    elif (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        tested = test.left
+    else:
+        return False
+    name = dotted(tested) if isinstance(tested, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return False
+    for node in _own_nodes(statement.body):
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, (cst.Name, cst.Attribute)) and dotted(t.target) == name for t in node.targets
+        ):
+            value = node.value
+            return not (isinstance(value, cst.Name) and value.value in ("None", "False"))
+    return False
+
+
+def _first_few(context: "Context", test: cst.BaseExpression, loop: Loop) -> bool:
+    """`if j <= 4:` where `j` counts the loop's trips (`for j, batch in enumerate(loader)`): a few trips only
+    (a handful of samples to log), whatever the loop's length; `if ids is not None and i in ids:` picks some
+    trips by their number."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _first_few(context, test.left, loop) or _first_few(context, test.right, loop)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(loop, cst.For)):
+        return False
+    operator = test.comparisons[0].operator
+    if isinstance(operator, cst.In) and isinstance(test.left, cst.Name):
+        return test.left.value in _loop_counters(loop)
+    if not isinstance(operator, (cst.LessThan, cst.LessThanEqual)) or not isinstance(test.left, cst.Name):
+        return False
+    bound = context.literal(test.comparisons[0].comparator)
+    if not (isinstance(bound, int) and not isinstance(bound, bool) and 0 <= bound <= _SMALL_BOUND):
+        return False
+    return test.left.value in _loop_counters(loop)
+
+
+def _loop_counters(loop: cst.For) -> set[str]:
+    """The names that count a `for` loop's trips: `i` of `for i, x in enumerate(...)` or `for i in range(n)`."""
+    it = loop.iter
+    target = loop.target
+    while isinstance(it, cst.Call) and last_name(it.func) in ("tqdm", "track") and it.args:
+        it = it.args[0].value  # tqdm(enumerate(loader))
+    if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange") and isinstance(target, cst.Name):
+        return {target.value}
+    if (
+        isinstance(it, cst.Call)
+        and last_name(it.func) == "enumerate"
+        and isinstance(target, (cst.Tuple, cst.List))
+        and target.elements
+        and isinstance(target.elements[0].value, cst.Name)
+    ):
+        return {target.elements[0].value.value}
+    return set()
 
 
 def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
@@ -599,6 +883,10 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
             and not _steps(context, ancestor.body)
         ):
             return True
+        if isinstance(ancestor, cst.If) and child is ancestor.body and (
+            _first_trip(ancestor) or _first_few(context, ancestor.test, loop)
+        ):
+            return True
         if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):
             return True
         if isinstance(ancestor, cst.IndentedBlock) and isinstance(child, cst.BaseStatement):
@@ -618,3 +906,47 @@ def _skips_in(context: "Context", block: cst.IndentedBlock) -> tuple[Optional[in
         first = next((i for i, s in enumerate(block.body) if _skips_most(context, s)), None)
         found = cache.skips[block] = (first, {s: i for i, s in enumerate(block.body)})
     return found
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The collection whose elements `expr` reads one per trip of a loop around it: `boxes` for `boxes[i]` in
+    `for i in range(len(boxes))`, for `b` in `for b in boxes` or `[b for b in boxes]`. None otherwise. A host
+    read of such an element costs one wait per element, in any loop (post-processing included)."""
+    root = expr
+    indexes: set[str] = set()
+    if isinstance(expr, cst.Subscript):
+        root = expr.value
+        indexes = {
+            e.slice.value.value
+            for e in expr.slice
+            if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
+        }
+    for ancestor in context.ancestors(expr):
+        if isinstance(ancestor, _BOUNDARIES):
+            return None
+        if isinstance(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
+            return None  # a few pictures to show: a few reads
+        loops_here: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
+        if isinstance(ancestor, cst.For):
+            loops_here.append((ancestor.target, ancestor.iter))
+        elif isinstance(ancestor, _COMPREHENSIONS):
+            clause: Optional[cst.CompFor] = ancestor.for_in
+            while clause is not None:
+                loops_here.append((clause.target, clause.iter))
+                clause = clause.inner_for_in
+        for target, iterable in loops_here:
+            names = {t.value for t in flatten_targets(target) if isinstance(t, cst.Name)}
+            if isinstance(expr, cst.Name) and expr.value in names and isinstance(target, cst.Name):
+                return iterable  # for b in boxes: b.item()
+            if indexes & names and _counts(iterable):
+                return root  # for i in range(len(boxes)): boxes[i].item()
+    return None
+
+
+def _counts(iterable: cst.BaseExpression) -> bool:
+    """`range(...)`, `range(len(x))`, `enumerate(...)`: an iterable whose items number the trips."""
+    return isinstance(iterable, cst.Call) and last_name(iterable.func) in ("range", "enumerate", "trange")
+

@@ -120,6 +120,14 @@ class SemanticModel:
         """The step loop that runs `node` on every trip (not only under a logging interval)."""
         return loops.per_step(self.context, node)
 
+    def every_step(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """What runs `node` once per step: the step loop, else the `forward()` of a module class."""
+        return loops.every_step(self.context, node)
+
+    def element_read(self, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """The collection whose elements `expr` reads one per trip of a loop (`boxes` for `boxes[i]`)."""
+        return loops.element_read(self.context, expr)
+
     def is_hot(self, loop: loops.Loop) -> bool:
         return loops.is_hot(self.context, loop)
 

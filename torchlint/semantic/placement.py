@@ -7,7 +7,9 @@ Also: which expressions name a device, and whether a device is the CPU or an acc
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 from typing import Optional
 
 import libcst as cst
@@ -140,8 +142,37 @@ def on_accelerator(context: "Context") -> bool:
 
 class _OnAccelerator:
     def __init__(self, context: "Context") -> None:
-        shows = uses_accelerator(context.source.text) or _project_helper_moves(context)
+        shows = uses_accelerator(context.source.text) or _imports_accelerated(context) or _project_helper_moves(context)
         self.value = shows and not _moves_only_models(context)
+
+
+def _imports_accelerated(context: "Context") -> bool:
+    """The file imports a project module that puts data on an accelerator (`from utils import
+    DatasetIterater`, whose batches go `.to(self.device)`; `import world`, which picks `torch.device("cuda")`):
+    the program runs on one, and this file's loops run its steps."""
+    source = context.source
+    return any(_file_uses_accelerator(path) for path in project.imported_modules(source.path, source.text))
+
+
+# Triple-quoted strings: a docstring that mentions `DataParallel` puts nothing on a device.
+_DOCSTRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+
+
+@lru_cache(maxsize=1024)
+def _text_uses_accelerator(path: str, mtime: int, size: int) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return uses_accelerator(_DOCSTRING.sub("", handle.read(project.MAX_SUMMARY_BYTES)))
+    except OSError:
+        return False
+
+
+def _file_uses_accelerator(path: str) -> bool:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return False
+    return _text_uses_accelerator(path, stat.st_mtime_ns, stat.st_size)
 
 
 def _project_helper_moves(context: "Context") -> bool:

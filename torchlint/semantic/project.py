@@ -86,6 +86,14 @@ class ModuleSummary:
                 self._functions[name] = self._summarise_function(node)
         return self._functions[name]
 
+    def method_syncs(self, class_name: str, method: str) -> Optional[str]:
+        """How the method `class_name.method` reads a device value on the host (see `calls.sync_in`), or None."""
+        from torchlint.semantic.functions import method_named
+
+        node = self._top.get(class_name)
+        function = method_named(node, method) if isinstance(node, cst.ClassDef) else None
+        return self.model.calls.sync_in(function, strict=True) if function is not None else None
+
     def _summarise_class(self, node: cst.ClassDef) -> ClassSummary:
         from torchlint.semantic import datasets
         from torchlint.semantic.objects import DATASET, MODULE
@@ -365,9 +373,10 @@ MAX_DEPTH = 3
 _ACTIVE: list[str] = []
 
 
-def summary(path: str) -> Optional[ModuleSummary]:
+def summary(path: str, mentions: tuple[str, ...] = ()) -> Optional[ModuleSummary]:
     """The summary of a project file (None when it cannot be read or parsed, is too large, or answering would
-    go more than MAX_DEPTH modules deep or round an import cycle)."""
+    go more than MAX_DEPTH modules deep or round an import cycle). With `mentions`, also None when the file's
+    text contains none of them: a cheap scan spares parsing a module that cannot answer."""
     try:
         stat = os.stat(path)
     except OSError:
@@ -376,6 +385,8 @@ def summary(path: str) -> Optional[ModuleSummary]:
     if key in _SUMMARIES:
         _SUMMARIES.move_to_end(key)
         return _SUMMARIES[key]
+    if mentions and not _mentions(path, stat.st_mtime_ns, stat.st_size, mentions):
+        return None
     if path in _ACTIVE or len(_ACTIVE) >= MAX_DEPTH or stat.st_size > MAX_SUMMARY_BYTES:
         return None
     _ACTIVE.append(path)
@@ -390,8 +401,21 @@ def summary(path: str) -> Optional[ModuleSummary]:
     return found
 
 
-def imported(context: "Context", name: cst.BaseExpression) -> Optional[tuple[ModuleSummary, str]]:
-    """The project module a name (or `module.attr`) comes from, with the name it has there."""
+@lru_cache(maxsize=4096)
+def _mentions(path: str, mtime: int, size: int, words: tuple[str, ...]) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(MAX_SUMMARY_BYTES)
+    except OSError:
+        return False
+    return any(word in text for word in words)
+
+
+def imported(
+    context: "Context", name: cst.BaseExpression, mentions: tuple[str, ...] = ()
+) -> Optional[tuple[ModuleSummary, str]]:
+    """The project module a name (or `module.attr`) comes from, with the name it has there (see `summary`
+    for `mentions`)."""
     if isinstance(name, cst.Name):
         origin = context.imports.origin(name.value)
         if origin is None:
@@ -400,14 +424,14 @@ def imported(context: "Context", name: cst.BaseExpression) -> Optional[tuple[Mod
         target = module_file(context.source.path, dots, module)
         if target is None:  # `from package import module`, then `module.name`: not a name in a module
             return None
-        found = summary(target)
+        found = summary(target, mentions)
         return (found, attr) if found is not None else None
     if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name):
         origin = context.imports.origin(name.value.value)  # `from . import utils` ... `utils.helper`
         if origin is not None:
             dots, module, attr = origin
             target = module_file(context.source.path, dots, f"{module}.{attr}" if module else attr)
-            found = summary(target) if target is not None else None
+            found = summary(target, mentions) if target is not None else None
             return (found, name.attr.value) if found is not None else None
         plain = context.qualname(name.value)  # `import data_utils` ... `data_utils.NCFData`
         target = module_file(context.source.path, 0, plain) if plain else None

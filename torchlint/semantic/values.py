@@ -16,7 +16,7 @@ import libcst as cst
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import scope_nodes, semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function, is_generator, returns_of
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
@@ -137,6 +137,7 @@ class ValueKinds:
         self._orders: dict[cst.CSTNode, _Order] = {}
         self._memo: dict[cst.CSTNode, str] = {}
         self._active: set[cst.CSTNode] = set()
+        self._backward_calls: dict[cst.CSTNode, dict[str, list[int]]] = {}
 
     # -- order ---------------------------------------------------------------------------------
     def _order(self, scope: cst.CSTNode) -> _Order:
@@ -266,6 +267,10 @@ class ValueKinds:
         return _combine(kinds) if kinds else PY
 
     def _torch_call(self, call: cst.Call, qual: str) -> str:
+        if qual == "torch.Tensor":
+            return CPU  # the legacy constructor builds on the host
+        if qual.endswith(".clip_grad_norm_") and qual.startswith("torch.nn.utils."):
+            return T  # the total norm, a tensor on the parameters' device
         if _TORCH_NOT_TENSOR.match(qual):
             return UNK if not qual.startswith("torch.is_") and not qual.startswith(("torch.equal", "torch.allclose", "torch.numel")) else PY
         short = qual.rsplit(".", 1)[-1]
@@ -287,21 +292,76 @@ class ValueKinds:
         bindings = self.context.lookup(name)
         if not bindings:
             return UNK
-        scope = self._scope_of(name)
-        order = self._order(scope)
-        use_at = order.index.get(name)
-        chosen = None
-        if use_at is not None:
-            best = -1
-            for binding in bindings:
-                at = order.index.get(binding.node)
-                if at is not None and at < use_at and at >= best:
-                    best = at
-                    chosen = binding
+        chosen = self._reaching(name, bindings)
         if chosen is not None:
-            return self._binding(chosen, name.value)
+            found = self._binding(chosen, name.value)
+            if found == UNK and self._backward_proves(name, chosen, bindings):
+                return T  # `loss = ...; loss.backward()`: only a tensor has a backward pass
+            return found
         kinds = {self._binding(b, name.value) for b in bindings}
         return kinds.pop() if len(kinds) == 1 else UNK
+
+    def _reaching(self, name: cst.Name, bindings: list) -> Optional[object]:
+        """The binding that most recently precedes the use in statement order, skipping one made in the other
+        branch of an `if` the use is in (`if a: s = [..] else: s = s.cpu()` reads the `s` bound before)."""
+        order = self._order(self._scope_of(name))
+        use_at = order.index.get(name)
+        if use_at is None:
+            return None
+        chosen = None
+        best = -1
+        for binding in bindings:
+            at = order.index.get(binding.node)
+            if at is not None and at < use_at and at >= best and not self._other_branch(binding.node, name):
+                best = at
+                chosen = binding
+        return chosen
+
+    def _other_branch(self, bound: cst.CSTNode, use: cst.CSTNode) -> bool:
+        """`bound` sits in the body of an `if` whose `else` holds `use`."""
+        context = self.context
+        child = use
+        for ancestor in context.ancestors(use):
+            if isinstance(ancestor, _SCOPES):
+                return False
+            if isinstance(ancestor, cst.If) and child is ancestor.orelse:
+                body = ancestor.body
+                return any(a is body for a in context.ancestors(bound))
+            child = ancestor
+        return False
+
+    def _backward_proves(self, name: cst.Name, chosen: object, bindings: list) -> bool:
+        """`loss = ...; loss.backward()`: the binding reaches a `.backward()` call (no other binding of the
+        name in between, by statement order), and only a tensor has a backward pass."""
+        if ".backward(" not in self.context.source.text:
+            return False
+        scope = self._scope_of(name)
+        order = self._order(scope)
+        bound_at = order.index.get(getattr(chosen, "node"))
+        if bound_at is None:
+            return False
+        later = [at for b in bindings if (at := order.index.get(getattr(b, "node"))) is not None and at > bound_at]
+        until = min(later) if later else None
+        return any(bound_at < at and (until is None or at <= until) for at in self._backwards(scope).get(name.value, ()))
+
+    def _backwards(self, scope: cst.CSTNode) -> dict[str, list[int]]:
+        """Where, by statement order, `name.backward()` is called in `scope` (found once per scope)."""
+        found = self._backward_calls.get(scope)
+        if found is None:
+            found = self._backward_calls[scope] = {}
+            order = self._order(scope)
+            for node in scope_nodes(scope):
+                func = getattr(node, "func", None)
+                if (
+                    isinstance(node, cst.Call)
+                    and isinstance(func, cst.Attribute)
+                    and func.attr.value == "backward"
+                    and isinstance(func.value, cst.Name)
+                ):
+                    at = order.index.get(node)
+                    if at is not None:
+                        found.setdefault(func.value.value, []).append(at)
+        return found
 
     def _binding(self, binding: object, name: str) -> str:
         kind = getattr(binding, "kind")
@@ -335,6 +395,17 @@ class ValueKinds:
         whole = self.kind(value)
         return T if whole == T else UNK
 
+    def _element(self, iterable: cst.BaseExpression) -> str:
+        """What iterating `iterable` yields: host elements of a host batch, device tensors of a list of them
+        (`zip(names, [d_loss, g_loss])`), else unknown."""
+        if isinstance(iterable, cst.Name) and isinstance(self.context.assigned_value(iterable), (cst.List, cst.Tuple)):
+            iterable = self.context.assigned_value(iterable)  # type: ignore[assignment]
+        if isinstance(iterable, (cst.List, cst.Tuple)):
+            kinds = [self.kind(e.value) for e in iterable.elements if not isinstance(e, cst.StarredElement)]
+            return T if kinds and all(k == T for k in kinds) else UNK
+        # iterating a model's output may give dicts or lists (detection models): only a host batch is told
+        return CPU if self.kind(iterable) == CPU else UNK
+
     def _loop_target(self, loop: cst.For, name: str) -> str:
         it = loop.iter
         if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange"):
@@ -358,8 +429,10 @@ class ValueKinds:
             if len(args) == len(elements) and all(a.keyword is None and a.star == "" for a in args):
                 for element, arg in zip(elements, args):
                     if isinstance(element.value, cst.Name) and element.value.value == name:
-                        return CPU if self.kind(arg.value) == CPU else UNK
+                        return self._element(arg.value)
             return UNK
+        if isinstance(loop.target, cst.Name) and isinstance(it, (cst.List, cst.Tuple)):
+            return self._element(it)  # for loss in [d_loss, g_loss]
         if isinstance(it, cst.Name) and isinstance(loop.target, cst.Name) and self.kind(it) == CPU:
             return CPU
         return UNK

@@ -332,7 +332,7 @@ def test_eval_cpu_reduced_at_once_and_collected_are_both_reported() -> None:
     assert run("preds.extend(pred.cpu().numpy())") == [(8, "TL201")]
 
 
-def test_returned_item_of_a_one_step_training_function() -> None:
+def test_item_in_a_one_step_training_function() -> None:
     source = """
     import torch
     class Agent:
@@ -344,7 +344,7 @@ def test_returned_item_of_a_one_step_training_function() -> None:
             print(loss.item())
             return loss.item()
     """
-    assert _lines(source.replace("{params}", "")) == [(10, "TL201")]
+    assert _lines(source.replace("{params}", "")) == [(9, "TL201"), (10, "TL201")]  # its caller runs it per step
     assert _lines(source.replace("{params}", ", epoch")) == []  # once per epoch
     no_step = source.replace("self.optimizer.step()", "pass").replace("{params}", "")
     assert _lines(no_step) == []

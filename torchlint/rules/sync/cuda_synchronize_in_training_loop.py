@@ -6,8 +6,13 @@ import libcst as cst
 
 from torchlint.lint.names import last_name
 from torchlint.rules.sync._common import EXPLANATION_COMMON, SyncRule
-from torchlint.semantic import loops
 from torchlint.semantic.calls import CLOCK_CALLS
+
+
+_TIMED = (
+    "`torch.cuda.synchronize()` to time every step stalls the host each step: record CUDA events "
+    "(`torch.cuda.Event(enable_timing=True)`) and read them once, or synchronise only on the steps you log"
+)
 
 
 class CudaSynchronizeInTrainingLoop(SyncRule):
@@ -33,8 +38,10 @@ class CudaSynchronizeInTrainingLoop(SyncRule):
         "    optimizer.step()\n"
     )
     false_positives = (
-        "Timing each step needs a sync to measure the GPU's work; the rule stays silent in loops that read a "
-        "clock (`time.time()`, `time.perf_counter()`). Silence a deliberate one with `# noqa: TL205`."
+        "Timing each step with a host clock needs a sync to measure the GPU's work, but the sync still stalls "
+        "every step: in a loop that reads a clock (`time.time()`, `time.perf_counter()`) the rule says so and "
+        "suggests CUDA events (`torch.cuda.Event(enable_timing=True)`, read once at the end) or timing only the "
+        "steps you log. A benchmark that must time each step on its own can silence it with `# noqa: TL205`."
     )
     requires = ("synchronize",)
 
@@ -44,12 +51,12 @@ class CudaSynchronizeInTrainingLoop(SyncRule):
         qual = self.context.qualname(node)
         if qual not in ("torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize"):
             return
-        loop = self.semantic.per_step(node)
-        if loop is None or self._timed(loop):
+        loop = self.semantic.every_step(node)
+        if loop is None:
             return
-        self.report(node)
+        self.report(node, _TIMED if self._timed(loop) else None)
 
-    def _timed(self, loop: loops.Loop) -> bool:
+    def _timed(self, loop: cst.CSTNode) -> bool:
         for call in self.semantic.calls_in(loop):
             name = last_name(call.func)
             if name in CLOCK_CALLS:

@@ -12,6 +12,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants, scope_nodes
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
 from torchlint.semantic import loops
+from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import CPU, PY, UNK, T
 
 # Python-number checks a NaN guard uses.
@@ -52,6 +53,18 @@ _GATHER = (
 )
 
 
+_FORWARD = (
+    "{what} in `forward()` waits for the GPU on every step the model runs: keep the value on the device, or "
+    "compute it on the host before the batch is moved"
+)
+
+
+_PER_ELEMENT = (
+    "{what} of each element of a device tensor waits for the GPU once per element: copy the whole tensor to "
+    "the host once before the loop (`.tolist()`, `.cpu()`)"
+)
+
+
 class ItemInTrainingLoop(SyncRule):
     code = "TL201"
     name = "item-in-training-loop"
@@ -86,38 +99,43 @@ class ItemInTrainingLoop(SyncRule):
         "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
         "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
-        "device memory together, the per-batch copy is the price of fitting: silence it). `return loss.item()` at the end of a one-step "
-        "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter) is reported: its "
-        "caller runs it every step. A statement that reads several values "
+        "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
+        "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter; e.g. `return "
+        "loss.item()`) is reported: its caller runs it every step. So is a read in the `forward()` of a module "
+        "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
+        "the first call runs it (`if not self.initialized:`). A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
     )
-    requires = (".item(", ".tolist(", ".cpu(")
+    requires = (".item(", ".tolist(", ".cpu(", ".to(")
 
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[cst.CSTNode] = set()
-        self._gathering: set[cst.CSTNode] = set()  # evaluation loops already told to gather on the device
+        self._element_reads: list[tuple[cst.Call, str, Optional[cst.CSTNode], cst.BaseExpression]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if method not in ("item", "tolist", "cpu") or node.args:
+        if method == "to" and self._to_host(node):
+            method = "cpu"  # `.to("cpu")` is the same copy
+        elif method not in ("item", "tolist", "cpu") or node.args:
             return
         statement = self.context.enclosing_statement(node)
         if statement in self._reported:
             return  # the first sync of a statement empties the queue: later ones wait for nothing
-        loop: Optional[cst.CSTNode] = self.semantic.per_step(node)
+        loop: Optional[cst.CSTNode] = self.semantic.every_step(node)
         if loop is None:
-            loop = self._returned_by_step_function(node)
+            loop = self._in_step_function(node)
             if loop is None:
+                self._check_element_read(node, method, statement)
                 return
         kind = self.values.kind(func.value)
         if method == "item":
             if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
                 return
-        elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(func.value)):
+        elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
         self._reported.add(statement)  # type: ignore[arg-type]
         if (
@@ -126,23 +144,43 @@ class ItemInTrainingLoop(SyncRule):
             and not self.semantic.is_training_loop(loop)
             and not self._reduced_at_once(node)
         ):
-            if loop not in self._gathering:  # one piece of advice per loop: it covers every copy in it
-                self._gathering.add(loop)
-                self.report(node, _GATHER.format(what=self._spelling(node, method)))
+            self.report(node, _GATHER.format(what=self._spelling(node, method)))
+            return
+        if isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
+            self.report(node, _FORWARD.format(what=self._spelling(node, method)))
             return
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
 
+    def _check_element_read(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> None:
+        """`for i in range(len(boxes)): boxes[i].item()`, `[s.item() for s in scores]`: one wait per element
+        of a device tensor, in any loop (post-processing included). Judged at the end of the file: a
+        comprehension's iterable is visited after its element."""
+        collection = self.semantic.element_read(node.func.value)  # type: ignore[attr-defined]
+        if collection is not None:
+            self._element_reads.append((node, method, statement, collection))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for call, method, statement, collection in self._element_reads:
+            if statement not in self._reported and self.values.is_tensor(collection):
+                self._reported.add(statement)  # type: ignore[arg-type]
+                self.report(call, _PER_ELEMENT.format(what=self._spelling(call, method)))
+
     def _spelling(self, node: cst.Call, method: str) -> str:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+            return '`.to("cpu")`'
         return "`.cpu().numpy()`" if method == "cpu" and self._is_numpy_of(node) else f"`.{method}()`"
 
-    def _returned_by_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
-        """`return loss.item()` at the end of a one-step training function (`loss.backward();
-        optimizer.step()`, no loop): the caller runs it once per step (`agent.replay()`). A function that
-        takes the epoch (`def train(epoch):`, full-batch training) is called once per epoch and is left alone."""
+    def _to_host(self, node: cst.Call) -> bool:
+        """`x.to("cpu")`, `x.to(torch.device("cpu"))`: a copy to the host, like `.cpu()`."""
+        args = node.args
+        return len(args) == 1 and args[0].keyword is None and is_cpu_literal(self.context, args[0].value)
+
+    def _in_step_function(self, node: cst.Call) -> Optional[cst.FunctionDef]:
+        """A read in a one-step training function (`loss.backward(); optimizer.step()`, no loop; e.g.
+        `logs["loss"] = loss.item()` or `return loss.item()`): the caller runs it once per step
+        (`agent.replay()`, `self._train_batch(X, y)`). A function that takes the epoch (`def train(epoch):`,
+        full-batch training) is left to TL207 at the call in its epoch loop."""
         context = self.context
-        statement = context.enclosing_statement(node)
-        if not isinstance(statement, cst.SimpleStatementLine) or context.enclosing(node, cst.Return) is None:
-            return None
         function = loops.step_function(context, node)
         if function is None or loops.gated(context, node, function):  # type: ignore[arg-type]
             return None
@@ -174,11 +212,14 @@ class ItemInTrainingLoop(SyncRule):
         parent = context.parent(current)
         return reduced and isinstance(parent, cst.AugAssign) and parent.value is current
 
-    def _copies_a_tensor(self, receiver: cst.BaseExpression) -> bool:
+    def _copies_a_tensor(self, node: cst.Call) -> bool:
         """`.cpu()` of a value of unknown kind that is still a tensor: `out.data.cpu()` (`.data`, like
         `.detach()`, is a tensor's), `loss.cpu()` (only tensors and modules have `.cpu()`, and a name that
-        reads like a loss is not a module)."""
-        expr = receiver
+        reads like a loss is not a module), `out.cpu().numpy()` (a module's `.cpu()` has no `.numpy()`)."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr.value in ("numpy", "detach", "data"):
+            return True
+        expr = node.func.value  # type: ignore[attr-defined]
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
             base = expr.value
             return not (isinstance(base, cst.Name) and base.value == "self") and self.values.kind(base) == UNK

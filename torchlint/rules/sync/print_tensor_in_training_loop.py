@@ -14,7 +14,7 @@ class PrintTensorInTrainingLoop(SyncRule):
     name = "print-tensor-in-training-loop"
     summary = (
         "Printing or formatting a device tensor (`print(loss)`, `f\"{loss:.3f}\"`, `\"{}\".format(loss)`, "
-        "`writer.add_scalar(..., loss)`) on every step."
+        "`\"%.3f\" % loss`, `str(loss)`, `pbar.set_postfix(loss=loss)`, `writer.add_scalar(..., loss)`) on every step."
     )
     message = "Formatting a tensor waits for the GPU and copies it to the host on every step: " + ADVICE
     explanation = EXPLANATION_COMMON.format(
@@ -43,25 +43,49 @@ class PrintTensorInTrainingLoop(SyncRule):
     _SINKS = {"print": None, "add_scalar": 1, "add_scalars": 1}
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
-        if self.values.is_tensor(node.expression) and self.semantic.per_step(node) is not None:
+        if self.values.is_tensor(node.expression) and self._every_step(node):
             self.report(node)
+
+    def _every_step(self, node: cst.CSTNode) -> bool:
+        """`node` runs on every step, and not only to build the message of an error (`raise ValueError(f"..{x}")`,
+        `assert ok, f"..{x}"`), which is formatted once, when the run stops."""
+        if self.semantic.every_step(node) is None:
+            return False
+        child = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.Raise) or (isinstance(ancestor, cst.Assert) and child is ancestor.msg):
+                return False
+            if isinstance(ancestor, cst.BaseStatement) and not isinstance(ancestor, cst.SimpleStatementLine):
+                break
+            child = ancestor
+        return True
 
     def visit_Call(self, node: cst.Call) -> None:
         name = last_name(node.func)
+        where: cst.CSTNode | None = None  # the expression to report when not the tensor itself
         if name == "format" and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.SimpleString):
             values = [a.value for a in node.args if a.star == ""]
+            where = node
         elif name == "print" and isinstance(node.func, cst.Name):
             values = [a.value for a in positional(node)]
+        elif name in ("str", "repr") and isinstance(node.func, cst.Name) and len(node.args) == 1:
+            values = [node.args[0].value] if not self.context.lookup(node.func) else []
         elif name in ("add_scalar",) and isinstance(node.func, cst.Attribute):
             arg = node.args[1] if len(node.args) > 1 and node.args[1].keyword is None else keyword(node, "scalar_value")
             values = [arg.value] if arg is not None else []
+        elif name == "set_postfix" and isinstance(node.func, cst.Attribute):
+            # pbar.set_postfix(loss=loss) or set_postfix({"loss": loss}): the progress bar formats each value
+            values = [a.value for a in node.args if a.keyword is not None]
+            for arg in positional(node):
+                if isinstance(arg.value, cst.Dict):
+                    values.extend(e.value for e in arg.value.elements if isinstance(e, cst.DictElement))
         else:
             return
-        if not values or self.semantic.per_step(node) is None:
+        if not values or not self._every_step(node):
             return
         for value in values:
             if self.values.is_tensor(value):
-                self.report(value)
+                self.report(where if where is not None else value)
                 return
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
@@ -69,7 +93,12 @@ class PrintTensorInTrainingLoop(SyncRule):
         if not isinstance(node.operator, cst.Modulo) or not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
             return
         right = node.right
+        named = isinstance(right, cst.Name) and isinstance(self.context.assigned_value(right), cst.Tuple)
+        if named:
+            right = self.context.assigned_value(right)  # losses = (d_loss, g_loss); "%.3f %.3f" % losses
         items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
-        tensors = [i for i in items if not isinstance(i, cst.StarredElement) and self.values.is_tensor(i)]
-        if tensors and self.semantic.per_step(node) is not None:
-            self.report(tensors[0])
+        # `"%.3f %.3f" % (*losses,)`: the unpacked elements of a tensor are tensors
+        items = [i.value if isinstance(i, cst.StarredElement) else i for i in items]
+        tensors = [i for i in items if self.values.is_tensor(i)]
+        if tensors and self._every_step(node):
+            self.report(node.right if named else tensors[0])

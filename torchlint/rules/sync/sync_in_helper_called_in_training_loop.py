@@ -53,7 +53,7 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
-            if self.semantic.per_step(node) is not None:
+            if self.semantic.every_step(node) is not None:
                 self._candidates.append(node)
 
     def leave_Module(self, node: cst.Module) -> None:

@@ -58,7 +58,7 @@ class TensorConditionInTrainingLoop(SyncRule):
     def _check(self, test: cst.BaseExpression, where: cst.CSTNode) -> None:
         for part in self._operands(test):
             if self.values.is_tensor(part):
-                if self.semantic.per_step(test) is not None:
+                if self.semantic.every_step(test) is not None:
                     self.report(test)
                 return
 

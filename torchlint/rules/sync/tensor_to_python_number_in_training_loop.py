@@ -42,6 +42,6 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
         args = positional(node)
         if len(args) != 1 or len(node.args) != 1 or self.context.lookup(func):
             return  # rebound builtin
-        if self.semantic.per_step(node) is None or not self.values.is_tensor(args[0].value):
+        if self.semantic.every_step(node) is None or not self.values.is_tensor(args[0].value):
             return
         self.report(node, f"`{func.value}(tensor)` waits for the GPU and copies to the host on every step: " + ADVICE)

@@ -128,6 +128,10 @@ class ImportTable:
         """Where `from [dots]module import name [as local]` took `local` from: (dots, module, name)."""
         return self._origins.get(local)
 
+    def locals_of(self, imported: str) -> list[str]:
+        """The local names `from ... import <imported> [as local]` bound."""
+        return [local for local, origin in self._origins.items() if origin[2] == imported]
+
     def shadow(self, names: Iterable[str]) -> None:
         """Names rebound by assignment, def or class at module level: never resolve them."""
         for name in names:

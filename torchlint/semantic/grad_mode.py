@@ -43,6 +43,8 @@ _HOOK_SUFFIXES = ("_step", "_step_end", "_epoch_end", "_batch_end")
 
 # Method names on a module that are not forward passes.
 _FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
+# `owner.parameters(` / `owner.named_parameters(`, owner a dotted name that starts the expression
+_PARAMETERS_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)\s*\.\s*(?:named_)?parameters\s*\(")
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 
@@ -118,7 +120,8 @@ class FileFacts:
         self._covered: Optional[set[str]] = None
         self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
         self._network_calls: dict[cst.Call, bool] = {}
-        self._with_parameters: dict[str, bool] = {}
+        self._parameter_owners: Optional[set[str]] = None
+        self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
         self._reached: dict[tuple[cst.Call, bool], frozenset[str]] = {}  # where a forward's result goes, here
         self._values: Optional[set[str]] = None  # names handed around as values
@@ -375,14 +378,15 @@ class FileFacts:
 
     def has_parameters(self, target: str) -> bool:
         """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""
-        if target not in self._with_parameters:
-            pattern = rf"(?<![\w.]){re.escape(target)}\s*\.\s*(named_)?parameters\s*\("
-            self._with_parameters[target] = re.search(pattern, self.context.source.text) is not None
-        return self._with_parameters[target]
+        if self._parameter_owners is None:  # every `x.parameters(` of the file, read once
+            self._parameter_owners = {re.sub(r"\s+", "", owner) for owner in _PARAMETERS_OF.findall(self.context.source.text)}
+        return target in self._parameter_owners
 
     @property
     def function_names(self) -> set[str]:
-        return {s.name for s in self.scopes[1:]}
+        if self._function_names[0] != len(self.scopes):  # scopes are added while the file is walked
+            self._function_names = (len(self.scopes), {s.name for s in self.scopes[1:]})
+        return self._function_names[1]
 
     def helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
         """The function of this file `call` runs when that function runs a network itself, outside no-grad,
@@ -801,6 +805,8 @@ def _project_call_sites(context: Context, scope: ScopeFacts) -> list:
     from torchlint.semantic import project
 
     path = context.source.path
+    if scope.cls is not None and _FORWARD_METHODS.match(scope.name):
+        return []  # a network's forward runs wherever the network runs: its callers are everywhere, by any name
     if scope.cls is not None:
         found = list(project.method_call_sites(path, scope.name))
         if not found:  # an override: the calls of the method it overrides, on objects of the base class

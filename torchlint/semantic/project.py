@@ -67,6 +67,19 @@ class ModuleSummary:
         }
         self._classes: dict[str, Optional[ClassSummary]] = {}
         self._functions: dict[str, Optional[FunctionSummary]] = {}
+        self._calls: Optional[dict[str, list[cst.Call]]] = None
+
+    def calls_named(self, name: str) -> list[cst.Call]:
+        """The module's calls `name(...)` and `<expr>.name(...)`, indexed on first use."""
+        if self._calls is None:
+            self._calls = {}
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Call):
+                    func = node.func
+                    called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+                    if called is not None:
+                        self._calls.setdefault(called, []).append(node)
+        return self._calls.get(name, [])
 
     def definition(self, name: str) -> Optional[cst.CSTNode]:
         """The top-level class or function `name` of the module, as parsed."""
@@ -318,10 +331,11 @@ def call_sites(path: str, name: str) -> list[CallSite]:
     """Calls, in the files that import `path`, of the top-level function or class `name` it defines."""
     target = os.path.realpath(path)
     found: list[CallSite] = []
-    for caller in _caller_summaries(target):
-        for node in descendants(caller.context.module):
-            if isinstance(node, cst.Call) and _names_definition(caller.context, node.func, target, name):
-                found.append(CallSite(caller, node))
+    for caller in _caller_summaries(target, name):
+        for local in dict.fromkeys([name, *caller.context.imports.locals_of(name)]):  # `import name as local`
+            for node in caller.calls_named(local):
+                if _names_definition(caller.context, node.func, target, name):
+                    found.append(CallSite(caller, node))
     return found
 
 
@@ -329,20 +343,28 @@ def method_call_sites(path: str, method: str) -> list[CallSite]:
     """Calls `<expr>.method(...)`, in the files that import `path`, by the method's name alone (the receiver
     is for the asker to confirm)."""
     found: list[CallSite] = []
-    for caller in _caller_summaries(os.path.realpath(path)):
-        for node in descendants(caller.context.module):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == method:
-                found.append(CallSite(caller, node))
+    for caller in _caller_summaries(os.path.realpath(path), method):
+        found.extend(CallSite(caller, node) for node in caller.calls_named(method) if isinstance(node.func, cst.Attribute))
     return found
 
 
-def _caller_summaries(target: str) -> list["ModuleSummary"]:
+def _caller_summaries(target: str, name: str) -> list["ModuleSummary"]:
+    """Summaries of the files that import `target` and spell `name` (the others cannot call it)."""
     found = []
     for file in importers(target)[:MAX_CALLER_FILES]:
-        caller = summary(file)
-        if caller is not None:
-            found.append(caller)
+        if name in _text(file):
+            caller = summary(file)
+            if caller is not None:
+                found.append(caller)
     return found
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(MAX_SUMMARY_BYTES + 1)
+    except OSError:
+        return ""
 
 
 def _names_definition(context: "Context", func: cst.BaseExpression, target: str, name: str) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Optional
 
 from torchlint.trace.events import Events
 from torchlint.trace.frames import Site

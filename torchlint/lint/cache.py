@@ -19,6 +19,7 @@ import time
 from functools import lru_cache
 from typing import Iterable, Optional, Sequence
 
+from torchlint.lint.discovery import marked_ancestor
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
 from torchlint.lint.source import SourceError, read_regular_file
 
@@ -40,14 +41,7 @@ def project_root(paths: Iterable[str], config: Optional[str]) -> str:
         return os.getcwd()
     if not os.path.isdir(common):
         common = os.path.dirname(common)
-    directory = common
-    while True:
-        if os.path.exists(os.path.join(directory, ".git")):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return common
-        directory = parent
+    return marked_ancestor(common, (".git",)) or common
 
 
 def _version() -> str:

@@ -20,6 +20,18 @@ from torchlint.config import Settings
 EXTENSIONS = (".py", ".pyi", ".ipynb")
 
 
+def marked_ancestor(directory: str, markers: Iterable[str]) -> Optional[str]:
+    """The nearest of `directory` and its parents that holds one of `markers` (`.git`, `pyproject.toml`, ...)."""
+    markers = tuple(markers)
+    while True:
+        if any(os.path.exists(os.path.join(directory, marker)) for marker in markers):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
 @dataclass(frozen=True)
 class Discovered:
     path: str  # path to open

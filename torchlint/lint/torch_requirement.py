@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Optional
 
+from torchlint.lint.discovery import marked_ancestor
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
@@ -45,13 +47,7 @@ def project_root(path: str) -> Optional[str]:
 
 @lru_cache(maxsize=1024)
 def _root(directory: str) -> Optional[str]:
-    while True:
-        if any(os.path.exists(os.path.join(directory, marker)) for marker in _ROOT_MARKERS):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return None
-        directory = parent
+    return marked_ancestor(directory, _ROOT_MARKERS)
 
 
 def declaration_files(path: str) -> list[str]:

@@ -6,7 +6,7 @@ worker processes and pinning gain little.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, TypeVar
 
 import libcst as cst
 
@@ -26,6 +26,7 @@ from torchlint.semantic.loaders import (
 )
 
 _COLLATE_AT = 6
+_Definition = TypeVar("_Definition", cst.ClassDef, cst.FunctionDef)
 
 TENSOR_FACTORIES = frozenset(
     {
@@ -161,7 +162,7 @@ def _split_by_classmethod(context: Context, assign: cst.Assign, name: str) -> bo
     index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
     if index is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
         return False
-    cls = _class_of(context, call.func.value)
+    cls = _definition_of(context, call.func.value, cst.ClassDef)
     method = method_named(cls, call.func.attr.value) if cls is not None else None
     if method is None or not indexes_memory(cls) or not any(last_name(d.decorator) == "classmethod" for d in method.decorators):
         return False
@@ -186,31 +187,21 @@ def _names_class(func: cst.BaseExpression, cls: cst.ClassDef) -> bool:
     return isinstance(func, cst.Name) and func.value in ("cls", cls.name.value)
 
 
-def _class_of(context: Context, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
-    """The class definition a name refers to: in this file, or in a project module it imports."""
+def _definition_of(context: Context, expr: cst.BaseExpression, kind: type[_Definition]) -> Optional[_Definition]:
+    """The class or function definition (`kind`) a name refers to: in this file, or in a project module it
+    imports."""
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr)
-        if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+        if bindings and len(bindings) == 1 and isinstance(bindings[0].node, kind):
             return bindings[0].node
     found = project.imported(context, expr)
     node = found[0].definition(found[1]) if found is not None else None
-    return node if isinstance(node, cst.ClassDef) else None
-
-
-def _function_of(context: Context, expr: cst.BaseExpression) -> Optional[cst.FunctionDef]:
-    """The function definition a name refers to: in this file, or in a project module it imports."""
-    if isinstance(expr, cst.Name):
-        bindings = context.lookup(expr)
-        if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
-            return bindings[0].node
-    found = project.imported(context, expr)
-    node = found[0].definition(found[1]) if found is not None else None
-    return node if isinstance(node, cst.FunctionDef) else None
+    return node if isinstance(node, kind) else None
 
 
 def _light_collate(context: Context, expr: cst.BaseExpression) -> bool:
     """`collate_fn=pad_batch` where the function only pads and stacks the items (no decoding, no I/O)."""
-    function = _function_of(context, expr)
+    function = _definition_of(context, expr, cst.FunctionDef)
     if function is None:
         return False
     return all(

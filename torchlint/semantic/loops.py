@@ -820,16 +820,16 @@ def _first_few(context: "Context", test: cst.BaseExpression, loop: Loop) -> bool
         return False
     operator = test.comparisons[0].operator
     if isinstance(operator, cst.In) and isinstance(test.left, cst.Name):
-        return test.left.value in _loop_counters(loop)
+        return test.left.value in loop_counters(loop)
     if not isinstance(operator, (cst.LessThan, cst.LessThanEqual)) or not isinstance(test.left, cst.Name):
         return False
     bound = context.literal(test.comparisons[0].comparator)
     if not (isinstance(bound, int) and not isinstance(bound, bool) and 0 <= bound <= _SMALL_BOUND):
         return False
-    return test.left.value in _loop_counters(loop)
+    return test.left.value in loop_counters(loop)
 
 
-def _loop_counters(loop: cst.For) -> set[str]:
+def loop_counters(loop: cst.For) -> set[str]:
     """The names that count a `for` loop's trips: `i` of `for i, x in enumerate(...)` or `for i in range(n)`."""
     it = loop.iter
     target = loop.target

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint.lint.discovery import marked_ancestor
 from torchlint.lint.walk import descendants
 
 if TYPE_CHECKING:
@@ -196,11 +197,7 @@ def _file_imports(path: str) -> tuple[str, ...]:
         return ()
     key = (path, stat.st_mtime_ns, stat.st_size)
     if key not in _FILE_IMPORTS:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                _FILE_IMPORTS[key] = _scan_imports(path, handle.read(MAX_SUMMARY_BYTES))
-        except OSError:
-            _FILE_IMPORTS[key] = ()
+        _FILE_IMPORTS[key] = _scan_imports(path, _text(path))
     return _FILE_IMPORTS[key]
 
 
@@ -274,14 +271,9 @@ def project_folder(path: str) -> str:
 
 
 def _project_folder(folder: str) -> str:
-    directory = folder
-    while True:
-        if any(os.path.exists(os.path.join(directory, marker)) for marker in _PROJECT_MARKERS):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            break
-        directory = parent
+    marked = marked_ancestor(folder, _PROJECT_MARKERS)
+    if marked is not None:
+        return marked
     cwd = os.path.realpath(os.getcwd())
     if folder == cwd or folder.startswith(cwd + os.sep):
         return cwd
@@ -360,9 +352,10 @@ def _caller_summaries(target: str, name: str) -> list["ModuleSummary"]:
 
 
 def _text(path: str) -> str:
+    """The first MAX_SUMMARY_BYTES characters of a project file (empty when it cannot be read)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(MAX_SUMMARY_BYTES + 1)
+            return handle.read(MAX_SUMMARY_BYTES)
     except OSError:
         return ""
 

@@ -411,17 +411,7 @@ class ValueKinds:
         if isinstance(it, cst.Call) and last_name(it.func) in ("range", "trange"):
             return PY
         if loops.is_loader_expr(self.context, it):
-            target = loop.target
-            if (
-                isinstance(it, cst.Call)
-                and last_name(it.func) == "enumerate"
-                and isinstance(target, (cst.Tuple, cst.List))
-                and target.elements
-                and isinstance(target.elements[0].value, cst.Name)
-                and target.elements[0].value.value == name
-            ):
-                return PY
-            return CPU
+            return PY if name in loops.loop_counters(loop) else CPU  # `i` of `for i, batch in enumerate(loader)`
         # `for target, output in zip(targets, outputs)`: an element of a host batch is on the host
         if isinstance(it, cst.Call) and last_name(it.func) == "zip" and isinstance(loop.target, (cst.Tuple, cst.List)):
             args = it.args

@@ -265,12 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("tune", "test", "all"), default="tune")
     parser.add_argument("--corpus", type=Path, default=HERE / "corpus", help="materialised repositories")
+    parser.add_argument("--repo", action="append", default=[], metavar="TEXT",
+                        help="score only repositories whose owner/name contains TEXT (repeatable)")
     parser.add_argument("--show-unjudged", action="store_true", help="list every unjudged finding")
     parser.add_argument("--show-errors", metavar="FAMILY", nargs="?", const="all",
                         help="list the misses and false positives that stand, of one family (A..E, other) or all")
     args = parser.parse_args(argv)
 
     repos = [r for r in read_repos(HERE) if args.split in ("all", r["split"])]
+    if args.repo:
+        repos = [r for r in repos if any(text in r["repo"] for text in args.repo)]
     labels = read_labels(HERE, {r["repo"]: r["commit"] for r in read_repos(HERE)})
     findings: list[Finding] = []
     scored: set[str] = set()

@@ -107,6 +107,59 @@ def test_tl802_silent_when_accelerate_prepares_the_model() -> None:
     assert findings(only_imported, ["TL802"]) == [(5, "TL802")]
 
 
+def test_tl802_silent_on_the_cpu_branch_of_a_cuda_check() -> None:
+    code = """
+    import torch
+
+    if torch.cuda.is_available():
+        model = torch.nn.DataParallel(model).cuda()
+    else:
+        model = torch.nn.DataParallel(model)
+    if not torch.cuda.is_available():
+        other = torch.nn.DataParallel(other)
+    else:
+        other = torch.nn.DataParallel(other).cuda()
+    """
+    assert findings(code, ["TL802"]) == [(5, "TL802"), (11, "TL802")]
+
+
+def test_tl802_silent_when_a_copy_is_wrapped_like_the_callers_model() -> None:
+    code = """
+    import copy
+    import torch.nn as nn
+
+    def ema_copy(module):
+        if isinstance(module, nn.DataParallel):
+            inner = copy.deepcopy(module.module)
+            return nn.DataParallel(inner)
+        return copy.deepcopy(module)
+
+    def wrap(module, gpus):
+        if len(gpus) > 1:
+            module = nn.DataParallel(module, device_ids=gpus)
+        return module
+    """
+    assert findings(code, ["TL802"]) == [(13, "TL802")]
+
+
+def test_tl802_silent_when_every_loader_of_the_file_batches_one_sample() -> None:
+    one = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    test_loader = DataLoader(test_set, batch_size=1, num_workers=4)
+    viewer = DataLoader(images)
+    model = torch.nn.DataParallel(model).cuda()
+    for image, label in test_loader:
+        output = model(image.cuda())
+    """
+    assert findings(one, ["TL802"]) == []
+    mixed = one.replace("DataLoader(images)", "DataLoader(images, batch_size=args.batch_size)")
+    assert findings(mixed, ["TL802"]) == [(7, "TL802")]
+    sampled = one.replace("DataLoader(images)", "DataLoader(images, batch_sampler=sampler)")
+    assert findings(sampled, ["TL802"]) == [(7, "TL802")]
+
+
 # -- TL801 ---------------------------------------------------------------------------------------
 
 _AMP = """\

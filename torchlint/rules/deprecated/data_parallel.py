@@ -69,7 +69,10 @@ class DataParallel(Rule):
         "(`Accelerator().prepare(...)`); a call under a guard that is always false "
         "(`multi_gpu = False` ... `if multi_gpu:`); a model wrapped in an `if __name__ == \"__main__\":` block "
         "with no loop (to convert or save weights); and a wrapped model that is only ever given one sample "
-        "(`model(img.unsqueeze(0))`), which DataParallel runs on a single replica anyway."
+        "(`model(img.unsqueeze(0))`), which DataParallel runs on a single replica anyway, as in a file whose "
+        "every DataLoader batches one sample; the CPU branch of `if torch.cuda.is_available():`; and a copy "
+        "wrapped under `if isinstance(model, nn.DataParallel):` (an EMA copy), where the choice was made, and is "
+        "reported, where the model was first wrapped."
     )
     fix_safety = FixSafety.NONE
     fix_notes = "No autofix: moving to DistributedDataParallel changes how the program is launched and how data is split."
@@ -104,8 +107,53 @@ class DataParallel(Rule):
             # `accelerate` wrap the model): the message would tell its author nothing new.
             return
         for call in self.candidates:
-            if not (self._dead(call) or self._wraps_once(call) or self._one_sample_at_a_time(call)):
+            if not (
+                self._dead(call)
+                or self._wraps_once(call)
+                or self._one_sample_at_a_time(call)
+                or self._rewraps(call)
+                or self._without_cuda(call)
+                or self._single_sample_loaders()
+            ):
                 self.report(call)
+
+    def _rewraps(self, call: cst.Call) -> bool:
+        """Under `if isinstance(module, nn.DataParallel):`: a copy is wrapped the way the caller's model already
+        was (an EMA copy, a clone); the choice was made, and is reported, where the caller wrapped it."""
+        for ancestor in self.context.ancestors(call):
+            if isinstance(ancestor, cst.If) and any(
+                isinstance(n, cst.Call) and last_name(n.func) == "isinstance" and "DataParallel" in self.context.code(n)
+                for n in (ancestor.test, *descendants(ancestor.test))
+            ):
+                return True
+        return False
+
+    def _without_cuda(self, call: cst.Call) -> bool:
+        """The `else:` of `if torch.cuda.is_available():` (or the body of `if not ...`): the CPU fallback, where
+        DataParallel runs the module as is."""
+        child: cst.CSTNode = call
+        for ancestor in self.context.ancestors(call):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.If):
+                test = ancestor.test
+                negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+                if negated:
+                    test = test.expression  # type: ignore[attr-defined]
+                asks_cuda = isinstance(test, cst.Call) and self.context.qualname(test) == "torch.cuda.is_available"
+                if asks_cuda and (child is ancestor.body) == negated:
+                    return True
+            child = ancestor
+        return False
+
+    def _single_sample_loaders(self) -> bool:
+        """Every DataLoader of the file batches one sample (`batch_size=1`, or no batch size at all): each
+        forward gets a batch of one, which DataParallel runs on a single replica."""
+        loaders = [
+            n for n in descendants(self.context.module)
+            if isinstance(n, cst.Call) and self.context.qualname(n) == "torch.utils.data.DataLoader"
+        ]
+        return bool(loaders) and all(_batch_of_one(self.context, loader) for loader in loaders)
 
     def _wraps_once(self, call: cst.Call) -> bool:
         """In an `if __name__ == "__main__":` block with no loop: the model is wrapped to save or convert
@@ -212,6 +260,16 @@ def _one_sample(context, expr: cst.BaseExpression, _depth: int = 0) -> bool:
             _one_sample(context, v, _depth + 1) or _moves(v, expr.value) for v in values  # type: ignore[arg-type]
         )
     return False
+
+
+def _batch_of_one(context, loader: cst.Call) -> bool:
+    """A DataLoader call whose batch size is the literal 1 or the default (1), with no batch sampler."""
+    keywords = {a.keyword.value: a.value for a in loader.args if a.keyword is not None}
+    if any(a.star for a in loader.args) or "batch_sampler" in keywords:
+        return False
+    positional = [a.value for a in loader.args if a.keyword is None]
+    size = keywords.get("batch_size", positional[1] if len(positional) > 1 else None)
+    return size is None or context.literal(size) == 1
 
 
 def _moves(value: cst.BaseExpression, name: str) -> bool:

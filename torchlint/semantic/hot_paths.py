@@ -13,7 +13,7 @@ is on a **hot path** when one of these holds:
    a transform);
 4. it is in a function that works on the batch it is given: the size or the device of what it builds
    comes from a tensor (`x.shape`, `x.size(0)`, `x.device`, or a name assigned from one), as in a
-   helper that builds a mask for each batch. `__init__` of a module class is not one: it runs once;
+   helper that builds a mask for each batch. A constructor (`__init__`) is not one: it runs once per object;
 5. it is in a function of this file that is called from a hot path (1-4, any depth).
 
 Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__main__` block) is not on a
@@ -32,7 +32,6 @@ import libcst as cst
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function
-from torchlint.semantic.objects import objects
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -85,7 +84,7 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
     function = context.enclosing_function(node)
     if function is None:
         return False
-    if data and not _is_module_init(context, function) and any(_from_batch(context, e, function) for e in data):
+    if data and function.name.value != "__init__" and any(_from_batch(context, e, function) for e in data):
         return True
     return _function_is_hot(context, function)
 
@@ -121,13 +120,6 @@ def _is_per_call_method(context: "Context", function: cst.FunctionDef) -> bool:
     if not _PER_CALL_METHODS.match(function.name.value):
         return False
     return isinstance(context.parent(context.parent(function) or function), cst.ClassDef)
-
-
-def _is_module_init(context: "Context", function: cst.FunctionDef) -> bool:
-    if function.name.value != "__init__":
-        return False
-    cls = context.enclosing(function, cst.ClassDef)
-    return cls is not None and objects(context).is_module_class(cls)  # type: ignore[arg-type]
 
 
 def _from_batch(context: "Context", expr: cst.BaseExpression, function: cst.FunctionDef, _depth: int = 0) -> bool:

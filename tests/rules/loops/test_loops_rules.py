@@ -245,21 +245,35 @@ def test_tl402_conditional_expression() -> None:
 def test_tl403_fix_keeps_parentheses_and_skips_requires_grad() -> None:
     source = """
     import torch
-    a = torch.ones(3)
-    b = torch.tensor(a + 1)
-    c = torch.tensor(a, requires_grad=True)
-    d = torch.tensor(a, device="cuda")
+    def build():
+        a = torch.ones(3)
+        b = torch.tensor(a + 1)
+        c = torch.tensor(a, requires_grad=True)
+        d = torch.tensor(a, device="cuda")
     """
-    assert lines("TL403", source) == [4, 5, 6]
+    assert lines("TL403", source) == [5, 6, 7]
     assert fixed("TL403", source) == textwrap.dedent(
         """
     import torch
-    a = torch.ones(3)
-    b = (a + 1).detach().clone()
-    c = torch.tensor(a, requires_grad=True)
-    d = a.detach().to(device="cuda", copy=True)
+    def build():
+        a = torch.ones(3)
+        b = (a + 1).detach().clone()
+        c = torch.tensor(a, requires_grad=True)
+        d = a.detach().to(device="cuda", copy=True)
     """
     )
+
+
+def test_tl403_silent_at_the_top_level_outside_loops() -> None:
+    source = """
+    import torch
+    losses = []
+    for epoch in range(3):
+        losses.append(torch.ones(1))
+        so_far = torch.tensor(losses)
+    curve = torch.tensor(losses)
+    """
+    assert lines("TL403", source) == [6]
 
 
 def test_tl403_python_numbers_and_unknown_values_stay_silent() -> None:

@@ -40,24 +40,29 @@ class TensorFromTensors(Rule):
         "sourceTensor.detach().clone()\"."
     )
     bad = (
-        "losses = []\n"
-        "for x, y in loader:\n"
-        "    losses.append(F.cross_entropy(model(x), y))\n"
-        "mean_loss = torch.tensor(losses).mean()\n\n"
-        "weights = torch.tensor(torch.ones(10) / 10)\n"
+        "def evaluate(model, loader):\n"
+        "    losses = []\n"
+        "    for x, y in loader:\n"
+        "        losses.append(F.cross_entropy(model(x), y))\n"
+        "    return torch.tensor(losses).mean()\n\n"
+        "def uniform(n):\n"
+        "    return torch.tensor(torch.ones(n) / n)\n"
     )
     good = (
-        "losses = []\n"
-        "for x, y in loader:\n"
-        "    losses.append(F.cross_entropy(model(x), y).detach())\n"
-        "mean_loss = torch.stack(losses).mean()\n\n"
-        "weights = (torch.ones(10) / 10).detach().clone()\n"
+        "def evaluate(model, loader):\n"
+        "    losses = []\n"
+        "    for x, y in loader:\n"
+        "        losses.append(F.cross_entropy(model(x), y).detach())\n"
+        "    return torch.stack(losses).mean()\n\n"
+        "def uniform(n):\n"
+        "    return (torch.ones(n) / n).detach().clone()\n"
     )
     false_positives = (
         "The rule fires only when every element is certainly a tensor (a torch call, a tensor method of one, a "
         "name bound once to one). `torch.tensor` moves the result to the CPU and re-infers the dtype, while "
         "`torch.stack` keeps both: add `.cpu()` or `.to(dtype)` where the old behaviour is needed. A list of "
-        "Python numbers (`loss.item()` appended) is not reported."
+        "Python numbers (`loss.item()` appended) is not reported, nor is a top-level statement of a script or "
+        "notebook outside any loop (it runs once: converting the losses for a plot after training)."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (
@@ -82,7 +87,7 @@ class TensorFromTensors(Rule):
         if qualname not in ("torch.tensor", "torch.Tensor"):
             return
         data = argument(node, "data", 0)
-        if data is None or data.star:
+        if data is None or data.star or self._once_at_module_level(node):
             return
         value = data.value
         if qualname == "torch.Tensor":
@@ -104,6 +109,11 @@ class TensorFromTensors(Rule):
             bound = self.context.assigned_value(value)
             if isinstance(bound, (cst.List, cst.Tuple)) and self._appended_tensors(value, bound):
                 self.report(node)
+
+    def _once_at_module_level(self, node: cst.Call) -> bool:
+        """A script's or notebook's top-level statement outside any loop runs once (a plot of the losses after
+        training): converting element by element there costs nothing worth a finding."""
+        return not any(isinstance(a, (cst.FunctionDef, cst.Lambda, cst.For, cst.While)) for a in self.context.ancestors(node))
 
     def _appended_tensors(self, name: cst.Name, bound: "cst.List | cst.Tuple") -> bool:
         """Every element of the list `name` (written in its literal or appended later) is a tensor."""

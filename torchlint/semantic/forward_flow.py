@@ -47,6 +47,7 @@ _COLLECTING = frozenset({"append", "extend", "insert", "add", "update", "put", "
 _BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward", "grad", "vjp"})
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 Trains = Callable[[cst.Call], bool]
 
@@ -69,6 +70,8 @@ class _Flow:
             return True
         if isinstance(expr, cst.Name):
             return expr.value in held
+        if isinstance(expr, _COMPREHENSIONS):
+            return self._comprehension_live(expr, held)
         if self.values:
             if isinstance(expr, _SCOPES):
                 return False
@@ -97,6 +100,20 @@ class _Flow:
         if isinstance(expr, _SCOPES):
             return False
         return any(self.live(child, held) for child in semantic_children(expr))
+
+    def _comprehension_live(self, expr: cst.CSTNode, held: set[str]) -> bool:
+        """A comprehension carries the graph when what it iterates does, or its element reads a name that holds
+        it (its own loop names hide outer ones: `[env.sample() for _ in range(n)]` reads no outer `_`)."""
+        bound: set[str] = set()
+        comp: Optional[cst.CompFor] = expr.for_in  # type: ignore[attr-defined]
+        while comp is not None:
+            if self.live(comp.iter, held - bound):
+                return True
+            bound |= _target_names(comp.target)
+            comp = comp.inner_for_in
+        inner = held - bound
+        parts = (expr.key, expr.value) if isinstance(expr, cst.DictComp) else (expr.elt,)  # type: ignore[attr-defined]
+        return any(self.live(part, inner) for part in parts)
 
     def _events(self, node: cst.CSTNode, held: set[str]) -> None:
         """Backward passes, collections and closures reached inside one statement's expressions."""

@@ -23,11 +23,11 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow
+from torchlint.semantic import forward_flow, network_methods
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
-from torchlint.semantic.modules import is_model_like, is_network_callee
+from torchlint.semantic.modules import is_model_like, is_network_callee, names_an_action
 from torchlint.semantic.objects import MODULE, objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
@@ -45,6 +45,9 @@ _HOOK_SUFFIXES = ("_step", "_step_end", "_epoch_end", "_batch_end")
 _FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
 # `owner.parameters(` / `owner.named_parameters(`, owner a dotted name that starts the expression
 _PARAMETERS_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)\s*\.\s*(?:named_)?parameters\s*\(")
+
+# `owner.eval(`, `owner.load_state_dict(`: only a module has an eval mode and a state dict
+_MODE_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)\s*\.\s*(?:eval|load_state_dict)\s*\(")
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 
@@ -120,6 +123,8 @@ class FileFacts:
         self._covered: Optional[set[str]] = None
         self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
         self._network_calls: dict[cst.Call, bool] = {}
+        self._method_calls: dict[tuple[cst.Call, str], bool] = {}
+        self._mode_owners: Optional[set[str]] = None
         self._parameter_owners: Optional[set[str]] = None
         self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
@@ -356,19 +361,58 @@ class FileFacts:
     def is_network_call(self, call: CallFact) -> bool:
         found = self._network_calls.get(call.node)
         if found is None:
+            self._network_calls[call.node] = False  # guards cycles through methods that call each other
             found = self._network_calls[call.node] = self._is_network_call(call)
         return found
 
+    def network_of(self, call: CallFact) -> Optional[str]:
+        """The network a forward-pass call runs: `net` for `net(x)`, `net.forward(x)` and a method that runs
+        it (`net.get_action(x)`, `network_methods`), the callee itself otherwise (`net.encoder(x)`)."""
+        callee = call.callee
+        if callee is None:
+            return None
+        if callee.endswith(".forward"):
+            return callee[: -len(".forward")]
+        if self.method_network(call):
+            return callee.rsplit(".", 1)[0]
+        return callee
+
+    def method_network(self, call: CallFact) -> bool:
+        """`call` is `receiver.method(...)` whose method runs the receiver network (`network_methods`)."""
+        func = call.node.func
+        if not isinstance(func, cst.Attribute) or _FORWARD_METHODS.match(func.attr.value):
+            return False
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+            return False  # a method of this class: judged as a helper of its own
+        key = (call.node, "method")
+        if key not in self._method_calls:
+            self._method_calls[key] = bool(network_methods.runs_network(self, call, self.is_network_receiver))
+        return self._method_calls[key]
+
+    def is_network_receiver(self, text: str, expr: cst.BaseExpression) -> bool:
+        """`expr` (written `text`) holds a network: a module by its binding, an owner of parameters or of a
+        eval mode or a state dict (`agent.eval()`, `agent.load_state_dict(...)`), or a network by its name and owner."""
+        if objects(self.context).kind(expr) == MODULE or self.has_parameters(text):
+            return True
+        if self._mode_owners is None:
+            self._mode_owners = {re.sub(r"\s+", "", owner) for owner in _MODE_OF.findall(self.context.source.text)}
+        return text in self._mode_owners or (is_model_like(text) and is_network_callee(text))
+
     def _is_network_call(self, call: CallFact) -> bool:
         """`call` runs a network's forward pass that records a graph (a module by its binding, or a network by
-        its name and owner); not a constructor, an imported function, a function of this file or a network
-        whose parameters are frozen."""
+        its name and owner, or a method of one that runs it); not a constructor, an imported function, a
+        function of this file or a network whose parameters are frozen."""
         callee = call.callee
         if callee is None or not call.node.args or self.context.qualname(call.node.func) is not None:
             return False  # not a name, no input (`dqn.update_target_net()`), or an imported function
+        if self.method_network(call):
+            return not self.is_frozen(callee.rsplit(".", 1)[0])
         base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
         if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
             return False  # a function of this file, or a network whose parameters are frozen (no graph)
+        if names_an_action(base):
+            return False  # `callbacks.set_model(self)`: named for what it does to a network
         func = call.node.func
         if base != callee and isinstance(func, cst.Attribute):  # `net.forward(x)`: is `net` a network?
             return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
@@ -674,13 +718,27 @@ class FileFacts:
                 continue
             yield call_node, target, order, stop
 
+    def forward_calls(self, scope: ScopeFacts, target: str) -> Iterator[CallFact]:
+        """Calls `target(...)`, `target.forward(...)`, `target.forward_features(...)` and methods of
+        `target` that run it (`target.get_action(...)`) in `scope`."""
+        for call in scope.calls:
+            callee = call.callee
+            if callee is None:
+                continue
+            if callee == target:
+                yield call
+            elif callee.startswith(target + "."):
+                rest = callee[len(target) + 1:]
+                if _FORWARD_METHODS.match(rest) or ("." not in rest and self.method_network(call)):
+                    yield call
+
     def eval_forwards(self, scope: ScopeFacts) -> list[tuple[CallFact, str]]:
         """Forward calls of a module after its `.eval()` in the same function (not re-enabled by `.train()`)."""
         found = []
         for call_node, target, order in self.mode_evals(scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
-            for call in forward_calls(scope, target):
+            for call in self.forward_calls(scope, target):
                 if order < call.order < stop and not call.covered:
                     found.append((call, target))
         return found
@@ -818,15 +876,3 @@ def _project_call_sites(context: Context, scope: ScopeFacts) -> list:
     if scope.parent is not None and isinstance(scope.parent.node, cst.Module):
         return list(project.call_sites(path, scope.name))
     return []
-
-
-def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:
-    """Calls `target(...)`, `target.forward(...)`, `target.forward_features(...)` in `scope`."""
-    for call in scope.calls:
-        callee = call.callee
-        if callee is None:
-            continue
-        if callee == target:
-            yield call
-        elif callee.startswith(target + ".") and _FORWARD_METHODS.match(callee[len(target) + 1:]):
-            yield call

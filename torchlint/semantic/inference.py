@@ -67,15 +67,20 @@ def named_entry_point(facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str
         callee = call.callee
         if not callee or call.covered:
             continue
-        base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
-        if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
-            continue
-        if not is_network_callee(base):
-            continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
-        if context.qualname(call.node.func) is not None or facts.is_frozen(base):
-            continue  # an imported function (a model constructor), not a forward pass
-        if _callable_default(context, func, base.split(".")[0]):
-            continue
+        if facts.method_network(call):  # `model.predict(...)`, `agent.get_action(...)`
+            base = callee.rsplit(".", 1)[0]
+            if facts.is_frozen(base):
+                continue
+        else:
+            base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
+            if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
+                continue
+            if not is_network_callee(base):
+                continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
+            if context.qualname(call.node.func) is not None or facts.is_frozen(base):
+                continue  # an imported function (a model constructor), not a forward pass
+            if _callable_default(context, func, base.split(".")[0]):
+                continue
         if call.loops:
             return base, _forwards(facts, scope, call)
         if strength == 2:
@@ -136,7 +141,7 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         if not training and not call.loops:
             continue
-        if facts.detached_result(call.node) is not None and not facts.has_parameters(call.callee or ""):
+        if facts.detached_result(call.node) is not None and not facts.has_parameters(facts.network_of(call) or ""):
             continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
         if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
             continue

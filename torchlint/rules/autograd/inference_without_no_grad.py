@@ -20,7 +20,6 @@ from torchlint.semantic.grad_mode import (
     CallFact,
     FileFacts,
     ScopeFacts,
-    forward_calls,
 )
 
 _TL301_GATE = re.compile(
@@ -188,7 +187,7 @@ class InferenceWithoutNoGrad(GradRule):
         for call_node, target, order, stop in facts.inference_segments(scope):
             loops = []
             single = []
-            for call in forward_calls(scope, target):
+            for call in facts.forward_calls(scope, target):
                 if not (order < call.order < stop) or call.covered:
                     continue
                 judged.add(call.node)
@@ -253,7 +252,7 @@ class InferenceWithoutNoGrad(GradRule):
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
         judged: set[cst.Call] = set()
         for call_node, target, order, stop in facts.inference_segments(scope):
-            forwards = [c for c in forward_calls(scope, target) if order < c.order < stop and not c.covered]
+            forwards = [c for c in facts.forward_calls(scope, target) if order < c.order < stop and not c.covered]
             if not forwards:
                 continue
             judged.update(c.node for c in forwards)

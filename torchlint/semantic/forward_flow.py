@@ -54,9 +54,11 @@ Trains = Callable[[cst.Call], bool]
 
 class _Flow:
     def __init__(
-        self, scope: cst.CSTNode, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False
+        self, scope: cst.CSTNode, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False,
+        dead: frozenset = frozenset(),
     ) -> None:
         self.seed = seed
+        self.dead = dead  # blocks that never run (an `if train:` body when the flag is off)
         self.path = _path_to(scope, seed)  # the statements (and blocks) that hold the forward pass
         self.values = values  # follow the values themselves, through reads that drop the graph
         self.trains = trains  # a call of a function that trains on what it is given
@@ -165,7 +167,7 @@ class _Flow:
         return held
 
     def body(self, node: Optional[cst.CSTNode], held: set[str]) -> set[str]:
-        if node is None:
+        if node is None or node in self.dead:
             return held
         if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
             return self.block(node.body, held)
@@ -312,12 +314,14 @@ def result_reaches(
     call: cst.Call,
     trains: Trains = lambda call: False,
     opaque: Trains = lambda call: False,
+    dead: frozenset = frozenset(),
 ) -> set[str]:
     """Where the result of `call` (a forward pass in `scope`, a function or the module's top level) goes:
     a subset of {BACKWARD, RETURNED, STORED}; empty when only host values, metrics and logs see it.
     `trains`: a call of a function known to train on what it is given; `opaque`: a call statement whose
-    code may train on what it is given, out of sight (the result then counts as STORED)."""
-    flow = _Flow(scope, call, trains, opaque)
+    code may train on what it is given, out of sight (the result then counts as STORED); `dead`: blocks
+    (an `if`'s body or `else`) that do not run."""
+    flow = _Flow(scope, call, trains, opaque, dead=dead)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
     flow.block(statements, set())

@@ -128,7 +128,7 @@ class FileFacts:
         self._parameter_owners: Optional[set[str]] = None
         self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
-        self._reached: dict[tuple[cst.Call, bool], frozenset[str]] = {}  # where a forward's result goes, here
+        self._reached: dict[tuple[cst.Call, bool, frozenset], frozenset[str]] = {}  # where a forward's result goes, here
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -451,16 +451,17 @@ class FileFacts:
         return None
 
     def result_reaches(
-        self, scope: ScopeFacts, node: cst.Call, follow_callers: bool = True, depth: int = 0, strict: bool = False
+        self, scope: ScopeFacts, node: cst.Call, follow_callers: bool = True, depth: int = 0, strict: bool = False,
+        dead: frozenset = frozenset(),
     ) -> set[str]:
         """Where the result of the forward pass `node` in `scope` goes (`forward_flow`): a result returned
         by a function is followed into its callers (in any file); BACKWARD when one of them, or a caller we
         cannot see, may backpropagate through it. `strict`: handing it to a call of unknown code counts as
-        storing it."""
-        key = (node, strict)
+        storing it; `dead`: blocks of `scope` that do not run."""
+        key = (node, strict, dead)
         if key not in self._reached:
             self._reached[key] = frozenset(forward_flow.result_reaches(
-                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque
+                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque, dead
             ))
         reached = set(self._reached[key])
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
@@ -564,6 +565,10 @@ class FileFacts:
         """What the forward pass `node` computes ends in a figure or an image file (it draws a picture)."""
         return forward_flow.values_plotted(scope.node, node)
 
+    def runs_training(self, call: cst.Call) -> bool:
+        """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
+        return self._trains(call)
+
     def _trains(self, call: cst.Call) -> bool:
         """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
         function = called_function(self.context, call)
@@ -611,15 +616,35 @@ class FileFacts:
         is in no loop of its function, and the function is the module's top level (a script, a notebook, a
         `__main__` block) or is called, in this file or in the files that import it, only from code that runs
         once itself. A function nobody is seen calling, or one handed around as a value, may run any number
-        of times."""
+        of times. A loop that builds the network afresh on every trip repeats whole runs (seeds, folds, trials:
+        `for _ in range(50): clf = LogReg(...); <train it>; clf(test_x)`): a forward pass once per trip of it
+        runs once per run."""
         if call is not None and call.loops:
-            return False
+            network = self.network_of(call) if depth == 0 else None
+            if network is None or not all(self._rebuilds(loop, network) for loop in call.loops):
+                return False
         if isinstance(scope.node, cst.Module):
             return True
         if depth >= 4 or scope.yields or self.passed_as_value(scope) or _framework_decorated(scope):
             return False
         sites = self.call_sites(scope)
         return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
+
+    def _rebuilds(self, loop: cst.CSTNode, network: str) -> bool:
+        """The body of `loop` assigns `network` a newly built module (`clf = LogReg(64, 2)`, `net = Net().cuda()`)."""
+        body = getattr(loop, "body", None)
+        if body is None:
+            return False
+        for node in descendants(body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and self.context.code(node.targets[0].target) == network:
+                value = node.value
+                while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODE_CHAIN:
+                    value = value.func.value
+                if isinstance(value, cst.Call) and (
+                    objects(self.context).kind(value) == MODULE or (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper()
+                ):
+                    return True
+        return False
 
     def called_in_loop(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """Some caller of the function (in any file) calls it inside a loop, on every trip (not behind a

@@ -16,6 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
+from torchlint.semantic import switched_training
 from torchlint.semantic.forward_flow import RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated
@@ -151,6 +152,22 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         found.append(call)
     return found
+
+
+def switched_off_calls(facts: FileFacts, scope: ScopeFacts) -> list[tuple[CallFact, ScopeFacts]]:
+    """Calls in `scope` of a function that trains only under a flag the call turns off
+    (`run_epoch(..., train=False)`), each with the function it runs (`switched_training`)."""
+    found = []
+    for call in scope.calls:
+        function = switched_training.evaluating_call(facts, scope, call)
+        if function is not None:
+            found.append((call, function))
+    return found
+
+
+def trains_elsewhere(facts: FileFacts, scope: ScopeFacts, besides: set[cst.Call]) -> bool:
+    """`scope` trains, or calls (other than `besides`) a function of this file that trains."""
+    return bool(scope.training) or any(c.node not in besides and facts.runs_training(c.node) for c in scope.calls)
 
 
 def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:

@@ -91,6 +91,7 @@ class ScopeFacts:
     grad_off_withs: list[cst.With] = field(default_factory=list)
     set_grad_false: list[int] = field(default_factory=list)  # orders of bare set_grad_enabled(False) calls
     training: list[int] = field(default_factory=list)  # orders of backward/step/autograd.grad/requires_grad
+    input_grads: bool = False  # asks for gradients of its own tensors (requires_grad, autograd.grad): attacks, maps
     host: bool = False  # .item()/.cpu()/.numpy()/.tolist()
     evals: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.eval() / T.train(False)
     trains: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.train() / T.train(True)
@@ -125,6 +126,7 @@ class FileFacts:
         self._network_calls: dict[cst.Call, bool] = {}
         self._method_calls: dict[tuple[cst.Call, str], bool] = {}
         self._mode_owners: Optional[set[str]] = None
+        self._training_orders: dict[cst.CSTNode, list[int]] = {}
         self._parameter_owners: Optional[set[str]] = None
         self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
@@ -232,6 +234,8 @@ class FileFacts:
     def enter_attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in ("requires_grad", "grad", "retain_grad", "register_hook"):
             self.scope.training.append(self.tick(node))
+            if node.attr.value == "requires_grad":
+                self.scope.input_grads = True
 
     def enter_yield(self, node: cst.CSTNode) -> None:
         self.scope.yields = True
@@ -294,6 +298,7 @@ class FileFacts:
             name = qualname(func) or ""
             if name.startswith("torch.autograd") or name.startswith("torch.func"):
                 scope.training.append(order)
+                scope.input_grads = True
         elif last in _HOST_METHODS and isinstance(func, cst.Attribute):
             scope.host = True
         elif last == "enable_grad":
@@ -307,6 +312,8 @@ class FileFacts:
         if last == "requires_grad_" and isinstance(func, cst.Attribute):
             if node.args and self.context.literal(node.args[0].value) is False:
                 self.frozen.add(strip_mode_calls(self.context.code(func.value)))
+            else:
+                scope.input_grads = True
         if isinstance(func, cst.Attribute) and last in ("eval", "train"):
             target = self.context.code(func.value)
             args = node.args
@@ -565,6 +572,14 @@ class FileFacts:
         """What the forward pass `node` computes ends in a figure or an image file (it draws a picture)."""
         return forward_flow.values_plotted(scope.node, node)
 
+    def training_orders(self, scope: ScopeFacts) -> list[int]:
+        """Where `scope` trains: its own training signs and its calls of functions of this file that train
+        (`train_one_epoch(...)`, an attack that asks for input gradients)."""
+        if scope.node not in self._training_orders:
+            through = [c.order for c in scope.calls if self._trains(c.node)]
+            self._training_orders[scope.node] = sorted((*scope.training, *through))
+        return self._training_orders[scope.node]
+
     def runs_training(self, call: cst.Call) -> bool:
         """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
         return self._trains(call)
@@ -737,7 +752,7 @@ class FileFacts:
         for call_node, target, order in self.mode_evals(scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
-            if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
+            if any(order < o < stop for o in self.training_orders(scope)) or any(order < o < stop for o in scope.grad_off):
                 continue
             if any(order < o < stop for _, _, o in scope.mode_unknown):
                 continue

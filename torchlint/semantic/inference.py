@@ -131,7 +131,9 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
     reach a backward pass, are not returned, stored or handed to code out of sight, and that run repeatedly:
     a periodic test pass on the GPU between training steps, an inference loop of a script. `judged`: calls
     already judged as part of an evaluation after `.eval()`."""
-    training = bool(scope.training)
+    training = bool(facts.training_orders(scope))
+    if scope.input_grads:
+        return []  # gradients of its own tensors (an attack, a saliency map): which forward needs grad is subtle
     if training and not facts.stepped_before(scope, scope.end + 1):
         return []  # no backward pass or optimizer step here: the training happens where we cannot see it
     if training and not accelerator:
@@ -168,6 +170,15 @@ def switched_off_calls(facts: FileFacts, scope: ScopeFacts) -> list[tuple[CallFa
 def trains_elsewhere(facts: FileFacts, scope: ScopeFacts, besides: set[cst.Call]) -> bool:
     """`scope` trains, or calls (other than `besides`) a function of this file that trains."""
     return bool(scope.training) or any(c.node not in besides and facts.runs_training(c.node) for c in scope.calls)
+
+
+def returned_to_training(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """A forward pass's result is returned, and a caller we can see backpropagates through it or stores it
+    (`out = predict(model, x); loss = criterion(out, y); loss.backward()`)."""
+    returned = [c for c in forwards if RETURNED in facts.result_reaches(scope, c.node, follow_callers=False)]
+    if not returned or not facts.call_sites(scope):
+        return False
+    return any(facts.result_reaches(scope, c.node) for c in returned)
 
 
 def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:

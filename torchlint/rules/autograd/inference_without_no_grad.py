@@ -138,7 +138,7 @@ class InferenceWithoutNoGrad(GradRule):
             return
         if self._switched(facts, scope, torch_name):
             return
-        if scope.training:
+        if facts.training_orders(scope):  # it trains, itself or through a function it calls
             judged = self._segments(facts, scope, torch_name)
             self._unused_forwards(facts, scope, torch_name, judged)
             return
@@ -156,8 +156,8 @@ class InferenceWithoutNoGrad(GradRule):
                 if flow is None:
                     return
                 what, forwards = flow
-        if inference.feeds_training(facts, scope, forwards):
-            return  # whatever the names say, a result is trained on here or stored for code that may
+        if inference.feeds_training(facts, scope, forwards) or inference.returned_to_training(facts, scope, forwards):
+            return  # whatever the names say, a result is trained on (here or by a caller) or stored
         if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = self._decorator_fix(facts, scope, torch_name)
@@ -311,7 +311,7 @@ class InferenceWithoutNoGrad(GradRule):
         inside = [facts.orders[n] for s in statements for n in (s, *all_descendants(s)) if n in facts.orders]
         if inside:
             low, high = min(inside), max(inside)
-            if any(low <= o <= high for o in (*scope.training, *scope.grad_off)):
+            if any(low <= o <= high for o in (*facts.training_orders(scope), *scope.grad_off)):
                 return None
         changes = wrap_statements(statements, self.context, torch_name)
         if not changes:

@@ -27,7 +27,7 @@ from torchlint.semantic import forward_flow, network_methods
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
-from torchlint.semantic.modules import is_model_like, is_network_callee, names_an_action
+from torchlint.semantic.modules import is_model_like, is_network_callee, names_a_network_plainly, names_an_action
 from torchlint.semantic.objects import MODULE, objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
@@ -48,6 +48,9 @@ _PARAMETERS_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)
 
 # `owner.eval(`, `owner.load_state_dict(`: only a module has an eval mode and a state dict
 _MODE_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)\s*\.\s*(?:eval|load_state_dict)\s*\(")
+
+# Calls that take gradients (recorded as training when they come from torch.autograd / torch.func).
+_GRADIENT_CALLS = frozenset({"grad", "vjp", "jvp", "jacobian", "hessian"})
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 
@@ -398,13 +401,13 @@ class FileFacts:
         return self._method_calls[key]
 
     def is_network_receiver(self, text: str, expr: cst.BaseExpression) -> bool:
-        """`expr` (written `text`) holds a network: a module by its binding, an owner of parameters or of a
-        eval mode or a state dict (`agent.eval()`, `agent.load_state_dict(...)`), or a network by its name and owner."""
+        """`expr` (written `text`) holds a network: a module by its binding, an owner of parameters, of an eval
+        mode or of a state dict (`agent.eval()`, `agent.load_state_dict(...)`), or a name that says so plainly."""
         if objects(self.context).kind(expr) == MODULE or self.has_parameters(text):
             return True
         if self._mode_owners is None:
             self._mode_owners = {re.sub(r"\s+", "", owner) for owner in _MODE_OF.findall(self.context.source.text)}
-        return text in self._mode_owners or (is_model_like(text) and is_network_callee(text))
+        return text in self._mode_owners or names_a_network_plainly(text)
 
     def _is_network_call(self, call: CallFact) -> bool:
         """`call` runs a network's forward pass that records a graph (a module by its binding, or a network by
@@ -576,9 +579,30 @@ class FileFacts:
         """Where `scope` trains: its own training signs and its calls of functions of this file that train
         (`train_one_epoch(...)`, an attack that asks for input gradients)."""
         if scope.node not in self._training_orders:
-            through = [c.order for c in scope.calls if self._trains(c.node)]
+            self._training_orders[scope.node] = []  # guards recursion
+            through = []
+            for call in scope.calls:
+                function = called_function(self.context, call.node)
+                inner = self.by_node.get(function) if function is not None else None
+                if inner is not None and inner is not scope and self._steps(inner, 0):
+                    through.append(call.order)
             self._training_orders[scope.node] = sorted((*scope.training, *through))
         return self._training_orders[scope.node]
+
+    def _steps(self, scope: ScopeFacts, depth: int) -> bool:
+        """The function runs a backward pass, an optimizer step or `torch.autograd.grad`, itself or through
+        the functions of this file it calls (not a mere `requires_grad` flag on the tensors it builds)."""
+        for call in scope.calls:
+            if step_kind(self.context, call.node) in ("backward", "optimizer"):
+                return True
+            if call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
+                return True
+            if depth < 2:
+                function = called_function(self.context, call.node)
+                inner = self.by_node.get(function) if function is not None else None
+                if inner is not None and inner is not scope and self._steps(inner, depth + 1):
+                    return True
+        return False
 
     def runs_training(self, call: cst.Call) -> bool:
         """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""

@@ -17,7 +17,7 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.semantic import switched_training
-from torchlint.semantic.forward_flow import RETURNED
+from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated
 from torchlint.semantic.modules import (
@@ -99,6 +99,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     the function in a loop."""
     if not accelerator:
         return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
+    if scope.is_method and facts.is_module_class(scope.cls):
+        return None  # a network's own method (`get_action`): judged where it is called
     forwards: list[CallFact] = []
     what = None
     for call in scope.calls:
@@ -173,12 +175,12 @@ def trains_elsewhere(facts: FileFacts, scope: ScopeFacts, besides: set[cst.Call]
 
 
 def returned_to_training(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
-    """A forward pass's result is returned, and a caller we can see backpropagates through it or stores it
+    """A forward pass's result is returned, and a caller we can see backpropagates through it
     (`out = predict(model, x); loss = criterion(out, y); loss.backward()`)."""
     returned = [c for c in forwards if RETURNED in facts.result_reaches(scope, c.node, follow_callers=False)]
     if not returned or not facts.call_sites(scope):
         return False
-    return any(facts.result_reaches(scope, c.node) for c in returned)
+    return any(BACKWARD in facts.result_reaches(scope, c.node) for c in returned)
 
 
 def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:

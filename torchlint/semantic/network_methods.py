@@ -55,6 +55,8 @@ def runs_network(facts: "FileFacts", call: "CallFact", is_network: "callable") -
         found = False
     if found is not None:
         return found
+    if _built_by_library(facts.context, func.value):
+        return False  # `YOLO("yolov8n.pt").predict(...)`: the library decides about grad inside
     receiver = facts.context.code(func.value)
     return inference_named(name) and is_network(receiver, func.value)
 
@@ -74,6 +76,10 @@ def receiver_classes(facts: "FileFacts", expr: cst.BaseExpression) -> list[tuple
         for binding in context.lookup(expr) or ():
             if binding.kind == "assign" and binding.value is not None:
                 values.append(binding.value)
+            elif binding.kind == "param" and isinstance(binding.node, cst.Param) and binding.node.annotation is not None:
+                annotation = binding.node.annotation.annotation  # `decoder: Decoder`: as if built by `Decoder()`
+                if isinstance(annotation, cst.Name):
+                    values.append(cst.Call(func=annotation))
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         cls = context.enclosing(expr, cst.ClassDef)
         if cls is not None:
@@ -94,6 +100,21 @@ def receiver_classes(facts: "FileFacts", expr: cst.BaseExpression) -> list[tuple
             if isinstance(definition, cst.ClassDef):
                 found.append((origin[0].model.grad, definition))
     return found
+
+
+def _built_by_library(context, expr: cst.BaseExpression) -> bool:
+    """`expr` is a name bound to an object a library other than torch builds (`model = YOLO(path)`)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    for binding in context.lookup(expr) or ():
+        value = binding.value if binding.kind == "assign" else None
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
+            value = value.func.value
+        if isinstance(value, cst.Call):
+            qual = context.qualname(value)
+            if qual is not None and not qual.startswith("torch"):
+                return True
+    return False
 
 
 def _method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:

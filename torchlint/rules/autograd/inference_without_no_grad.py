@@ -311,7 +311,8 @@ class InferenceWithoutNoGrad(GradRule):
         inside = [facts.orders[n] for s in statements for n in (s, *all_descendants(s)) if n in facts.orders]
         if inside:
             low, high = min(inside), max(inside)
-            if any(low <= o <= high for o in (*facts.training_orders(scope), *scope.grad_off)):
+            wrapped = {c.order for c in forwards}  # (a call of a switched-off trainer is one of them)
+            if any(low <= o <= high and o not in wrapped for o in (*facts.training_orders(scope), *scope.grad_off)):
                 return None
         changes = wrap_statements(statements, self.context, torch_name)
         if not changes:

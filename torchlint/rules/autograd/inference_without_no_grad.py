@@ -7,11 +7,12 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace
+from torchlint.lint.rule import Fix, FixSafety, Replace
 from torchlint.rules.autograd._common import (
     FAMILY,
     GradRule,
     all_descendants,
+    decorator_fix,
     wrap_statements,
 )
 from torchlint.semantic import inference
@@ -65,7 +66,13 @@ class InferenceWithoutNoGrad(GradRule):
         "reaches host values (`.numpy()`, `.item()`, `.tolist()`), detached copies, metrics and logs, and is "
         "never returned to code that backpropagates through it (callers are followed into the files that import "
         "this one) is inference — an RL `select_action` run every environment step, an evaluation helper, a "
-        "validation pass of an experiment class, a periodic test pass between training steps. A function "
+        "validation pass of an experiment class, a periodic test pass between training steps, GAN samples saved "
+        "every epoch. A network run through a method of its own class counts like a call of the network: "
+        "`q_network.get_action(obs)`, `self.policy.sample(state)`, `decoder.decode_step(...)` (the method is read "
+        "in the class, in this file or a project module, and must run the module itself; a class that cannot be "
+        "found needs a network receiver and a method named for inference: `predict`, `sample`, `act`, `decode`). "
+        "A shared `run_epoch(..., train=True)` whose backward pass sits under `if train:` evaluates when called "
+        "with `train=False`: that call (or a function that only makes such calls) is reported. A function "
         "whose every caller, in any file, already runs it under no-grad is left alone."
     )
     bad = (
@@ -86,20 +93,23 @@ class InferenceWithoutNoGrad(GradRule):
         "    return correct / len(loader.dataset)\n"
     )
     false_positives = (
-        "Code that needs gradients without calling `.backward()` itself (saliency maps or adversarial examples "
-        "computed by a helper, outputs returned to a caller outside the project that trains on them), and "
+        "Code that needs gradients without calling `.backward()` itself (outputs returned to a caller outside the "
+        "project that trains on them; a `predict` whose callers in the project backpropagate is left alone), and "
         "functions run under `torch.no_grad()` by callers the rule cannot see (outside the linted project, or "
         "beyond the 16 importing files it reads; callers in the project's files are followed, so a sampling "
         "function every script calls under no-grad is left alone). The rule stays silent for Lightning "
         "/ MMEngine hooks (`validation_step`, `test_step`, `predict_step`, ...), which the framework already runs "
-        "without grad, for Hugging Face `model.generate(...)` (grad is off inside), for functions that mention "
-        "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests. A network found by "
+        "without grad, for Hugging Face `model.generate(...)` and methods of other libraries' models "
+        "(`YOLO(...).predict`), for functions that ask for gradients of their own tensors (`requires_grad`, "
+        "`torch.autograd.grad`: adversarial attacks, saliency maps, Grad-CAM, MAML inner loops) and their callers "
+        "(a `no_grad` there would break the attack), and for tests. A network found by "
         "its name must look like one by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, "
         "`writer.generator(...)` and `tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions "
         "that build source text.\n\n"
         "Cost is judged too, and these are left alone on purpose: a forward pass that runs once in the program "
         "(not in a loop, in code run once from module level or a `__main__` block and never from a loop: a demo "
-        "on one image, a test pass after training); a picture drawn a few times (one grid of samples behind a "
+        "on one image, a test pass after training, one test forward of a probe built afresh on every trip of a "
+        "loop over seeds or folds); a picture drawn a few times (one grid of samples behind a "
         "logging interval, a handful of images plotted in a loop over `range(5)`), where recording the graph "
         "costs far less than drawing; and, in a program that never uses an accelerator, a single evaluation "
         "forward on a batch held in memory between training steps or plots (a CPU toy on a few hundred points: "
@@ -160,7 +170,7 @@ class InferenceWithoutNoGrad(GradRule):
             return  # whatever the names say, a result is trained on (here or by a caller) or stored
         if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
-        fix = self._decorator_fix(facts, scope, torch_name)
+        fix = decorator_fix(self.context, facts, scope, torch_name)
         message = (
             f"`{scope.name}` runs {what} with autograd on, recording a graph nobody uses (up to 2.6x slower, "
             f"3-6x the memory): decorate it with @{torch_name}.no_grad()"
@@ -173,35 +183,18 @@ class InferenceWithoutNoGrad(GradRule):
         switched = inference.switched_off_calls(facts, scope)
         if not switched:
             return False
-        calls = {call.node for call, _ in switched}
-        if isinstance(scope.node, cst.FunctionDef) and not inference.trains_elsewhere(facts, scope, calls):
+        cost = "so its forward passes record a graph nobody uses (up to 2.6x slower, 3-6x the memory)"
+        if isinstance(scope.node, cst.FunctionDef) and not inference.trains_elsewhere(facts, scope, {c.node for c, _ in switched}):
             if not facts.callers_grad_off(scope):
-                message = (f"`{scope.name}` runs `{switched[0][1].name}` with its training switched off, so its forward "
-                           f"passes record a graph nobody uses (up to 2.6x slower, 3-6x the memory): decorate it "
-                           f"with @{torch_name}.no_grad()")
-                self.report(scope.node.name, message, fix=self._decorator_fix(facts, scope, torch_name))
+                message = f"`{scope.name}` runs `{switched[0][1].name}` with its training switched off, {cost}: " \
+                          f"decorate it with @{torch_name}.no_grad()"
+                self.report(scope.node.name, message, fix=decorator_fix(self.context, facts, scope, torch_name))
             return True
         for call, function in switched:
-            message = (f"`{function.name}` is called with its training switched off, so its forward passes record a "
-                       f"graph nobody uses (up to 2.6x slower, 3-6x the memory): run the call under "
-                       f"`with {torch_name}.no_grad():`")
+            message = f"`{function.name}` is called with its training switched off, {cost}: run the call under " \
+                      f"`with {torch_name}.no_grad():`"
             self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, call.node))
         return False
-
-    def _decorator_fix(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
-        func = scope.node
-        assert isinstance(func, cst.FunctionDef)
-        if scope.is_async:
-            return None
-        decorator = f"@{torch_name}.no_grad()"
-        if func.decorators:
-            last = func.decorators[-1].decorator
-            indent = facts.indent_of(func)
-            newline = self.context.source.newline
-            change = Replace(last, f"{self.context.code(last)}{newline}{indent}{decorator}")
-        else:
-            change = InsertBefore(func, decorator)  # type: ignore[assignment]
-        return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
     def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> set[cst.Call]:

@@ -19,7 +19,8 @@ from torchlint.lint.context import Context
 from torchlint.semantic import switched_training
 from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
-from torchlint.semantic.loops import gated
+from torchlint.semantic.loops import gated, is_loader_expr
+from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.modules import (
     eval_name_strength,
     is_model_like,
@@ -99,8 +100,7 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     the function in a loop."""
     if not accelerator:
         return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
-    if scope.is_method and facts.is_module_class(scope.cls):
-        return None  # a network's own method (`get_action`): judged where it is called
+    own_method = scope.is_method and _network_class(facts, scope.cls)  # `get_action`, `tile_predict`
     forwards: list[CallFact] = []
     what = None
     for call in scope.calls:
@@ -119,8 +119,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
             continue
         forwards.append(call)
         what = what or name
-    if not forwards:
-        return None
+    if not forwards or (own_method and not any(call.loops for call in forwards)):
+        return None  # (a network's method run per call, `get_action`, is judged where it is called)
     if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
         return None
     if any(facts.result_reaches(scope, call.node) for call in forwards):
@@ -138,14 +138,14 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
         return []  # gradients of its own tensors (an attack, a saliency map): which forward needs grad is subtle
     if training and not facts.stepped_before(scope, scope.end + 1):
         return []  # no backward pass or optimizer step here: the training happens where we cannot see it
-    if training and not accelerator:
-        return []  # a CPU toy: the test forward between plots costs nothing worth a change
     found = []
     for call in scope.calls:
         if call.covered or call.node in judged or not facts.is_network_call(call):
             continue
         if not training and not call.loops:
             continue
+        if training and not accelerator and not _evaluation_loop(facts, scope, call):
+            continue  # a CPU toy: a test forward between plots costs nothing worth a change; a test loop does
         if facts.detached_result(call.node) is not None and not facts.has_parameters(facts.network_of(call) or ""):
             continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
         if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
@@ -156,6 +156,24 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         found.append(call)
     return found
+
+
+def _network_class(facts: FileFacts, cls: Optional[cst.ClassDef]) -> bool:
+    """`cls` is a network: an `nn.Module` subclass by its bases, or a class that defines `forward`."""
+    if cls is None:
+        return False
+    if objects(facts.context).class_kind(cls) == MODULE:
+        return True
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body)
+
+
+def _evaluation_loop(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:
+    """The forward pass runs in a loop over a data loader that trains nothing (a test loop of a notebook)."""
+    if not call.loops or not isinstance(call.loops[-1], cst.For) or not is_loader_expr(facts.context, call.loops[-1].iter):
+        return False
+    span = next(((start, end) for loop, start, end, _ in scope.loops if loop is call.loops[-1]), None)
+    return span is not None and not any(span[0] <= o <= span[1] for o in facts.training_orders(scope))
 
 
 def switched_off_calls(facts: FileFacts, scope: ScopeFacts) -> list[tuple[CallFact, ScopeFacts]]:

@@ -13,7 +13,7 @@ method must be named for inference (`predict`, `sample`, `act`, `get_action`, `d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
@@ -23,6 +23,7 @@ from torchlint.semantic.modules import words
 from torchlint.semantic.objects import objects
 
 if TYPE_CHECKING:
+    from torchlint.lint.context import Context
     from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 
 # Words of a method name that say it runs the network for an answer (when its definition cannot be read).
@@ -35,11 +36,12 @@ _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half",
 _MAX_DEPTH = 2  # a method calling a method calling the network
 
 
-def runs_network(facts: "FileFacts", call: "CallFact", is_network: "callable") -> Optional[bool]:
-    """Whether `call`, `<receiver>.<method>(...)` with arguments, runs the receiver's forward pass: True or
-    False when the method's definition was found and read, None when it was not (then the caller judges by
-    the receiver and the method's name: `inference_named`). `is_network(text, expr)`: whether the receiver
-    is a network, used when the definition cannot be found."""
+def runs_network(
+    facts: "FileFacts", call: "CallFact", is_network: Callable[[str, cst.BaseExpression], bool]
+) -> Optional[bool]:
+    """Whether `call`, `<receiver>.<method>(...)` with arguments, runs the receiver's forward pass (None when
+    it is not such a call). The method's definition decides when it is found; else the receiver must be a
+    network (`is_network(text, expr)`, not built by a library) and the method named for inference."""
     func = call.node.func
     if not isinstance(func, cst.Attribute) or not call.node.args:
         return None
@@ -102,7 +104,7 @@ def receiver_classes(facts: "FileFacts", expr: cst.BaseExpression) -> list[tuple
     return found
 
 
-def _built_by_library(context, expr: cst.BaseExpression) -> bool:
+def _built_by_library(context: "Context", expr: cst.BaseExpression) -> bool:
     """`expr` is a name bound to an object a library other than torch builds (`model = YOLO(path)`)."""
     if not isinstance(expr, cst.Name):
         return False

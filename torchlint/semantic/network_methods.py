@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from torchlint.lint.context import Context
     from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 
-# Words of a method name that say it runs the network for an answer (when its definition cannot be read).
+# Words of a method name that say it runs the network for an answer (when its definition cannot be read); not
+# `encode`, which libraries (sentence embedders) also use for methods that turn grad off inside.
 _INFERENCE_WORDS = frozenset(
-    {"predict", "act", "action", "actions", "sample", "infer", "inference", "encode", "decode", "detect",
+    {"predict", "act", "action", "actions", "sample", "infer", "inference", "decode", "detect",
      "classify", "caption", "translate", "greedy", "beam"}
 )
 # Methods that return the object they are called on (`QNetwork(env).to(device)`).

@@ -47,15 +47,18 @@ _COLLECTING = frozenset({"append", "extend", "insert", "add", "update", "put", "
 _BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward", "grad", "vjp"})
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 Trains = Callable[[cst.Call], bool]
 
 
 class _Flow:
     def __init__(
-        self, scope: cst.CSTNode, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False
+        self, scope: cst.CSTNode, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False,
+        dead: frozenset = frozenset(),
     ) -> None:
         self.seed = seed
+        self.dead = dead  # blocks that never run (an `if train:` body when the flag is off)
         self.path = _path_to(scope, seed)  # the statements (and blocks) that hold the forward pass
         self.values = values  # follow the values themselves, through reads that drop the graph
         self.trains = trains  # a call of a function that trains on what it is given
@@ -69,6 +72,8 @@ class _Flow:
             return True
         if isinstance(expr, cst.Name):
             return expr.value in held
+        if isinstance(expr, _COMPREHENSIONS):
+            return self._comprehension_live(expr, held)
         if self.values:
             if isinstance(expr, _SCOPES):
                 return False
@@ -97,6 +102,20 @@ class _Flow:
         if isinstance(expr, _SCOPES):
             return False
         return any(self.live(child, held) for child in semantic_children(expr))
+
+    def _comprehension_live(self, expr: cst.CSTNode, held: set[str]) -> bool:
+        """A comprehension carries the graph when what it iterates does, or its element reads a name that holds
+        it (its own loop names hide outer ones: `[env.sample() for _ in range(n)]` reads no outer `_`)."""
+        bound: set[str] = set()
+        comp: Optional[cst.CompFor] = expr.for_in  # type: ignore[attr-defined]
+        while comp is not None:
+            if self.live(comp.iter, held - bound):
+                return True
+            bound |= _target_names(comp.target)
+            comp = comp.inner_for_in
+        inner = held - bound
+        parts = (expr.key, expr.value) if isinstance(expr, cst.DictComp) else (expr.elt,)  # type: ignore[attr-defined]
+        return any(self.live(part, inner) for part in parts)
 
     def _events(self, node: cst.CSTNode, held: set[str]) -> None:
         """Backward passes, collections and closures reached inside one statement's expressions."""
@@ -148,7 +167,7 @@ class _Flow:
         return held
 
     def body(self, node: Optional[cst.CSTNode], held: set[str]) -> set[str]:
-        if node is None:
+        if node is None or node in self.dead:
             return held
         if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
             return self.block(node.body, held)
@@ -295,12 +314,14 @@ def result_reaches(
     call: cst.Call,
     trains: Trains = lambda call: False,
     opaque: Trains = lambda call: False,
+    dead: frozenset = frozenset(),
 ) -> set[str]:
     """Where the result of `call` (a forward pass in `scope`, a function or the module's top level) goes:
     a subset of {BACKWARD, RETURNED, STORED}; empty when only host values, metrics and logs see it.
     `trains`: a call of a function known to train on what it is given; `opaque`: a call statement whose
-    code may train on what it is given, out of sight (the result then counts as STORED)."""
-    flow = _Flow(scope, call, trains, opaque)
+    code may train on what it is given, out of sight (the result then counts as STORED); `dead`: blocks
+    (an `if`'s body or `else`) that do not run."""
+    flow = _Flow(scope, call, trains, opaque, dead=dead)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
     flow.block(statements, set())

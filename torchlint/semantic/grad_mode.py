@@ -23,11 +23,11 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow
+from torchlint.semantic import forward_flow, network_methods
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
-from torchlint.semantic.modules import is_model_like, is_network_callee
+from torchlint.semantic.modules import is_model_like, is_network_callee, names_a_network_plainly, names_an_action
 from torchlint.semantic.objects import MODULE, objects
 
 # Context managers / decorators that turn autograd off (set_grad_enabled with any argument: a value that
@@ -45,6 +45,12 @@ _HOOK_SUFFIXES = ("_step", "_step_end", "_epoch_end", "_batch_end")
 _FORWARD_METHODS = re.compile(r"^forward(_\w+)?$")
 # `owner.parameters(` / `owner.named_parameters(`, owner a dotted name that starts the expression
 _PARAMETERS_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)\s*\.\s*(?:named_)?parameters\s*\(")
+
+# `owner.eval(`, `owner.load_state_dict(`: only a module has an eval mode and a state dict
+_MODE_OF = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*?)\s*\.\s*(?:eval|load_state_dict)\s*\(")
+
+# Calls that take gradients (recorded as training when they come from torch.autograd / torch.func).
+_GRADIENT_CALLS = frozenset({"grad", "vjp", "jvp", "jacobian", "hessian"})
 
 _HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 
@@ -88,6 +94,7 @@ class ScopeFacts:
     grad_off_withs: list[cst.With] = field(default_factory=list)
     set_grad_false: list[int] = field(default_factory=list)  # orders of bare set_grad_enabled(False) calls
     training: list[int] = field(default_factory=list)  # orders of backward/step/autograd.grad/requires_grad
+    input_grads: bool = False  # asks for gradients of its own tensors (requires_grad, autograd.grad): attacks, maps
     host: bool = False  # .item()/.cpu()/.numpy()/.tolist()
     evals: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.eval() / T.train(False)
     trains: list[tuple[cst.Call, str, int]] = field(default_factory=list)  # T.train() / T.train(True)
@@ -120,10 +127,13 @@ class FileFacts:
         self._covered: Optional[set[str]] = None
         self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
         self._network_calls: dict[cst.Call, bool] = {}
+        self._method_calls: dict[tuple[cst.Call, str], bool] = {}
+        self._mode_owners: Optional[set[str]] = None
+        self._training_orders: dict[cst.CSTNode, list[int]] = {}
         self._parameter_owners: Optional[set[str]] = None
         self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
-        self._reached: dict[tuple[cst.Call, bool], frozenset[str]] = {}  # where a forward's result goes, here
+        self._reached: dict[tuple[cst.Call, bool, frozenset], frozenset[str]] = {}  # where a forward's result goes, here
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -227,6 +237,8 @@ class FileFacts:
     def enter_attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in ("requires_grad", "grad", "retain_grad", "register_hook"):
             self.scope.training.append(self.tick(node))
+            if node.attr.value == "requires_grad":
+                self.scope.input_grads = True
 
     def enter_yield(self, node: cst.CSTNode) -> None:
         self.scope.yields = True
@@ -289,6 +301,7 @@ class FileFacts:
             name = qualname(func) or ""
             if name.startswith("torch.autograd") or name.startswith("torch.func"):
                 scope.training.append(order)
+                scope.input_grads = True
         elif last in _HOST_METHODS and isinstance(func, cst.Attribute):
             scope.host = True
         elif last == "enable_grad":
@@ -302,6 +315,8 @@ class FileFacts:
         if last == "requires_grad_" and isinstance(func, cst.Attribute):
             if node.args and self.context.literal(node.args[0].value) is False:
                 self.frozen.add(strip_mode_calls(self.context.code(func.value)))
+            else:
+                scope.input_grads = True
         if isinstance(func, cst.Attribute) and last in ("eval", "train"):
             target = self.context.code(func.value)
             args = node.args
@@ -356,19 +371,58 @@ class FileFacts:
     def is_network_call(self, call: CallFact) -> bool:
         found = self._network_calls.get(call.node)
         if found is None:
+            self._network_calls[call.node] = False  # guards cycles through methods that call each other
             found = self._network_calls[call.node] = self._is_network_call(call)
         return found
 
+    def network_of(self, call: CallFact) -> Optional[str]:
+        """The network a forward-pass call runs: `net` for `net(x)`, `net.forward(x)` and a method that runs
+        it (`net.get_action(x)`, `network_methods`), the callee itself otherwise (`net.encoder(x)`)."""
+        callee = call.callee
+        if callee is None:
+            return None
+        if callee.endswith(".forward"):
+            return callee[: -len(".forward")]
+        if self.method_network(call):
+            return callee.rsplit(".", 1)[0]
+        return callee
+
+    def method_network(self, call: CallFact) -> bool:
+        """`call` is `receiver.method(...)` whose method runs the receiver network (`network_methods`)."""
+        func = call.node.func
+        if not isinstance(func, cst.Attribute) or _FORWARD_METHODS.match(func.attr.value):
+            return False
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+            return False  # a method of this class: judged as a helper of its own
+        key = (call.node, "method")
+        if key not in self._method_calls:
+            self._method_calls[key] = bool(network_methods.runs_network(self, call, self.is_network_receiver))
+        return self._method_calls[key]
+
+    def is_network_receiver(self, text: str, expr: cst.BaseExpression) -> bool:
+        """`expr` (written `text`) holds a network: a module by its binding, an owner of parameters, of an eval
+        mode or of a state dict (`agent.eval()`, `agent.load_state_dict(...)`), or a name that says so plainly."""
+        if objects(self.context).kind(expr) == MODULE or self.has_parameters(text):
+            return True
+        if self._mode_owners is None:
+            self._mode_owners = {re.sub(r"\s+", "", owner) for owner in _MODE_OF.findall(self.context.source.text)}
+        return text in self._mode_owners or names_a_network_plainly(text)
+
     def _is_network_call(self, call: CallFact) -> bool:
         """`call` runs a network's forward pass that records a graph (a module by its binding, or a network by
-        its name and owner); not a constructor, an imported function, a function of this file or a network
-        whose parameters are frozen."""
+        its name and owner, or a method of one that runs it); not a constructor, an imported function, a
+        function of this file or a network whose parameters are frozen."""
         callee = call.callee
         if callee is None or not call.node.args or self.context.qualname(call.node.func) is not None:
             return False  # not a name, no input (`dqn.update_target_net()`), or an imported function
+        if self.method_network(call):
+            return not self.is_frozen(callee.rsplit(".", 1)[0])
         base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
         if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
             return False  # a function of this file, or a network whose parameters are frozen (no graph)
+        if names_an_action(base):
+            return False  # `callbacks.set_model(self)`: named for what it does to a network
         func = call.node.func
         if base != callee and isinstance(func, cst.Attribute):  # `net.forward(x)`: is `net` a network?
             return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
@@ -407,16 +461,17 @@ class FileFacts:
         return None
 
     def result_reaches(
-        self, scope: ScopeFacts, node: cst.Call, follow_callers: bool = True, depth: int = 0, strict: bool = False
+        self, scope: ScopeFacts, node: cst.Call, follow_callers: bool = True, depth: int = 0, strict: bool = False,
+        dead: frozenset = frozenset(),
     ) -> set[str]:
         """Where the result of the forward pass `node` in `scope` goes (`forward_flow`): a result returned
         by a function is followed into its callers (in any file); BACKWARD when one of them, or a caller we
         cannot see, may backpropagate through it. `strict`: handing it to a call of unknown code counts as
-        storing it."""
-        key = (node, strict)
+        storing it; `dead`: blocks of `scope` that do not run."""
+        key = (node, strict, dead)
         if key not in self._reached:
             self._reached[key] = frozenset(forward_flow.result_reaches(
-                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque
+                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque, dead
             ))
         reached = set(self._reached[key])
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
@@ -520,6 +575,39 @@ class FileFacts:
         """What the forward pass `node` computes ends in a figure or an image file (it draws a picture)."""
         return forward_flow.values_plotted(scope.node, node)
 
+    def training_orders(self, scope: ScopeFacts) -> list[int]:
+        """Where `scope` trains: its own training signs and its calls of functions of this file that train
+        (`train_one_epoch(...)`, an attack that asks for input gradients)."""
+        if scope.node not in self._training_orders:
+            self._training_orders[scope.node] = []  # guards recursion
+            through = []
+            for call in scope.calls:
+                function = called_function(self.context, call.node)
+                inner = self.by_node.get(function) if function is not None else None
+                if inner is not None and inner is not scope and self._steps(inner, 0):
+                    through.append(call.order)
+            self._training_orders[scope.node] = sorted((*scope.training, *through))
+        return self._training_orders[scope.node]
+
+    def _steps(self, scope: ScopeFacts, depth: int) -> bool:
+        """The function runs a backward pass, an optimizer step or `torch.autograd.grad`, itself or through
+        the functions of this file it calls (not a mere `requires_grad` flag on the tensors it builds)."""
+        for call in scope.calls:
+            if step_kind(self.context, call.node) in ("backward", "optimizer"):
+                return True
+            if call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
+                return True
+            if depth < 2:
+                function = called_function(self.context, call.node)
+                inner = self.by_node.get(function) if function is not None else None
+                if inner is not None and inner is not scope and self._steps(inner, depth + 1):
+                    return True
+        return False
+
+    def runs_training(self, call: cst.Call) -> bool:
+        """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
+        return self._trains(call)
+
     def _trains(self, call: cst.Call) -> bool:
         """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
         function = called_function(self.context, call)
@@ -567,15 +655,35 @@ class FileFacts:
         is in no loop of its function, and the function is the module's top level (a script, a notebook, a
         `__main__` block) or is called, in this file or in the files that import it, only from code that runs
         once itself. A function nobody is seen calling, or one handed around as a value, may run any number
-        of times."""
+        of times. A loop that builds the network afresh on every trip repeats whole runs (seeds, folds, trials:
+        `for _ in range(50): clf = LogReg(...); <train it>; clf(test_x)`): a forward pass once per trip of it
+        runs once per run."""
         if call is not None and call.loops:
-            return False
+            network = self.network_of(call) if depth == 0 else None
+            if network is None or not all(self._rebuilds(loop, network) for loop in call.loops):
+                return False
         if isinstance(scope.node, cst.Module):
             return True
         if depth >= 4 or scope.yields or self.passed_as_value(scope) or _framework_decorated(scope):
             return False
         sites = self.call_sites(scope)
         return bool(sites) and all(facts.runs_once(caller, site, depth + 1) for facts, caller, site in sites)
+
+    def _rebuilds(self, loop: cst.CSTNode, network: str) -> bool:
+        """The body of `loop` assigns `network` a newly built module (`clf = LogReg(64, 2)`, `net = Net().cuda()`)."""
+        body = getattr(loop, "body", None)
+        if body is None:
+            return False
+        for node in descendants(body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and self.context.code(node.targets[0].target) == network:
+                value = node.value
+                while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODE_CHAIN:
+                    value = value.func.value
+                if isinstance(value, cst.Call) and (
+                    objects(self.context).kind(value) == MODULE or (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper()
+                ):
+                    return True
+        return False
 
     def called_in_loop(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """Some caller of the function (in any file) calls it inside a loop, on every trip (not behind a
@@ -668,11 +776,25 @@ class FileFacts:
         for call_node, target, order in self.mode_evals(scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
-            if any(order < o < stop for o in scope.training) or any(order < o < stop for o in scope.grad_off):
+            if any(order < o < stop for o in self.training_orders(scope)) or any(order < o < stop for o in scope.grad_off):
                 continue
             if any(order < o < stop for _, _, o in scope.mode_unknown):
                 continue
             yield call_node, target, order, stop
+
+    def forward_calls(self, scope: ScopeFacts, target: str) -> Iterator[CallFact]:
+        """Calls `target(...)`, `target.forward(...)`, `target.forward_features(...)` and methods of
+        `target` that run it (`target.get_action(...)`) in `scope`."""
+        for call in scope.calls:
+            callee = call.callee
+            if callee is None:
+                continue
+            if callee == target:
+                yield call
+            elif callee.startswith(target + "."):
+                rest = callee[len(target) + 1:]
+                if _FORWARD_METHODS.match(rest) or ("." not in rest and self.method_network(call)):
+                    yield call
 
     def eval_forwards(self, scope: ScopeFacts) -> list[tuple[CallFact, str]]:
         """Forward calls of a module after its `.eval()` in the same function (not re-enabled by `.train()`)."""
@@ -680,7 +802,7 @@ class FileFacts:
         for call_node, target, order in self.mode_evals(scope):
             trains = [o for _, t, o in scope.trains if t == target and o > order]
             stop = min(trains) if trains else scope.end + 1
-            for call in forward_calls(scope, target):
+            for call in self.forward_calls(scope, target):
                 if order < call.order < stop and not call.covered:
                     found.append((call, target))
         return found
@@ -818,15 +940,3 @@ def _project_call_sites(context: Context, scope: ScopeFacts) -> list:
     if scope.parent is not None and isinstance(scope.parent.node, cst.Module):
         return list(project.call_sites(path, scope.name))
     return []
-
-
-def forward_calls(scope: ScopeFacts, target: str) -> Iterator[CallFact]:
-    """Calls `target(...)`, `target.forward(...)`, `target.forward_features(...)` in `scope`."""
-    for call in scope.calls:
-        callee = call.callee
-        if callee is None:
-            continue
-        if callee == target:
-            yield call
-        elif callee.startswith(target + ".") and _FORWARD_METHODS.match(callee[len(target) + 1:]):
-            yield call

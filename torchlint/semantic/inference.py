@@ -16,9 +16,11 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
-from torchlint.semantic.forward_flow import RETURNED
+from torchlint.semantic import switched_training
+from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
-from torchlint.semantic.loops import gated
+from torchlint.semantic.loops import gated, is_loader_expr
+from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.modules import (
     eval_name_strength,
     is_model_like,
@@ -67,15 +69,20 @@ def named_entry_point(facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str
         callee = call.callee
         if not callee or call.covered:
             continue
-        base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
-        if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
-            continue
-        if not is_network_callee(base):
-            continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
-        if context.qualname(call.node.func) is not None or facts.is_frozen(base):
-            continue  # an imported function (a model constructor), not a forward pass
-        if _callable_default(context, func, base.split(".")[0]):
-            continue
+        if facts.method_network(call):  # `model.predict(...)`, `agent.get_action(...)`
+            base = callee.rsplit(".", 1)[0]
+            if facts.is_frozen(base):
+                continue
+        else:
+            base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
+            if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
+                continue
+            if not is_network_callee(base):
+                continue  # `writer.generator(...)`, `tokenizer.decoder(...)`
+            if context.qualname(call.node.func) is not None or facts.is_frozen(base):
+                continue  # an imported function (a model constructor), not a forward pass
+            if _callable_default(context, func, base.split(".")[0]):
+                continue
         if call.loops:
             return base, _forwards(facts, scope, call)
         if strength == 2:
@@ -93,6 +100,7 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     the function in a loop."""
     if not accelerator:
         return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
+    own_method = scope.is_method and _network_class(facts, scope.cls)  # `get_action`, `tile_predict`
     forwards: list[CallFact] = []
     what = None
     for call in scope.calls:
@@ -111,8 +119,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
             continue
         forwards.append(call)
         what = what or name
-    if not forwards:
-        return None
+    if not forwards or (own_method and not any(call.loops for call in forwards)):
+        return None  # (a network's method run per call, `get_action`, is judged where it is called)
     if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
         return None
     if any(facts.result_reaches(scope, call.node) for call in forwards):
@@ -125,18 +133,20 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
     reach a backward pass, are not returned, stored or handed to code out of sight, and that run repeatedly:
     a periodic test pass on the GPU between training steps, an inference loop of a script. `judged`: calls
     already judged as part of an evaluation after `.eval()`."""
-    training = bool(scope.training)
+    training = bool(facts.training_orders(scope))
+    if scope.input_grads:
+        return []  # gradients of its own tensors (an attack, a saliency map): which forward needs grad is subtle
     if training and not facts.stepped_before(scope, scope.end + 1):
         return []  # no backward pass or optimizer step here: the training happens where we cannot see it
-    if training and not accelerator:
-        return []  # a CPU toy: the test forward between plots costs nothing worth a change
     found = []
     for call in scope.calls:
         if call.covered or call.node in judged or not facts.is_network_call(call):
             continue
         if not training and not call.loops:
             continue
-        if facts.detached_result(call.node) is not None and not facts.has_parameters(call.callee or ""):
+        if training and not accelerator and not _evaluation_loop(facts, scope, call):
+            continue  # a CPU toy: a test forward between plots costs nothing worth a change; a test loop does
+        if facts.detached_result(call.node) is not None and not facts.has_parameters(facts.network_of(call) or ""):
             continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
         if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
             continue
@@ -146,6 +156,49 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         found.append(call)
     return found
+
+
+def _network_class(facts: FileFacts, cls: Optional[cst.ClassDef]) -> bool:
+    """`cls` is a network: an `nn.Module` subclass by its bases, or a class that defines `forward`."""
+    if cls is None:
+        return False
+    if objects(facts.context).class_kind(cls) == MODULE:
+        return True
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body)
+
+
+def _evaluation_loop(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:
+    """The forward pass runs in a loop over a data loader that trains nothing (a test loop of a notebook)."""
+    if not call.loops or not isinstance(call.loops[-1], cst.For) or not is_loader_expr(facts.context, call.loops[-1].iter):
+        return False
+    span = next(((start, end) for loop, start, end, _ in scope.loops if loop is call.loops[-1]), None)
+    return span is not None and not any(span[0] <= o <= span[1] for o in facts.training_orders(scope))
+
+
+def switched_off_calls(facts: FileFacts, scope: ScopeFacts) -> list[tuple[CallFact, ScopeFacts]]:
+    """Calls in `scope` of a function that trains only under a flag the call turns off
+    (`run_epoch(..., train=False)`), each with the function it runs (`switched_training`)."""
+    found = []
+    for call in scope.calls:
+        function = switched_training.evaluating_call(facts, scope, call)
+        if function is not None:
+            found.append((call, function))
+    return found
+
+
+def trains_elsewhere(facts: FileFacts, scope: ScopeFacts, besides: set[cst.Call]) -> bool:
+    """`scope` trains, or calls (other than `besides`) a function of this file that trains."""
+    return bool(scope.training) or any(c.node not in besides and facts.runs_training(c.node) for c in scope.calls)
+
+
+def returned_to_training(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """A forward pass's result is returned, and a caller we can see backpropagates through it
+    (`out = predict(model, x); loss = criterion(out, y); loss.backward()`)."""
+    returned = [c for c in forwards if RETURNED in facts.result_reaches(scope, c.node, follow_callers=False)]
+    if not returned or not facts.call_sites(scope):
+        return False
+    return any(BACKWARD in facts.result_reaches(scope, c.node) for c in returned)
 
 
 def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:

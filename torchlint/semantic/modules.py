@@ -46,7 +46,7 @@ _BUILDER_WORDS = frozenset(
     {
         "build", "create", "get", "load", "make", "init", "setup", "define", "construct", "prepare", "wrap",
         "save", "copy", "to", "train", "freeze", "unwrap", "export", "convert", "register", "compile", "new",
-        "instantiate", "restore", "print", "log", "summary", "count", "update", "fuse",
+        "instantiate", "restore", "print", "log", "summary", "count", "update", "fuse", "set", "reset",
     }
 )
 
@@ -75,6 +75,19 @@ def is_model_like(text: str) -> bool:
     # netG, netD, model_ema, model_a, net_1: the network word first, a short tag after
     head = candidates[0]
     return (head in _MODEL_WORDS or head.endswith("net")) and all(len(p) <= 3 for p in candidates[1:])
+
+
+def names_a_network_plainly(text: str) -> bool:
+    """A model-like name whose network word names nothing else (`model`, `q_net`, `policy_net`; not `decoder`,
+    which may be a tokenizer's or a CTC decoder, nor `generator`)."""
+    parts = [p for p in words(text.rsplit(".", 1)[-1]) if not p.isdigit()]
+    return is_model_like(text) and not any(p in _AMBIGUOUS_MODEL_WORDS for p in parts)
+
+
+def names_an_action(text: str) -> bool:
+    """`set_model`, `get_model`, `load_net`: a callee named for what it does to a network, not a network."""
+    parts = words(text.rsplit(".", 1)[-1])
+    return bool(parts) and parts[0] in _BUILDER_WORDS and len(parts) > 1
 
 
 def is_network_callee(text: str) -> bool:

@@ -640,3 +640,29 @@ def test_tl301_module_level_inference_loop_without_eval() -> None:
     # a handful of pictures drawn from a literal range costs nothing worth a change
     assert lines(code.replace("enumerate(images)", "enumerate(images[:3])").replace(
         "for i, low in enumerate(images[:3]):", "for i in range(3):\n    low = images[i]"), "TL301") == []
+
+
+def test_tl301_cpu_notebook_reports_a_test_loop_but_not_a_toy_forward() -> None:
+    training = """
+    import torch
+    import torch.nn as nn
+
+    net = Net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    for epoch in range(2):
+        for inputs, labels in trainloader:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(net(inputs), labels)
+            loss.backward()
+            optimizer.step()
+        test_out = net(test_x)  # one forward on points held in memory
+        print((test_out.argmax(1) == test_y).float().mean().item())
+    """
+    assert lines(training, "TL301") == []
+    test_loop = training + """
+    correct = 0
+    for images, labels in testloader:
+        outputs = net(images)
+        correct += (outputs.argmax(1) == labels).sum().item()
+    """
+    assert lines(test_loop, "TL301") == [18]

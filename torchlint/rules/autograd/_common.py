@@ -7,9 +7,9 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
-from torchlint.lint.rule import Replace, Rule
+from torchlint.lint.rule import Fix, InsertBefore, Replace, Rule
 from torchlint.lint.walk import semantic_children
-from torchlint.semantic.grad_mode import FileFacts
+from torchlint.semantic.grad_mode import FileFacts, ScopeFacts
 
 FAMILY = "Autograd and inference"
 
@@ -59,3 +59,19 @@ def wrap_statements(statements: list[cst.CSTNode], context: Context, torch_name:
             body = f"with {torch_name}.no_grad():\n" + body
         changes.append(Replace(stmt, body))
     return changes
+
+
+def decorator_fix(context: Context, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
+    """Decorate the function `scope` with `@torch.no_grad()`, below its other decorators (not an async one)."""
+    func = scope.node
+    assert isinstance(func, cst.FunctionDef)
+    if scope.is_async:
+        return None
+    decorator = f"@{torch_name}.no_grad()"
+    if func.decorators:
+        last = func.decorators[-1].decorator
+        indent = facts.indent_of(func)
+        change = Replace(last, f"{context.code(last)}{context.source.newline}{indent}{decorator}")
+    else:
+        change = InsertBefore(func, decorator)  # type: ignore[assignment]
+    return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))

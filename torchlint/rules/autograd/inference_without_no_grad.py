@@ -7,11 +7,12 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.rule import Fix, FixSafety, InsertBefore, Replace
+from torchlint.lint.rule import Fix, FixSafety, Replace
 from torchlint.rules.autograd._common import (
     FAMILY,
     GradRule,
     all_descendants,
+    decorator_fix,
     wrap_statements,
 )
 from torchlint.semantic import inference
@@ -20,7 +21,6 @@ from torchlint.semantic.grad_mode import (
     CallFact,
     FileFacts,
     ScopeFacts,
-    forward_calls,
 )
 
 _TL301_GATE = re.compile(
@@ -66,7 +66,13 @@ class InferenceWithoutNoGrad(GradRule):
         "reaches host values (`.numpy()`, `.item()`, `.tolist()`), detached copies, metrics and logs, and is "
         "never returned to code that backpropagates through it (callers are followed into the files that import "
         "this one) is inference — an RL `select_action` run every environment step, an evaluation helper, a "
-        "validation pass of an experiment class, a periodic test pass between training steps. A function "
+        "validation pass of an experiment class, a periodic test pass between training steps, GAN samples saved "
+        "every epoch. A network run through a method of its own class counts like a call of the network: "
+        "`q_network.get_action(obs)`, `self.policy.sample(state)`, `decoder.decode_step(...)` (the method is read "
+        "in the class, in this file or a project module, and must run the module itself; a class that cannot be "
+        "found needs a network receiver and a method named for inference: `predict`, `sample`, `act`, `decode`). "
+        "A shared `run_epoch(..., train=True)` whose backward pass sits under `if train:` evaluates when called "
+        "with `train=False`: that call (or a function that only makes such calls) is reported. A function "
         "whose every caller, in any file, already runs it under no-grad is left alone."
     )
     bad = (
@@ -87,20 +93,23 @@ class InferenceWithoutNoGrad(GradRule):
         "    return correct / len(loader.dataset)\n"
     )
     false_positives = (
-        "Code that needs gradients without calling `.backward()` itself (saliency maps or adversarial examples "
-        "computed by a helper, outputs returned to a caller outside the project that trains on them), and "
+        "Code that needs gradients without calling `.backward()` itself (outputs returned to a caller outside the "
+        "project that trains on them; a `predict` whose callers in the project backpropagate is left alone), and "
         "functions run under `torch.no_grad()` by callers the rule cannot see (outside the linted project, or "
         "beyond the 16 importing files it reads; callers in the project's files are followed, so a sampling "
         "function every script calls under no-grad is left alone). The rule stays silent for Lightning "
         "/ MMEngine hooks (`validation_step`, `test_step`, `predict_step`, ...), which the framework already runs "
-        "without grad, for Hugging Face `model.generate(...)` (grad is off inside), for functions that mention "
-        "`requires_grad`, `.grad`, `torch.enable_grad` or `torch.autograd.grad`, and for tests. A network found by "
+        "without grad, for Hugging Face `model.generate(...)` and methods of other libraries' models "
+        "(`YOLO(...).predict`), for functions that ask for gradients of their own tensors (`requires_grad`, "
+        "`torch.autograd.grad`: adversarial attacks, saliency maps, Grad-CAM, MAML inner loops) and their callers "
+        "(a `no_grad` there would break the attack), and for tests. A network found by "
         "its name must look like one by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, "
         "`writer.generator(...)` and `tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions "
         "that build source text.\n\n"
         "Cost is judged too, and these are left alone on purpose: a forward pass that runs once in the program "
         "(not in a loop, in code run once from module level or a `__main__` block and never from a loop: a demo "
-        "on one image, a test pass after training); a picture drawn a few times (one grid of samples behind a "
+        "on one image, a test pass after training, one test forward of a probe built afresh on every trip of a "
+        "loop over seeds or folds); a picture drawn a few times (one grid of samples behind a "
         "logging interval, a handful of images plotted in a loop over `range(5)`), where recording the graph "
         "costs far less than drawing; and, in a program that never uses an accelerator, a single evaluation "
         "forward on a batch held in memory between training steps or plots (a CPU toy on a few hundred points: "
@@ -137,7 +146,9 @@ class InferenceWithoutNoGrad(GradRule):
             return
         if facts.is_test_case(scope) or scope.name in facts.covered_names:
             return
-        if scope.training:
+        if self._switched(facts, scope, torch_name):
+            return
+        if facts.training_orders(scope):  # it trains, itself or through a function it calls
             judged = self._segments(facts, scope, torch_name)
             self._unused_forwards(facts, scope, torch_name, judged)
             return
@@ -155,31 +166,35 @@ class InferenceWithoutNoGrad(GradRule):
                 if flow is None:
                     return
                 what, forwards = flow
-        if inference.feeds_training(facts, scope, forwards):
-            return  # whatever the names say, a result is trained on here or stored for code that may
+        if inference.feeds_training(facts, scope, forwards) or inference.returned_to_training(facts, scope, forwards):
+            return  # whatever the names say, a result is trained on (here or by a caller) or stored
         if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
-        fix = self._decorator_fix(facts, scope, torch_name)
+        fix = decorator_fix(self.context, facts, scope, torch_name)
         message = (
             f"`{scope.name}` runs {what} with autograd on, recording a graph nobody uses (up to 2.6x slower, "
             f"3-6x the memory): decorate it with @{torch_name}.no_grad()"
         )
         self.report(scope.node.name, message, fix=fix)  # type: ignore[union-attr]
 
-    def _decorator_fix(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> Optional[Fix]:
-        func = scope.node
-        assert isinstance(func, cst.FunctionDef)
-        if scope.is_async:
-            return None
-        decorator = f"@{torch_name}.no_grad()"
-        if func.decorators:
-            last = func.decorators[-1].decorator
-            indent = facts.indent_of(func)
-            newline = self.context.source.newline
-            change = Replace(last, f"{self.context.code(last)}{newline}{indent}{decorator}")
-        else:
-            change = InsertBefore(func, decorator)  # type: ignore[assignment]
-        return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))
+    def _switched(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> bool:
+        """Report calls of a function whose training a flag switches off (`run_epoch(..., train=False)`): at the
+        `def` when nothing else in it trains (True), else at each call."""
+        switched = inference.switched_off_calls(facts, scope)
+        if not switched:
+            return False
+        cost = "so its forward passes record a graph nobody uses (up to 2.6x slower, 3-6x the memory)"
+        if isinstance(scope.node, cst.FunctionDef) and not inference.trains_elsewhere(facts, scope, {c.node for c, _ in switched}):
+            if not facts.callers_grad_off(scope):
+                message = f"`{scope.name}` runs `{switched[0][1].name}` with its training switched off, {cost}: " \
+                          f"decorate it with @{torch_name}.no_grad()"
+                self.report(scope.node.name, message, fix=decorator_fix(self.context, facts, scope, torch_name))
+            return True
+        for call, function in switched:
+            message = f"`{function.name}` is called with its training switched off, {cost}: run the call under " \
+                      f"`with {torch_name}.no_grad():`"
+            self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, call.node))
+        return False
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
     def _segments(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> set[cst.Call]:
@@ -188,7 +203,7 @@ class InferenceWithoutNoGrad(GradRule):
         for call_node, target, order, stop in facts.inference_segments(scope):
             loops = []
             single = []
-            for call in forward_calls(scope, target):
+            for call in facts.forward_calls(scope, target):
                 if not (order < call.order < stop) or call.covered:
                     continue
                 judged.add(call.node)
@@ -251,9 +266,10 @@ class InferenceWithoutNoGrad(GradRule):
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
+        self._switched(facts, scope, torch_name)
         judged: set[cst.Call] = set()
         for call_node, target, order, stop in facts.inference_segments(scope):
-            forwards = [c for c in forward_calls(scope, target) if order < c.order < stop and not c.covered]
+            forwards = [c for c in facts.forward_calls(scope, target) if order < c.order < stop and not c.covered]
             if not forwards:
                 continue
             judged.update(c.node for c in forwards)
@@ -288,7 +304,8 @@ class InferenceWithoutNoGrad(GradRule):
         inside = [facts.orders[n] for s in statements for n in (s, *all_descendants(s)) if n in facts.orders]
         if inside:
             low, high = min(inside), max(inside)
-            if any(low <= o <= high for o in (*scope.training, *scope.grad_off)):
+            wrapped = {c.order for c in forwards}  # (a call of a switched-off trainer is one of them)
+            if any(low <= o <= high and o not in wrapped for o in (*facts.training_orders(scope), *scope.grad_off)):
                 return None
         changes = wrap_statements(statements, self.context, torch_name)
         if not changes:

@@ -1,0 +1,156 @@
+"""Network methods: a network run through a method of its class other than `forward`.
+
+RL agents, samplers and decoders put the forward pass in a method of their own: `q_network.get_action(obs)`,
+`self.policy.sample(state)`, `decoder.decode_step(emb, (h, c))`, `model.predict(users, items)`. Such a call
+runs the network when the receiver's class (a class of this file, or of a project module it imports) defines
+the method, through its bases in the same file, and the method runs the module itself (`self(x)`,
+`self.forward(x)`, a sub-module `self.net(x)`, or another such method) outside no-grad and trains nothing.
+When the class cannot be found (a parameter, a class of a library), the receiver must be a network and the
+method must be named for inference (`predict`, `sample`, `act`, `get_action`, `decode_step`); methods of
+`nn.Module` itself (`load_state_dict`, `to`, `apply`, ...) and library methods that turn grad off inside
+(`generate`) never count.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Optional
+
+import libcst as cst
+
+from torchlint.semantic import project
+from torchlint.semantic.functions import method_named
+from torchlint.semantic.modules import words
+from torchlint.semantic.objects import objects
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+    from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
+
+# Words of a method name that say it runs the network for an answer (when its definition cannot be read); not
+# `encode`, which libraries (sentence embedders) also use for methods that turn grad off inside.
+_INFERENCE_WORDS = frozenset(
+    {"predict", "act", "action", "actions", "sample", "infer", "inference", "decode", "detect",
+     "classify", "caption", "translate", "greedy", "beam"}
+)
+# Methods that return the object they are called on (`QNetwork(env).to(device)`).
+_SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16"})
+_MAX_DEPTH = 2  # a method calling a method calling the network
+
+
+def runs_network(
+    facts: "FileFacts", call: "CallFact", is_network: Callable[[str, cst.BaseExpression], bool]
+) -> Optional[bool]:
+    """Whether `call`, `<receiver>.<method>(...)` with arguments, runs the receiver's forward pass (None when
+    it is not such a call). The method's definition decides when it is found; else the receiver must be a
+    network (`is_network(text, expr)`, not built by a library) and the method named for inference."""
+    func = call.node.func
+    if not isinstance(func, cst.Attribute) or not call.node.args:
+        return None
+    name = func.attr.value
+    found = None
+    for owner, cls in receiver_classes(facts, func.value):
+        method = _method_of(owner, cls, name)
+        if method is None:
+            continue
+        scope = owner.by_node.get(method)
+        if scope is not None and _runs_itself(owner, scope, 0):
+            return True
+        found = False
+    if found is not None:
+        return found
+    if _built_by_library(facts.context, func.value):
+        return False  # `YOLO("yolov8n.pt").predict(...)`: the library decides about grad inside
+    receiver = facts.context.code(func.value)
+    return inference_named(name) and is_network(receiver, func.value)
+
+
+def inference_named(method: str) -> bool:
+    """`get_action`, `predict`, `decode_step`, `sample`: a method name that says it runs a network."""
+    return any(w in _INFERENCE_WORDS for w in words(method))
+
+
+def receiver_classes(facts: "FileFacts", expr: cst.BaseExpression) -> list[tuple["FileFacts", cst.ClassDef]]:
+    """The classes (with the grad facts of the file that defines each) `expr` is built from: a name or a
+    `self.<attr>` assigned `Cls(...)` (through `.to(device)`-style chains), a class of this file or one
+    imported from a project module."""
+    context = facts.context
+    values: list[cst.BaseExpression] = []
+    if isinstance(expr, cst.Name):
+        for binding in context.lookup(expr) or ():
+            if binding.kind == "assign" and binding.value is not None:
+                values.append(binding.value)
+            elif binding.kind == "param" and isinstance(binding.node, cst.Param) and binding.node.annotation is not None:
+                annotation = binding.node.annotation.annotation  # `decoder: Decoder`: as if built by `Decoder()`
+                if isinstance(annotation, cst.Name):
+                    values.append(cst.Call(func=annotation))
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        cls = context.enclosing(expr, cst.ClassDef)
+        if cls is not None:
+            values = list(objects(context).self_assignments(cls).get(expr.attr.value, ()))  # type: ignore[arg-type]
+    found = []
+    for value in values:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
+            value = value.func.value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            continue
+        local = objects(context).classes().get(value.func.value)
+        if local is not None:
+            found.append((facts, local))
+            continue
+        origin = project.imported(context, value.func, (value.func.value,))
+        if origin is not None:
+            definition = origin[0].definition(origin[1])
+            if isinstance(definition, cst.ClassDef):
+                found.append((origin[0].model.grad, definition))
+    return found
+
+
+def _built_by_library(context: "Context", expr: cst.BaseExpression) -> bool:
+    """`expr` is a name bound to an object a library other than torch builds (`model = YOLO(path)`)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    for binding in context.lookup(expr) or ():
+        value = binding.value if binding.kind == "assign" else None
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
+            value = value.func.value
+        if isinstance(value, cst.Call):
+            qual = context.qualname(value)
+            if qual is not None and not qual.startswith("torch"):
+                return True
+    return False
+
+
+def _method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+    """The method `name` of `cls` or of its bases defined in the same file."""
+    method = method_named(cls, name)
+    if method is not None or depth >= 3:
+        return method
+    classes = objects(facts.context).classes()
+    for base in cls.bases:
+        if isinstance(base.value, cst.Name) and base.value.value in classes:
+            found = _method_of(facts, classes[base.value.value], name, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _runs_itself(facts: "FileFacts", scope: "ScopeFacts", depth: int) -> bool:
+    """The method runs its own module (`self(x)`, `self.forward(x)`, a sub-module, another such method)
+    outside no-grad and trains nothing."""
+    if scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
+        return False
+    for inner in scope.calls:
+        callee = inner.callee
+        if inner.covered or not callee or not inner.node.args:
+            continue
+        if callee in ("self", "self.forward"):
+            return True
+        if callee.count(".") != 1 or not callee.startswith("self."):
+            continue
+        if facts.is_network_call(inner):
+            return True
+        method = _method_of(facts, scope.cls, callee[5:]) if scope.cls is not None else None
+        if method is not None and depth < _MAX_DEPTH and method in facts.by_node and method is not scope.node:
+            if _runs_itself(facts, facts.by_node[method], depth + 1):
+                return True
+    return False

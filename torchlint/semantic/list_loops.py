@@ -1,0 +1,108 @@
+"""Element-wise math over a per-step list of tensors (a policy-gradient loss built step by step):
+`for lp, r in zip(log_probs, returns): losses.append(-lp * r)` and then `torch.cat(losses)`, where one
+expression on the stacked list would do."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import libcst as cst
+
+from torchlint.lint.context import Context
+from torchlint.lint.names import flatten_targets
+from torchlint.lint.walk import descendants
+from torchlint.semantic.sample_syntax import flatten_names, names_in, statements_of
+
+
+def elementwise_list_loop(context: Context, node: cst.For) -> bool:
+    """`for lp, r in zip(log_probs, returns): losses.append(-lp * r)` and then `torch.cat(losses)`: the
+    same arithmetic on every element of a list, where one expression on the stacked list would do. The
+    results going to `torch.cat`/`torch.stack` proves they are tensors."""
+    elements = _list_loop_elements(node.target, node.iter)
+    if elements is None:
+        return False
+    statements = list(statements_of(node.body))
+    if not statements:
+        return False
+    *steps, last = statements
+    local = set(elements)
+    for step in steps:
+        if not (isinstance(step, cst.Assign) and len(step.targets) == 1 and isinstance(step.targets[0].target, cst.Name)):
+            return False
+        if not _arithmetic_of(step.value, local):
+            return False
+        local.add(step.targets[0].target.value)
+    if not (isinstance(last, cst.Expr) and isinstance(last.value, cst.Call)):
+        return False
+    call = last.value
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1):
+        return False
+    collector = call.func.value
+    if not isinstance(collector, cst.Name) or not _arithmetic_of(call.args[0].value, local, strict=True):
+        return False
+    return _stacked_after(context, node, collector.value)
+
+def elementwise_list_comprehension(context: Context, node: Union[cst.ListComp, cst.GeneratorExp]) -> bool:
+    """`torch.cat([-lp * r for lp, r in zip(log_probs, returns)])`."""
+    for_in = node.for_in
+    if for_in.inner_for_in is not None or for_in.ifs:
+        return False
+    elements = _list_loop_elements(for_in.target, for_in.iter)
+    if elements is None or not _arithmetic_of(node.elt, set(elements), strict=True):
+        return False
+    parent = context.parent(node)
+    call = context.parent(parent) if isinstance(parent, cst.Arg) else None
+    return isinstance(call, cst.Call) and call.args[0] is parent and _stacks(context, call)
+
+def _stacked_after(context: Context, loop: cst.For, name: str) -> bool:
+    """`name` is passed to torch.cat/torch.stack after `loop`, in the same function."""
+    scope = context.enclosing(loop, cst.FunctionDef) or context.module
+    after = False
+    for node in descendants(scope):  # document order
+        if node is loop:
+            after = True
+        elif after and isinstance(node, cst.Call) and node.args and _stacks(context, node):
+            first = node.args[0].value
+            if isinstance(first, cst.Name) and first.value == name:
+                return True
+    return False
+
+def _stacks(context: Context, call: cst.Call) -> bool:
+    return (context.qualname(call) or "") in ("torch.stack", "torch.cat", "torch.concat", "torch.concatenate")
+
+
+def _list_loop_elements(target: cst.BaseExpression, iterable: cst.BaseExpression) -> Optional[list[str]]:
+    """The names bound to list elements in `for e in xs` / `for a, b in zip(xs, ys)` (xs a name or attribute)."""
+    lists: list[cst.BaseExpression]
+    if isinstance(iterable, (cst.Name, cst.Attribute)):
+        lists = [iterable]
+    elif isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "zip":
+        lists = [a.value for a in iterable.args]
+        if any(a.keyword is not None or a.star for a in iterable.args):
+            return None
+    else:
+        return None
+    if not all(isinstance(e, (cst.Name, cst.Attribute)) for e in lists):
+        return None
+    names = flatten_names(target)
+    if not names or len(names) != len(flatten_targets(target)):
+        return None
+    return names
+
+
+def _arithmetic_of(expr: cst.BaseExpression, elements: set[str], strict: bool = False) -> bool:
+    """Element-wise arithmetic (+ - * / and unary minus) over names, attributes and numbers; with `strict`,
+    it must also multiply or combine an element (a bare element appended is a copy, not math)."""
+    def walk(node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.BinaryOperation):
+            return isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)) and walk(node.left) and walk(node.right)
+        if isinstance(node, cst.UnaryOperation):
+            return isinstance(node.operator, cst.Minus) and walk(node.expression)
+        return isinstance(node, (cst.Name, cst.Attribute, cst.Integer, cst.Float))
+
+    if not walk(expr):
+        return False
+    uses = names_in(expr) & elements
+    if not uses:
+        return False
+    return not strict or isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation))

@@ -1,0 +1,121 @@
+"""The header of a loop (or comprehension): does it run over the samples of a batch? `range(x.size(0))`,
+`range(len(x))`, `range(batch_size)`, `for s in x`, `enumerate(x)`, `zip(x, y)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import positional
+from torchlint.lint.context import Context
+from torchlint.semantic.batches import Batches
+from torchlint.semantic.sample_scopes import Scope, Scopes
+
+
+@dataclass
+class SampleLoop:
+    """One candidate loop: the index variable (range loops) and the names bound to one sample."""
+
+    node: cst.CSTNode
+    index: Optional[str]
+    samples: set[str]
+    bound: Optional[cst.BaseExpression]  # what the range runs over
+    evidence: bool  # the range bound or the iterated value is a batch
+    items: dict[str, frozenset[int]] = field(default_factory=dict)  # `c` in `for c in zip(x, y)`: c[k] samples
+    # rows of an array or matrix not known to be a tensor: only a model run per row counts as work
+    rows: bool = False
+    inner: bool = False  # the range is a size past the first dimension (samples of a sequence-first batch)
+
+
+class LoopHeaders:
+    """Answers, for one file, which loop headers run over the samples of a batch."""
+
+    def __init__(self, context: Context, scopes: Scopes, batches: Batches) -> None:
+        self.context = context
+        self.scopes = scopes
+        self.batches = batches
+
+    def candidate(self, node: cst.CSTNode, target: cst.BaseExpression, iterable: cst.BaseExpression) -> Optional[SampleLoop]:
+        scope = self.scopes.of(node)
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+            func = iterable.func.value
+            if func == "range" and isinstance(target, cst.Name):
+                return self._range_loop(node, scope, target.value, iterable)
+            if func == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                args = positional(iterable)
+                if len(iterable.args) != 1 or len(args) != 1:
+                    return None
+                index, item = target.elements[0].value, target.elements[1].value
+                if not isinstance(index, cst.Name):
+                    return None
+                inner = args[0].value
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "zip":
+                    return self._zip_loop(node, scope, index.value, item, inner)  # enumerate(zip(x, y))
+                rows = False
+                if not self.batches.is_batch(scope, inner, sequence=True):
+                    if not self.batches.is_matrix(scope, inner):
+                        return None
+                    rows = True
+                samples = {item.value} if isinstance(item, cst.Name) else set()
+                if not samples:
+                    return None
+                return SampleLoop(node, index.value, samples, None, True, rows=rows)
+            if func == "zip":
+                return self._zip_loop(node, scope, None, target, iterable)
+            return None
+        if isinstance(iterable, (cst.Name, cst.Attribute)) and isinstance(target, cst.Name):
+            if self.batches.is_batch(scope, iterable, sequence=True):
+                return SampleLoop(node, None, {target.value}, None, True)
+        return None
+
+    def _zip_loop(
+        self, node: cst.CSTNode, scope: Scope, index: Optional[str], target: cst.BaseExpression, call: cst.Call
+    ) -> Optional[SampleLoop]:
+        """`for a, b in zip(x, y)` / `for c in zip(x, y)`: the names (or the positions of `c`) that hold a
+        sample of a batch."""
+        args = positional(call)
+        if len(args) != len(call.args) or len(args) < 2:
+            return None
+        batch = [self.batches.is_batch(scope, arg.value, sequence=True) for arg in args]
+        if not any(batch):
+            return None
+        if isinstance(target, (cst.Tuple, cst.List)):
+            if len(target.elements) != len(args):
+                return None
+            samples = {
+                element.value.value
+                for element, is_batch in zip(target.elements, batch)
+                if is_batch and isinstance(element.value, cst.Name)
+            }
+            return SampleLoop(node, index, samples, None, True) if samples else None
+        if isinstance(target, cst.Name):
+            if all(batch):
+                return SampleLoop(node, index, {target.value}, None, True)
+            positions = frozenset(i for i, is_batch in enumerate(batch) if is_batch)
+            return SampleLoop(node, index, set(), None, True, {target.value: positions})
+        return None
+
+    def _range_loop(self, node: cst.CSTNode, scope: Scope, index: str, call: cst.Call) -> Optional[SampleLoop]:
+        args = call.args
+        if any(a.keyword is not None or a.star for a in args) or not 1 <= len(args) <= 3:
+            return None
+        if len(args) == 3 and self.context.literal(args[2].value) != 1:
+            return None  # strided: chunks of a batch (micro-batching), not samples
+        bound = args[1].value if len(args) >= 2 else args[0].value
+        if isinstance(bound, cst.BinaryOperation):
+            return None  # range(n - 1), range(n // 2): pairs, windows
+        source = self.batches.size_source(scope, bound)
+        if source is not None:
+            tensor, how = source
+            if how == "inner" and not self.batches.batch_size_name(scope, bound):
+                return None  # past the first dimension only when the code says it holds the batch
+            if self.batches.is_batch(scope, tensor, sequence=(how == "len")):
+                return SampleLoop(node, index, set(), tensor, True, inner=(how == "inner"))
+            if self.batches.is_matrix(scope, tensor):
+                return SampleLoop(node, index, set(), tensor, True, rows=True)
+            return None
+        if self.batches.batch_size_name(scope, bound):
+            return SampleLoop(node, index, set(), None, False)
+        return None

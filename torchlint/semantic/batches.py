@@ -171,7 +171,7 @@ class Batches:
         if param is not None and self._batch_param(scope, name, param, sequence):
             return True
         for iterable, whole in scope.loops.get(name, []):
-            if self._is_loader(scope, iterable):
+            if self.is_loader(iterable):
                 return True
         for value in scope.assigns.get(name, []):
             if self.is_batch(scope, value, sequence=sequence, depth=depth + 1):
@@ -261,7 +261,7 @@ class Batches:
     def loader_element(self, scope: Scope, name: str) -> bool:
         """`batch` in `for batch in loader` (a whole element: a tensor, a tuple or a dict of batch tensors)."""
         for iterable, whole in scope.loops.get(name, []):
-            if whole and self._is_loader(scope, iterable):
+            if whole and self.is_loader(iterable):
                 return True
         if name not in scope.loops and name not in scope.assigns and name not in scope.params:
             outer = self.scopes.outer(scope)
@@ -269,5 +269,21 @@ class Batches:
                 return self.loader_element(outer, name)
         return False
 
-    def _is_loader(self, scope: Scope, iterable: cst.BaseExpression) -> bool:
+    def loader_component(self, scope: Scope, expr: cst.BaseExpression) -> bool:
+        """`y` in `for x, y in loader` or `x, y = batch` (one part of a loader's element: labels, targets),
+        which may be a list as well as a tensor."""
+        if not isinstance(expr, cst.Name):
+            return False
+        name = expr.value
+        if any(not whole and self.is_loader(iterable) for iterable, whole in scope.loops.get(name, [])):
+            return True
+        if any(isinstance(value, cst.Name) and self.loader_element(scope, value.value) for value, _ in scope.unpacks.get(name, [])):
+            return True
+        if name not in scope.loops and name not in scope.assigns and name not in scope.params and name not in scope.unpacks:
+            outer = self.scopes.outer(scope)
+            if outer is not None:
+                return self.loader_component(outer, expr)
+        return False
+
+    def is_loader(self, iterable: cst.BaseExpression) -> bool:
         return is_loader_expr(self.context, iterable)

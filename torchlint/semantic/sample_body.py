@@ -12,6 +12,7 @@ from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_headers import SampleLoop
 from torchlint.semantic.sample_scopes import Scope
+from torchlint.semantic.single_samples import single_comparison
 from torchlint.semantic.sample_syntax import (
     assigned_names,
     flatten_names,
@@ -238,7 +239,10 @@ class SampleBody:
                         self.collected = True
             return True
         if isinstance(small, cst.AugAssign):
-            if self._collectable(small.value) or self.is_sample(small.value):
+            value = small.value
+            if self._collectable(value) or self.is_sample(value) or (
+                isinstance(value, cst.Call) and single_comparison(value, self.mentions_sample)
+            ):
                 self.collected = True  # total += f(x[i]), total += x[i]: a sum over the batch
             return True
         if isinstance(small, cst.AnnAssign):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -12,6 +13,14 @@ from torchlint.lint.calls import positional
 from torchlint.lint.context import Context
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_scopes import Scope, Scopes
+
+# A count of time steps or positions (`n_step = len(enc_outputs)`, `seq_len = x.size(0)`): a loop over it
+# walks a sequence, not the samples of a batch.
+_POSITIONS = re.compile(
+    r"(^|_)(n?steps?|seq_?len(gth)?|timesteps?|time|len|length|max_?len|n?tokens?|n?words?|positions?|n?frames?)(_|$)"
+    r"|^[TLS]$",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -27,6 +36,9 @@ class SampleLoop:
     # rows of an array or matrix not known to be a tensor: only a model run per row counts as work
     rows: bool = False
     inner: bool = False  # the range is a size past the first dimension (samples of a sequence-first batch)
+    # the header does not show a batch (a list, a dataset, a parameter of unknown kind): only a body that
+    # treats each element as one sample (runs a model on it made a batch of one, ...) makes it a sample loop
+    weak: bool = False
 
 
 class LoopHeaders:
@@ -53,22 +65,31 @@ class LoopHeaders:
                 inner = args[0].value
                 if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "zip":
                     return self._zip_loop(node, scope, index.value, item, inner)  # enumerate(zip(x, y))
-                rows = False
+                rows = weak = False
                 if not self.batches.is_batch(scope, inner, sequence=True):
-                    if not self.batches.is_matrix(scope, inner):
+                    if self.batches.is_matrix(scope, inner):
+                        rows = True
+                    elif self._collection(inner):
+                        weak = True
+                    else:
                         return None
-                    rows = True
                 samples = {item.value} if isinstance(item, cst.Name) else set()
                 if not samples:
                     return None
-                return SampleLoop(node, index.value, samples, None, True, rows=rows)
+                return SampleLoop(node, index.value, samples, None, not weak, rows=rows, weak=weak)
             if func == "zip":
                 return self._zip_loop(node, scope, None, target, iterable)
             return None
         if isinstance(iterable, (cst.Name, cst.Attribute)) and isinstance(target, cst.Name):
             if self.batches.is_batch(scope, iterable, sequence=True):
                 return SampleLoop(node, None, {target.value}, None, True)
+            if self._collection(iterable):
+                return SampleLoop(node, None, {target.value}, None, False, weak=True)
         return None
+
+    def _collection(self, iterable: cst.BaseExpression) -> bool:
+        """A name or attribute that may hold samples (not a loader: its elements are batches)."""
+        return isinstance(iterable, (cst.Name, cst.Attribute)) and not self.batches.is_loader(iterable)
 
     def _zip_loop(
         self, node: cst.CSTNode, scope: Scope, index: Optional[str], target: cst.BaseExpression, call: cst.Call
@@ -80,7 +101,14 @@ class LoopHeaders:
             return None
         batch = [self.batches.is_batch(scope, arg.value, sequence=True) for arg in args]
         if not any(batch):
-            return None
+            if not all(self._collection(arg.value) for arg in args) or not isinstance(target, (cst.Tuple, cst.List)):
+                return None
+            if len(target.elements) != len(args) or not all(isinstance(e.value, cst.Name) for e in target.elements):
+                return None
+            samples = {element.value.value for element in target.elements}  # type: ignore[union-attr]
+            return SampleLoop(node, index, samples, None, False, weak=True)
+        # labels drawn from the same loader as a batch they are zipped with hold its samples too
+        batch = [is_batch or self.batches.loader_component(scope, arg.value) for arg, is_batch in zip(args, batch)]
         if isinstance(target, (cst.Tuple, cst.List)):
             if len(target.elements) != len(args):
                 return None
@@ -106,6 +134,8 @@ class LoopHeaders:
         bound = args[1].value if len(args) >= 2 else args[0].value
         if isinstance(bound, cst.BinaryOperation):
             return None  # range(n - 1), range(n // 2): pairs, windows
+        if isinstance(bound, cst.Name) and _POSITIONS.search(bound.value) and not self.batches.batch_size_name(scope, bound):
+            return None
         source = self.batches.size_source(scope, bound)
         if source is not None:
             tensor, how = source
@@ -115,6 +145,8 @@ class LoopHeaders:
                 return SampleLoop(node, index, set(), tensor, True, inner=(how == "inner"))
             if self.batches.is_matrix(scope, tensor):
                 return SampleLoop(node, index, set(), tensor, True, rows=True)
+            if how != "inner" and self._collection(tensor):
+                return SampleLoop(node, index, set(), tensor, False, weak=True)
             return None
         if self.batches.batch_size_name(scope, bound):
             return SampleLoop(node, index, set(), None, False)

@@ -31,6 +31,7 @@ from torchlint.semantic.sample_syntax import (
     names_in,
     statements_of,
 )
+from torchlint.semantic.single_samples import SingleSamples
 
 
 class PerSampleLoops:
@@ -73,6 +74,8 @@ class PerSampleLoops:
             return False
         helper = SampleBody(self.context, self.callees, scope, loop, tainted, sample_roots)
         if not helper.scan(statements):
+            return False
+        if loop.weak and not self._shows_samples(loop, scope, nodes, helper, sample_roots):
             return False
         if loop.rows and not any(isinstance(n, cst.Call) and helper.runs_model_on_sample(n) for n in nodes):
             return False
@@ -129,6 +132,24 @@ class PerSampleLoops:
         return roots
 
 
+    def _shows_samples(
+        self, loop: SampleLoop, scope: Scope, nodes: list[cst.CSTNode], helper: SampleBody, roots: set[str]
+    ) -> bool:
+        """For a loop whose header does not show a batch: the body treats each element as one sample, or
+        it indexes a batch or a module's output alongside labels drawn from a loader (`criterion(out[i], y[i])`
+        over `range(len(y))`)."""
+        if SingleSamples(self.context, self.callees, scope, loop.index, loop.samples, roots).shown(nodes, helper.mentions_sample):
+            return True
+        if loop.index is None:
+            return False
+        indexed = {
+            node.value.value
+            for node in nodes
+            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and indexes_sample(node, loop.index)
+        }
+        labels = {name for name in indexed if self.batches.loader_component(scope, cst.Name(name))}
+        return bool(labels) and any(self.batches.is_batch(scope, cst.Name(name)) for name in indexed - labels)
+
     # ------------------------------------------------------------------------------------------
     # element-wise math over a per-step list of tensors (policy-gradient losses)
     def elementwise_list_loop(self, node: cst.For) -> bool:
@@ -162,9 +183,9 @@ class PerSampleLoops:
         if self._varying_size(loop, nodes):
             return False
         helper = SampleBody(self.context, self.callees, scope, loop, set(loop.samples), roots)
-        if helper.work(node.elt) and not helper.vetoed:
-            return True
-        return False
+        if loop.weak and not self._shows_samples(loop, scope, nodes, helper, roots):
+            return False
+        return helper.work(node.elt) and not helper.vetoed
 
     def _feeds_batch_result(self, node: cst.CSTNode) -> bool:
         """The comprehension is the sequence argument of torch.stack/cat or sum(), or a list bound to a name

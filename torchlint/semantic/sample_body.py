@@ -314,7 +314,10 @@ class SampleBody:
             return False
         if not all(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in test.comparisons):
             return False
-        if not (self.is_sample(test.left) and all(self.is_sample(c.comparator) for c in test.comparisons)):
+        def per_sample(side: cst.BaseExpression) -> bool:
+            return self.is_sample(side) or self.work(side)  # `y[i]`, `model(x[i:i + 1]).argmax()`
+
+        if not (per_sample(test.left) and all(per_sample(c.comparator) for c in test.comparisons)):
             return False
         body = list(statements_of(statement.body))
         return bool(body) and all(

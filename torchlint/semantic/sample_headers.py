@@ -85,6 +85,11 @@ class LoopHeaders:
                 return SampleLoop(node, None, {target.value}, None, True)
             if self._collection(iterable):
                 return SampleLoop(node, None, {target.value}, None, False, weak=True)
+        if isinstance(target, (cst.Tuple, cst.List)) and self._collection(iterable):
+            # `for image, label in test_set`: the parts of one element of a dataset
+            names = {e.value.value for e in target.elements if isinstance(e.value, cst.Name)}
+            if names and len(names) == len(target.elements):
+                return SampleLoop(node, None, names, None, False, weak=True)
         return None
 
     def _collection(self, iterable: cst.BaseExpression) -> bool:

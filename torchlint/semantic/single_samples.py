@@ -23,6 +23,9 @@ from torchlint.semantic.sample_syntax import flatten_names, indexes_sample
 
 # Methods that keep a value the same sample (a copy, another device or dtype).
 _SAME_SAMPLE = frozenset("to cuda cpu float double half long int contiguous detach clone".split())
+_AS_TENSOR = frozenset(
+    "torch.tensor torch.as_tensor torch.from_numpy torch.Tensor torch.FloatTensor torch.LongTensor".split()
+)
 
 
 class SingleSamples:
@@ -62,6 +65,8 @@ class SingleSamples:
             return self._element(expr.value)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_SAMPLE:
             return self._element(expr.func.value)
+        if isinstance(expr, cst.Call) and (self.context.qualname(expr) or "") in _AS_TENSOR and expr.args:
+            return self._element(expr.args[0].value)  # `torch.from_numpy(x)`: the same sample as a tensor
         if isinstance(expr, cst.Subscript):
             value = expr.value
             if isinstance(value, cst.Name) and value.value in self.roots and indexes_sample(expr, self.index):
@@ -81,8 +86,12 @@ class SingleSamples:
                 return self.context.literal(expr.args[0].value) == 0 and self._element(func.value)
             if isinstance(func, cst.Attribute) and func.attr.value in ("view", "reshape") and len(args) >= 2:
                 return self.context.literal(args[0].value) == 1 and self._element(func.value)
-            if (self.context.qualname(expr) or "") == "torch.unsqueeze" and len(args) == 2:
+            qualname = self.context.qualname(expr) or ""
+            if qualname == "torch.unsqueeze" and len(args) == 2:
                 return self.context.literal(args[1].value) == 0 and self._element(args[0].value)
+            if qualname in _AS_TENSOR and args and isinstance(args[0].value, cst.List):
+                elements = args[0].value.elements  # `torch.tensor([x])`
+                return len(elements) == 1 and not isinstance(elements[0], cst.StarredElement) and self._element(elements[0].value)
             return False
         if isinstance(expr, cst.Subscript) and expr.slice:
             first = expr.slice[0].slice

@@ -14,6 +14,11 @@ from torchlint.lint.names import flatten_targets
 from torchlint.lint.walk import descendants
 from torchlint.semantic.sample_syntax import flatten_names, names_in, statements_of
 
+_LOSSES = frozenset(
+    "torch.nn.functional." + name
+    for name in "cross_entropy binary_cross_entropy binary_cross_entropy_with_logits kl_div".split()
+)
+
 # Lists filled once per step of an episode (what a policy-gradient loss walks).
 _PER_STEP = re.compile(r"log_?probs?|rewards?|returns|advantages?|saved_|entrop|trajector|episode", re.IGNORECASE)
 
@@ -146,12 +151,15 @@ def _arithmetic_of(expr: cst.BaseExpression, elements: set[str], strict: bool = 
 
 
 def _functional_loss_of(context: Context, value: cst.BaseExpression, elements: set[str]) -> bool:
-    """`F.smooth_l1_loss(value, torch.tensor([r]))`: a loss of the functional API on one step's elements."""
-    return (
-        isinstance(value, cst.Call)
-        and (context.qualname(value) or "").startswith("torch.nn.functional.")
-        and any(names_in(arg.value) & elements for arg in value.args)
-    )
+    """`F.smooth_l1_loss(value, torch.tensor([r]))`: a loss of the functional API on one step's elements
+    (not an element called as a module: `F.interpolate(f(x), ...)` walks a list of layers)."""
+    if not isinstance(value, cst.Call):
+        return False
+    qualname = context.qualname(value) or ""
+    if not qualname.startswith("torch.nn.functional.") or not (qualname.endswith("loss") or qualname in _LOSSES):
+        return False
+    called = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in elements for n in descendants(value))
+    return not called and any(names_in(arg.value) & elements for arg in value.args)
 
 
 def _backpropagated_after(context: Context, loop: cst.For, name: str) -> bool:

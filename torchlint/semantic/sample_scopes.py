@@ -16,7 +16,7 @@ from torchlint.lint.walk import scope_nodes
 from torchlint.semantic.objects import objects
 
 # Functions whose tensor parameters are batches (besides `forward`).
-_BATCH_FUNCTION = re.compile(r"^(forward|__call__)$|loss|criterion|(^|_)(train|training|eval|evaluate|validate|validation|test)(_|$)|(^|_)step$|predict|infer", re.IGNORECASE)
+_BATCH_FUNCTION = re.compile(r"^(forward|__call__)$|loss|criterion|(^|_)(train|training|eval|evaluate|validate|validation|test)(_|$)|(^|_)step$|predict|infer|accuracy|metric|(^|_)(mse|mae|rmse|dice|psnr)(_|$)", re.IGNORECASE)
 
 # A docstring that says the function takes batches ("Dice coeff for batches", "x: a batch of images").
 _BATCH_DOC = re.compile(r"\bbatch(es)?\b", re.IGNORECASE)

@@ -115,6 +115,8 @@ class Callees:
                 computes = True  # `h.dot(e)`, `q.matmul(k)`
             elif self._self_module_call(function, node):
                 computes = True  # `self.attn(e)`
+            elif self.is_module_call(self.scopes.of_function(function), node):
+                computes = True  # `model(x.unsqueeze(0))`, `self.net(state)`
             qualname = self.context.qualname(node) or ""
             if qualname.startswith("torch.nn.functional.") or (
                 qualname.startswith("torch.") and qualname.count(".") == 1

@@ -2,7 +2,8 @@
 loops whose header alone does not show a batch (a list, a dataset, a parameter of unknown kind):
 
 - a model or a loss runs on the element made a batch of one: `model(x.unsqueeze(0))`, `net(img[None])`,
-  `model(x[i:i + 1])`, `model(x[i].view(1, -1))`;
+  `model(x[i:i + 1])`, `model(x[i].view(1, -1))`, directly or through a function or method of the same file
+  (`predict(model, img)` whose body runs `model(img.unsqueeze(0))`);
 - one element's comparison is turned into a Python number: `correct += (p.argmax() == t).item()` (`.item()`
   on a comparison needs a single element, so the loop compares samples one at a time).
 
@@ -17,9 +18,14 @@ import libcst as cst
 
 from torchlint.lint.calls import positional
 from torchlint.lint.context import Context
+from torchlint.lint.walk import descendants
+from torchlint.semantic.functions import called_function
 from torchlint.semantic.sample_callees import Callees
 from torchlint.semantic.sample_scopes import Scope
 from torchlint.semantic.sample_syntax import flatten_names, indexes_sample
+
+# The loop index a helper's analysis is given: none (its parameter is the sample).
+_HELPER = "<helper>"
 
 # Methods that keep a value the same sample (a copy, another device or dtype).
 _SAME_SAMPLE = frozenset("to cuda cpu float double half long int contiguous detach clone".split())
@@ -32,7 +38,9 @@ class SingleSamples:
     """For one loop: which names hold an element of what it walks, unchanged, and whether the body runs a
     model on one of them made a batch of one."""
 
-    def __init__(self, context: Context, callees: Callees, scope: Scope, index: str | None, samples: set[str], roots: set[str]) -> None:
+    def __init__(
+        self, context: Context, callees: Callees, scope: Scope, index: str | None, samples: set[str], roots: set[str]
+    ) -> None:
         self.context = context
         self.callees = callees
         self.scope = scope
@@ -53,9 +61,33 @@ class SingleSamples:
                     return True
                 if single_comparison(node, mentions_sample):
                     return True
+                if self._helper_runs_model(node):
+                    return True
             if isinstance(node, cst.If) and _compares_tensor(node.test, mentions_sample):
                 return True  # `if p.argmax() == t:` needs one element
         return False
+
+    def _helper_runs_model(self, call: cst.Call) -> bool:
+        """`predict(img)` for a function of this file that runs a model on its parameter made a batch of
+        one (`return model(img.unsqueeze(0))`)."""
+        if self.index == _HELPER:
+            return False  # one level down only
+        function = called_function(self.context, call)
+        if function is None:
+            return False
+        params = [p.name.value for p in function.params.params]
+        if isinstance(call.func, cst.Attribute):
+            params = params[1:]  # self
+        passed = {
+            params[position]
+            for position, arg in enumerate(call.args)
+            if arg.keyword is None and not arg.star and position < len(params) and self._element(arg.value)
+        }
+        if not passed:
+            return False
+        scope = self.callees.scopes.of_function(function)
+        inner = SingleSamples(self.context, self.callees, scope, _HELPER, passed, set())
+        return inner.shown(descendants(function.body), lambda expr: False)
 
     def _element(self, expr: cst.BaseExpression) -> bool:
         """`x`, `x.to(device)`, `x[0]` of an element, `data[i]` of a walked value."""

@@ -45,6 +45,12 @@ _KEEP_METHODS = frozenset(
 
 # Tensor methods that compute (work on one sample), as opposed to reading metadata or converting to Python.
 
+# Data turned into a tensor: its rows are the data's rows.
+_FROM_DATA = frozenset(
+    "torch.tensor torch.as_tensor torch.from_numpy torch.Tensor torch.FloatTensor torch.LongTensor".split()
+)
+_SAME_ROWS = frozenset("to cuda cpu float double long".split())
+
 
 class Batches:
     """Answers, for one file, whether a value is a batch and where a range bound's size comes from."""
@@ -138,7 +144,8 @@ class Batches:
 
     def is_matrix(self, scope: Scope, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """An array whose rows are samples, whatever library holds it: `a[:, :-1]` (a two-dimensional
-        slice) or a sparse matrix (`m.tocsr()`)."""
+        slice), a sparse matrix (`m.tocsr()`), or a data set turned into a tensor
+        (`torch.FloatTensor(X_test)`, `torch.from_numpy(features)`; not a tensor written out as a list)."""
         if depth > 3:
             return False
         if isinstance(expr, cst.Name):
@@ -146,7 +153,14 @@ class Batches:
             return len(values) == 1 and self.is_matrix(scope, values[0], depth + 1)
         if isinstance(expr, cst.Subscript):
             return len(expr.slice) >= 2 and whole_slice(expr.slice[0].slice)
+        if isinstance(expr, cst.Call) and (self.context.qualname(expr) or "") in _FROM_DATA and expr.args:
+            data = expr.args[0].value
+            return isinstance(data, (cst.Name, cst.Attribute, cst.Subscript)) or (
+                isinstance(data, cst.Call) and self.is_matrix(scope, data, depth + 1)
+            )
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value in _SAME_ROWS:
+                return self.is_matrix(scope, expr.func.value, depth + 1)  # `torch.tensor(x).float().to(device)`
             return expr.func.attr.value in ("tocsr", "toarray", "todense") and not expr.args
         return False
 

@@ -11,6 +11,7 @@ import libcst as cst
 
 from torchlint.lint.calls import positional
 from torchlint.lint.context import Context
+from torchlint.lint.names import flatten_targets
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_scopes import Scope, Scopes
 
@@ -73,8 +74,9 @@ class LoopHeaders:
                         weak = True
                     else:
                         return None
-                samples = {item.value} if isinstance(item, cst.Name) else set()
-                if not samples:
+                # `for i, x in enumerate(xs)`, `for i, (image, label) in enumerate(test_set)`
+                samples = {n.value for n in flatten_targets(item) if isinstance(n, cst.Name)}
+                if not samples or (not isinstance(item, cst.Name) and not weak):
                     return None
                 return SampleLoop(node, index.value, samples, None, not weak, rows=rows, weak=weak)
             if func == "zip":
@@ -83,6 +85,8 @@ class LoopHeaders:
         if isinstance(iterable, (cst.Name, cst.Attribute)) and isinstance(target, cst.Name):
             if self.batches.is_batch(scope, iterable, sequence=True):
                 return SampleLoop(node, None, {target.value}, None, True)
+            if self.batches.is_matrix(scope, iterable):
+                return SampleLoop(node, None, {target.value}, None, True, rows=True)
             if self._collection(iterable):
                 return SampleLoop(node, None, {target.value}, None, False, weak=True)
         if isinstance(target, (cst.Tuple, cst.List)) and self._collection(iterable):

@@ -70,7 +70,7 @@ class PerSampleLoops:
             return False
         if loop.index is not None and not sample_roots and not loop.samples and not loop.items:
             return False
-        if loop.index is not None and not loop.evidence and not sample_roots:
+        if loop.index is not None and not loop.evidence and not sample_roots and not loop.samples:
             return False
         helper = SampleBody(self.context, self.callees, scope, loop, tainted, sample_roots)
         if not helper.scan(statements):

@@ -12,7 +12,6 @@ from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_headers import SampleLoop
 from torchlint.semantic.sample_scopes import Scope
-from torchlint.semantic.single_samples import single_comparison
 from torchlint.semantic.sample_syntax import (
     assigned_names,
     flatten_names,
@@ -20,6 +19,7 @@ from torchlint.semantic.sample_syntax import (
     names_in,
     statements_of,
 )
+from torchlint.semantic.single_samples import single_comparison
 
 # Tensor methods that compute (work on one sample), as opposed to reading metadata or converting to Python.
 _MATH_METHODS = frozenset(

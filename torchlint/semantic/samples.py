@@ -33,6 +33,9 @@ from torchlint.semantic.sample_syntax import (
 )
 from torchlint.semantic.single_samples import SingleSamples
 
+# Keyword arguments that set the size of a result: given a per-sample value, the results differ in size.
+_SIZE_KEYWORDS = frozenset("size output_size scale_factor shape new_size dsize".split())
+
 
 class PerSampleLoops:
     """Decides, per loop of one file, whether it runs per sample of a batch (shared by the file's rules)."""
@@ -82,8 +85,8 @@ class PerSampleLoops:
         return helper.collected
 
     def _varying_size(self, loop: SampleLoop, nodes: list[cst.CSTNode]) -> bool:
-        """A slice bounded by a per-sample value (`x[i, :lengths[i]]`) or a boolean mask (`x[i][x[i] > 0]`):
-        per-sample pieces of different sizes."""
+        """A slice bounded by a per-sample value (`x[i, :lengths[i]]`), a boolean mask (`x[i][x[i] > 0]`) or
+        a result size given per sample (`size=sizes[i]`): per-sample pieces of different sizes."""
         names = set(loop.samples)
         if loop.index is not None:
             names.add(loop.index)
@@ -93,6 +96,11 @@ class PerSampleLoops:
                 for target in node.targets:
                     names.update(flatten_names(target.target))
         for node in nodes:
+            if isinstance(node, cst.Call) and any(
+                arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS and names_in(arg.value) & names
+                for arg in node.args
+            ):
+                return True  # `interpolate(x[i][None], size=target_sizes[i])`: each sample to its own size
             if not isinstance(node, cst.Subscript):
                 continue
             for position, element in enumerate(node.slice):

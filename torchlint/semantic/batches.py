@@ -50,6 +50,8 @@ _FROM_DATA = frozenset(
     "torch.tensor torch.as_tensor torch.from_numpy torch.Tensor torch.FloatTensor torch.LongTensor".split()
 )
 _SAME_ROWS = frozenset("to cuda cpu float double long".split())
+# torch functions that cut a tensor into pieces (a tuple of tensors).
+_PIECES = frozenset("chunk split tensor_split unbind split_with_sizes hsplit vsplit dsplit meshgrid".split())
 
 
 class Batches:
@@ -132,6 +134,8 @@ class Batches:
                 first = positional(expr)
                 return bool(first) and self.is_batch(scope, first[0].value, depth=depth + 1)
             qualname = self.context.qualname(expr) or ""
+            if qualname.rsplit(".", 1)[-1] in _PIECES:
+                return False  # `torch.chunk(x, n, dim=1)`: pieces of a tensor, not its samples
             # a torch op's output (not a factory: those build fresh tensors of any shape)
             return qualname.startswith("torch.") and value_kinds(self.context).is_tensor(expr)
         if isinstance(expr, cst.Subscript):

@@ -168,10 +168,16 @@ class SampleBody:
                         self.collected = True
                         continue
                     return False
+                # each branch starts from what was assigned before the `if`: a name set in one branch and
+                # read in another comes from an earlier iteration (`out = block(x + out)`)
+                before = set(self.assigned_so_far)
+                assigned = set(before)
                 if not self.scan(list(statements_of(statement.body))):
                     return False
+                assigned |= self.assigned_so_far
                 orelse = statement.orelse
                 while orelse is not None:
+                    self.assigned_so_far = set(before)
                     if isinstance(orelse, cst.If):
                         if self.mentions_sample(orelse.test):
                             return False
@@ -182,6 +188,8 @@ class SampleBody:
                         if not self.scan(list(statements_of(orelse.body))):
                             return False
                         orelse = None
+                    assigned |= self.assigned_so_far
+                self.assigned_so_far = assigned
                 continue
             if isinstance(statement, (cst.For, cst.While)):
                 if isinstance(statement, cst.For):

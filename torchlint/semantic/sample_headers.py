@@ -23,6 +23,12 @@ _POSITIONS = re.compile(
     re.IGNORECASE,
 )
 
+# What a loop's element is called when it is a piece of a sequence or of a model, not a sample.
+_PIECE_NAMES = re.compile(
+    r"(^|_)(frames?|steps?|tokens?|words?|positions?|timesteps?|chunks?|levels?|scales?|layers?|heads?|blocks?)(_|$)",
+    re.IGNORECASE,
+)
+
 
 @dataclass
 class SampleLoop:
@@ -52,6 +58,8 @@ class LoopHeaders:
 
     def candidate(self, node: cst.CSTNode, target: cst.BaseExpression, iterable: cst.BaseExpression) -> Optional[SampleLoop]:
         scope = self.scopes.of(node)
+        if any(isinstance(n, cst.Name) and _PIECE_NAMES.search(n.value) for n in flatten_targets(target)):
+            return None  # `for i, (frame, scale) in enumerate(...)`: frames, chunks, layers are not samples
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
             func = iterable.func.value
             if func == "range" and isinstance(target, cst.Name):

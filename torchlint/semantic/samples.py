@@ -36,6 +36,25 @@ from torchlint.semantic.single_samples import SingleSamples
 # Keyword arguments that set the size of a result: given a per-sample value, the results differ in size.
 _SIZE_KEYWORDS = frozenset("size output_size scale_factor shape new_size dsize".split())
 
+_SHAPE_METHODS = frozenset("view reshape expand repeat new_zeros new_ones new_empty new_full".split())
+
+
+def _shaped_per_sample(call: cst.Call, names: set[str]) -> bool:
+    """`x.reshape(t, h_block, w)` with a dimension computed in the loop from names alone (not from the
+    tensor's own size, as in `out.view(out.size(0), -1)`)."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _SHAPE_METHODS):
+        return False
+
+    def plain(expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.BinaryOperation):
+            return plain(expr.left) and plain(expr.right)
+        return isinstance(expr, (cst.Name, cst.Integer))
+
+    dims = [a.value for a in call.args if a.keyword is None and not a.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    return any(plain(d) and names_in(d) & names for d in dims)
+
 
 class PerSampleLoops:
     """Decides, per loop of one file, whether it runs per sample of a batch (shared by the file's rules)."""
@@ -101,6 +120,8 @@ class PerSampleLoops:
                 for arg in node.args
             ):
                 return True  # `interpolate(x[i][None], size=target_sizes[i])`: each sample to its own size
+            if isinstance(node, cst.Call) and _shaped_per_sample(node, names):
+                return True  # `t, h, w = grid; feat.reshape(t, h // 2, ...)`: each sample its own shape
             if not isinstance(node, cst.Subscript):
                 continue
             for position, element in enumerate(node.slice):

@@ -225,3 +225,31 @@ def test_tl407_loop_reads_a_tensor_back_element_by_element(values: str, body: st
         return out, n
     """
     assert lines("TL407", source) == expected
+
+
+def test_tl401_chained_channel_groups_are_not_samples() -> None:
+    source = """
+    class Res2Block(torch.nn.Module):
+        def forward(self, hidden_states):
+            outputs = []
+            for i, hidden_part in enumerate(torch.chunk(hidden_states, self.scale, dim=1)):
+                if i == 0:
+                    output_part = hidden_part
+                elif i == 1:
+                    output_part = self.blocks[i - 1](hidden_part)
+                else:
+                    output_part = self.blocks[i - 1](hidden_part + output_part)
+                outputs.append(output_part)
+            return torch.cat(outputs, dim=1)
+    """
+    assert lines("TL401", source) == []
+
+
+@pytest.mark.parametrize(("element", "expected"), [("sample", [4]), ("frame", []), ("chunk", [])])
+def test_tl401_elements_named_as_pieces_of_a_sequence(element: str, expected: list[int]) -> None:
+    source = f"""
+    class Decoder(torch.nn.Module):
+        def forward(self, codes: torch.Tensor):
+            return torch.stack([self.decoder({element}) for {element} in codes])
+    """
+    assert lines("TL401", source) == expected

@@ -64,6 +64,10 @@ class SampleBody:
         self.collected = False
         self.vetoed = False
         self.assigned_so_far: set[str] = set()
+        # the loop's own targets: rebound by the header every iteration (`x = x.unsqueeze(0)` carries nothing)
+        header = loop.node.for_in if isinstance(loop.node, (cst.ListComp, cst.GeneratorExp)) else loop.node
+        target = getattr(header, "target", None)
+        self.targets: set[str] = set(flatten_names(target)) if target is not None else set()
 
     # -- expressions -----------------------------------------------------------------------------
     def is_sample(self, expr: cst.BaseExpression) -> bool:
@@ -212,7 +216,12 @@ class SampleBody:
             value = small.value
             # state carried from the previous iteration into a computation: h = cell(x[t], h)
             for name in names_in(value):
-                if name in assigned_in_body and name not in self.assigned_so_far and not self._accumulator(small, name):
+                if (
+                    name in assigned_in_body
+                    and name not in self.assigned_so_far
+                    and name not in self.targets
+                    and not self._accumulator(small, name)
+                ):
                     if self.work(value) or self.mentions_sample(value):
                         self.vetoed = True
                         return False

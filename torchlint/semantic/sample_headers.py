@@ -29,6 +29,9 @@ _PIECE_NAMES = re.compile(
     re.IGNORECASE,
 )
 
+_LIST_ANNOTATION = re.compile(r"^(typing\.)?(list|List|Sequence|tuple|Tuple)\b")
+_LIST_BUILDERS = frozenset("list tuple random.sample random.choices sorted".split())
+
 
 @dataclass
 class SampleLoop:
@@ -105,8 +108,23 @@ class LoopHeaders:
         return None
 
     def _collection(self, iterable: cst.BaseExpression) -> bool:
-        """A name or attribute that may hold samples (not a loader: its elements are batches)."""
-        return isinstance(iterable, (cst.Name, cst.Attribute)) and not self.batches.is_loader(iterable)
+        """A name or attribute that may hold samples: not a loader (its elements are batches), and not a
+        Python list gathered by hand (`data: list`, `samples = [...]`, `random.sample(test_data, k=9)`): a
+        handful of samples picked for a plot, or images of different sizes."""
+        if not isinstance(iterable, (cst.Name, cst.Attribute)) or self.batches.is_loader(iterable):
+            return False
+        if isinstance(iterable, cst.Name):
+            scope = self.scopes.of(iterable)
+            param = scope.params.get(iterable.value)
+            if param is not None and param.annotation is not None:
+                if _LIST_ANNOTATION.search(self.context.code(param.annotation.annotation)):
+                    return False
+            for value in self.scopes.assigned_anywhere(scope, iterable.value):
+                if isinstance(value, (cst.List, cst.ListComp, cst.Tuple)) or (
+                    isinstance(value, cst.Call) and (self.context.dotted(value.func) or "") in _LIST_BUILDERS
+                ):
+                    return False
+        return True
 
     def _zip_loop(
         self, node: cst.CSTNode, scope: Scope, index: Optional[str], target: cst.BaseExpression, call: cst.Call

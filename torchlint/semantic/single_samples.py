@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 import libcst as cst
 
-from torchlint.lint.calls import positional
+from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic.functions import called_function
@@ -47,6 +47,7 @@ class SingleSamples:
         self.index = index
         self.roots = roots
         self.direct = set(samples)
+        self.batches_of_one: set[str] = set()  # names bound to an element made a batch of one
 
     def shown(self, nodes: Iterable[cst.CSTNode], mentions_sample: Callable[[cst.BaseExpression], bool]) -> bool:
         """The body (its nodes in document order) treats an element as one sample."""
@@ -55,6 +56,10 @@ class SingleSamples:
             if isinstance(node, cst.Assign) and self._element(node.value):
                 for target in node.targets:
                     self.direct.update(flatten_names(target.target))
+            elif isinstance(node, cst.Assign) and self._batch_of_one(node.value):
+                for target in node.targets:  # `x = torch.unsqueeze(x, dim=0).to(device)`
+                    if isinstance(target.target, cst.Name):
+                        self.batches_of_one.add(target.target.value)
         for node in nodes:
             if isinstance(node, cst.Call):
                 if self._runs_model(node) and any(self._batch_of_one(arg.value) for arg in node.args):
@@ -111,6 +116,8 @@ class SingleSamples:
     def _batch_of_one(self, expr: cst.BaseExpression) -> bool:
         while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_SAMPLE:
             expr = expr.func.value
+        if isinstance(expr, cst.Name):
+            return expr.value in self.batches_of_one
         if isinstance(expr, cst.Call):
             func = expr.func
             args = positional(expr)
@@ -119,8 +126,9 @@ class SingleSamples:
             if isinstance(func, cst.Attribute) and func.attr.value in ("view", "reshape") and len(args) >= 2:
                 return self.context.literal(args[0].value) == 1 and self._element(func.value)
             qualname = self.context.qualname(expr) or ""
-            if qualname == "torch.unsqueeze" and len(args) == 2:
-                return self.context.literal(args[1].value) == 0 and self._element(args[0].value)
+            if qualname == "torch.unsqueeze" and args:
+                dim = argument(expr, "dim", 1)
+                return dim is not None and self.context.literal(dim.value) == 0 and self._element(args[0].value)
             if qualname in _AS_TENSOR and args and isinstance(args[0].value, cst.List):
                 elements = args[0].value.elements  # `torch.tensor([x])`
                 return len(elements) == 1 and not isinstance(elements[0], cst.StarredElement) and self._element(elements[0].value)

@@ -24,9 +24,6 @@ from torchlint.semantic.sample_callees import Callees
 from torchlint.semantic.sample_scopes import Scope
 from torchlint.semantic.sample_syntax import flatten_names, indexes_sample
 
-# The loop index a helper's analysis is given: none (its parameter is the sample).
-_HELPER = "<helper>"
-
 # Methods that keep a value the same sample (a copy, another device or dtype).
 _SAME_SAMPLE = frozenset("to cuda cpu float double half long int contiguous detach clone".split())
 _AS_TENSOR = frozenset(
@@ -39,7 +36,14 @@ class SingleSamples:
     model on one of them made a batch of one."""
 
     def __init__(
-        self, context: Context, callees: Callees, scope: Scope, index: str | None, samples: set[str], roots: set[str]
+        self,
+        context: Context,
+        callees: Callees,
+        scope: Scope,
+        index: str | None,
+        samples: set[str],
+        roots: set[str],
+        in_helper: bool = False,  # analysing a helper the loop calls: look no further down
     ) -> None:
         self.context = context
         self.callees = callees
@@ -47,6 +51,7 @@ class SingleSamples:
         self.index = index
         self.roots = roots
         self.direct = set(samples)
+        self.in_helper = in_helper
         self.batches_of_one: set[str] = set()  # names bound to an element made a batch of one
 
     def shown(self, nodes: Iterable[cst.CSTNode], mentions_sample: Callable[[cst.BaseExpression], bool]) -> bool:
@@ -75,7 +80,7 @@ class SingleSamples:
     def _helper_runs_model(self, call: cst.Call) -> bool:
         """`predict(img)` for a function of this file that runs a model on its parameter made a batch of
         one (`return model(img.unsqueeze(0))`)."""
-        if self.index == _HELPER:
+        if self.in_helper:
             return False  # one level down only
         function = called_function(self.context, call)
         if function is None:
@@ -91,7 +96,7 @@ class SingleSamples:
         if not passed:
             return False
         scope = self.callees.scopes.of_function(function)
-        inner = SingleSamples(self.context, self.callees, scope, _HELPER, passed, set())
+        inner = SingleSamples(self.context, self.callees, scope, None, passed, set(), in_helper=True)
         return inner.shown(descendants(function.body), lambda expr: False)
 
     def _element(self, expr: cst.BaseExpression) -> bool:

@@ -10,7 +10,8 @@ Three shapes, recognised by what the loop does rather than by what it is called:
   (`torchvision.ops.batched_nms` takes the class or image index of every box and does them all at once);
 - crops resized one box at a time: a `for` loop that slices a tensor by per-box coordinates
   (`img[:, y1[k]:y2[k], x1[k]:x2[k]]`), resizes each crop to a fixed size with `interpolate` (directly or
-  through a function of the file) and collects them (`torchvision.ops.roi_align`).
+  through a function of the file) and collects them (`torchvision.ops.roi_align`);
+- overlaps computed one pair of boxes at a time (`torchvision.ops.box_iou`): see `box_overlaps`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic.box_overlaps import BoxOverlaps
 
 # Element-wise max/min: how an intersection of boxes is computed.
 _EXTREMES = frozenset(
@@ -40,6 +42,7 @@ _BATCHED = frozenset("batched_nms multiclass_nms".split())
 NMS = "nms"
 PER_GROUP = "per-group"
 CROPS = "crops"
+OVERLAPS = "overlaps"
 
 
 class BoxLoops:
@@ -48,9 +51,10 @@ class BoxLoops:
     def __init__(self, context: Context) -> None:
         self.context = context
         self._resizers: Optional[frozenset[str]] = None
+        self._overlaps = BoxOverlaps(context)
 
     def kind(self, loop: cst.CSTNode) -> Optional[str]:
-        """NMS, PER_GROUP or CROPS when `loop` is a box-by-box loop of that kind; None otherwise."""
+        """NMS, PER_GROUP, CROPS or OVERLAPS when `loop` is a box-by-box loop of that kind; None otherwise."""
         if isinstance(loop, cst.While) and self.is_greedy_suppression(loop):
             return NMS
         if isinstance(loop, cst.For):
@@ -58,7 +62,13 @@ class BoxLoops:
                 return PER_GROUP
             if self._resizes_crops(loop):
                 return CROPS
+            if self._overlaps.loop(loop):
+                return OVERLAPS
         return None
+
+    def overlaps_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> bool:
+        """`[iou(gt, a) for a in anchors]`: the IoU of one pair of boxes per element."""
+        return self._overlaps.comprehension(node)
 
     # -- greedy suppression -------------------------------------------------------------------
     def is_greedy_suppression(self, loop: cst.While) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.semantic.boxes import CROPS, NMS, PER_GROUP
+from torchlint.semantic.boxes import CROPS, NMS, OVERLAPS, PER_GROUP
 
 _MESSAGES = {
     NMS: "Non-maximum suppression written as a Python loop over boxes: use torchvision.ops.nms(boxes, scores, "
@@ -14,6 +14,8 @@ _MESSAGES = {
     "scores, idxs, iou_threshold) once with the class (or image) index of every box",
     CROPS: "Boxes cropped and resized one at a time: crop them all at once with torchvision.ops.roi_align("
     "images, boxes, output_size)",
+    OVERLAPS: "IoU computed one pair of boxes at a time in a Python loop: torchvision.ops.box_iou(boxes1, boxes2) "
+    "gives the whole matrix of overlaps in one call",
 }
 
 
@@ -23,8 +25,8 @@ class PerBoxLoop(Rule):
     family = "Vectorisation and loops"
     summary = (
         "A Python loop over the boxes of a detection that `torchvision.ops` does in one call: greedy "
-        "non-maximum suppression written by hand, NMS called once per class or image, or crops resized one "
-        "box at a time."
+        "non-maximum suppression written by hand, NMS called once per class or image, crops resized one "
+        "box at a time, or the IoU of two boxes computed one pair at a time."
     )
     message = (
         "Detection boxes processed one at a time in a Python loop: use the batched torchvision.ops call "
@@ -40,7 +42,9 @@ class PerBoxLoop(Rule):
         "with `interpolate` launches a slice, a copy and a resize per box; `torchvision.ops.roi_align` "
         "samples every box of every image in one call. Measured on a 2-core CPU (1 thread), the hand-written "
         "loop of the example over 2,000 random boxes (1,504 kept) took 319 ms, about 0.2 ms per kept box spent "
-        "launching small operations; on a GPU each iteration also waits for the device."
+        "launching small operations; on a GPU each iteration also waits for the device. An IoU computed pair "
+        "by pair launches half a dozen tiny operations per pair (four maxima/minima, products, a division); "
+        "`box_iou` computes every pair in a few broadcast kernels."
     )
     bad = (
         "keep = []\n"
@@ -75,7 +79,12 @@ class PerBoxLoop(Rule):
         "host (PIL, OpenCV) are not reported. `roi_align` samples bilinearly: where a model was trained on "
         "crops resized with another mode (`area`), check the accuracy before switching, or silence the "
         "line with `# noqa: TL406`. A loop over images whose boxes come from separate forward passes (one "
-        "per scale) can still use `batched_nms` once on the concatenated boxes."
+        "per scale) can still use `batched_nms` once on the concatenated boxes. Overlaps are reported when a "
+        "loop or comprehension calls a function of the same file that computes the IoU of two single boxes "
+        "with torch (element-wise maxima/minima of coordinates read by position, `box[0]`, `box[2]`), or "
+        "computes that intersection inline with `torch.max`/`torch.min` of single coordinates; an IoU "
+        "function that slices columns (`boxes[:, 0]`) is already batched, and host code (NumPy, plain "
+        "Python numbers) is left alone."
     )
     fix_safety = FixSafety.NONE
     requires = ("nms", "clamp", "clip", "max", "min", "interpolate", "adaptive_")
@@ -85,6 +94,16 @@ class PerBoxLoop(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._check_comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._check_comprehension(node)
+
+    def _check_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> None:
+        if self.semantic.uses_torch and self.semantic.box_loops.overlaps_comprehension(node):
+            self.report(node, _MESSAGES[OVERLAPS])
 
     def _check(self, node: cst.CSTNode) -> None:
         if not self.semantic.uses_torch:

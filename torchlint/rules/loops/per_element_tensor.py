@@ -24,6 +24,11 @@ _READ_MESSAGE = (
     "once with .tolist()"
 )
 
+_COMPARE_MESSAGE = (
+    "Tensor compared one element at a time in a Python loop (a read back and a sync each on GPU): compare "
+    "the whole tensor at once, e.g. (labels > 0).sum().item()"
+)
+
 
 def _converts(elt: cst.BaseExpression, item: str) -> bool:
     """`item.item()`, `int(item)`, `float(item)`: the element turned into a Python number."""
@@ -38,14 +43,32 @@ def _converts(elt: cst.BaseExpression, item: str) -> bool:
     return False
 
 
+def _counts(statement: cst.If, item: str) -> bool:
+    """`if v.item() > 0: n += 1` (or `if v == 3:`): one element compared, a count kept on the host."""
+    test = statement.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    if not any(_converts(side, item) or (isinstance(side, cst.Name) and side.value == item) for side in sides):
+        return False
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else statement.body.body
+    smalls = [s for line in body for s in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+    return bool(smalls) and all(
+        isinstance(s, cst.AugAssign) and isinstance(s.operator, cst.AddAssign) and isinstance(s.value, cst.Integer)
+        for s in smalls
+    )
+
+
 class PerElementTensor(Rule):
     code = "TL407"
     name = "per-element-tensor"
     family = "Vectorisation and loops"
     summary = (
         "A comprehension fed to `torch.stack`/`torch.cat` that builds a tensor from each element of a Python "
-        "list and copies it to the device, one element at a time; or a list comprehension that reads a "
-        "device tensor back one element at a time (`[p.item() for p in preds]`)."
+        "list and copies it to the device, one element at a time (directly or through a function of the same "
+        "file); or a list comprehension or loop that reads a tensor back one element at a time "
+        "(`[p.item() for p in preds]`, `for p in preds: out.append(p.item())`) or compares it one element at "
+        "a time to count (`for v in t: if v.item() > 0: n += 1`)."
     )
     message = (
         "Tensor built and copied to the device one element at a time: build one tensor from the whole list "
@@ -74,12 +97,14 @@ class PerElementTensor(Rule):
         "The rule needs all of: a list or generator comprehension that is the first argument of `torch.stack`/"
         "`torch.cat` (or `vstack`), an element expression that builds a tensor from the loop item "
         "(`torch.tensor`, `torch.as_tensor`, `torch.from_numpy`, `torch.Tensor`, `torch.FloatTensor`...) and "
-        "moves it with `.to(device)` or `.cuda()`, and an iterable that is not itself a tensor. Elements of "
+        "moves it with `.to(device)` or `.cuda()` (or calls a function of the same file that does both), and "
+        "an iterable that is not itself a tensor. Elements of "
         "different shapes cannot be stacked either way; where the elements are already tensors of different "
         "sizes padded later, silence the line with `# noqa: TL407`. Read-backs are reported only for a list "
         "comprehension over a tensor the model knows may live on the accelerator, whose element is "
-        "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item; on a host tensor `.tolist()` is "
-        "still faster, but no synchronisation is saved."
+        "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item, and for a `for` loop over such a "
+        "tensor whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
+        "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch",)
@@ -97,6 +122,29 @@ class PerElementTensor(Rule):
         built = self._built_from(comprehension.elt, items)
         if built is not None and self._moved_to_device(comprehension.elt, built):
             self.report(comprehension)
+
+    def visit_For(self, node: cst.For) -> None:
+        # `for p in preds: labels.append(p.item())`, `for v in t: if v.item() > 0: n += 1`
+        if not isinstance(node.target, cst.Name) or node.orelse is not None:
+            return
+        if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(node.iter):
+            return
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+        if len(body) != 1:
+            return
+        item = node.target.value
+        statement = body[0]
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            small = statement.body[0]
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                call = small.value
+                if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
+                    if _converts(call.args[0].value, item):
+                        self.report(node, _READ_MESSAGE)
+            elif isinstance(small, cst.AugAssign) and _converts(small.value, item):
+                self.report(node, _READ_MESSAGE)
+        elif isinstance(statement, cst.If) and statement.orelse is None and _counts(statement, item):
+            self.report(node, _COMPARE_MESSAGE)
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
         # `[p.item() for p in preds]`, `[int(v) for v in labels]`: one read back per element
@@ -121,21 +169,39 @@ class PerElementTensor(Rule):
     def _built_from(self, elt: cst.BaseExpression, items: set[str]) -> Optional[cst.Call]:
         """The `torch.tensor(item)` call inside the element expression."""
         for node in [elt, *descendants(elt)]:
-            if isinstance(node, cst.Call) and (self.context.qualname(node) or "") in _FROM_DATA and node.args:
+            if isinstance(node, cst.Call) and node.args:
                 data = node.args[0].value
-                if any(isinstance(n, cst.Name) and n.value in items for n in [data, *descendants(data)]):
+                if not any(isinstance(n, cst.Name) and n.value in items for n in [data, *descendants(data)]):
+                    continue
+                if (self.context.qualname(node) or "") in _FROM_DATA or self._builds_on_device(node):
                     return node
         return None
+
+    def _builds_on_device(self, call: cst.Call) -> bool:
+        """`one_hot(t, n)` for a function of this file that builds a tensor from its input and moves it to
+        the device (`v = torch.from_numpy(a); v = v.cuda()`)."""
+        if not isinstance(call.func, cst.Name):
+            return False
+        for statement in self.context.module.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == call.func.value:
+                nodes = list(descendants(statement.body))
+                built = any(isinstance(n, cst.Call) and (self.context.qualname(n) or "") in _FROM_DATA for n in nodes)
+                return built and any(isinstance(n, cst.Call) and self._moves(n) for n in nodes)
+        return False
 
     def _moved_to_device(self, elt: cst.BaseExpression, built: cst.Call) -> bool:
         """`.to(device)` or `.cuda()` applied (through a chain of methods) to the built tensor."""
         for node in [elt, *descendants(elt)]:
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
                 continue
-            method = node.func.attr.value
-            moves = method == "cuda" or (
-                method == "to" and any(is_device_argument(self.context, a.value) for a in node.args)
-            )
+            moves = self._moves(node)
             if moves and any(n is built for n in descendants(node.func.value)) or moves and node.func.value is built:
                 return True
-        return False
+        return self._builds_on_device(built)  # a helper of this file that moves what it builds
+
+    def _moves(self, call: cst.Call) -> bool:
+        """`.cuda()` or `.to(device)`."""
+        if not isinstance(call.func, cst.Attribute):
+            return False
+        method = call.func.attr.value
+        return method == "cuda" or (method == "to" and any(is_device_argument(self.context, a.value) for a in call.args))

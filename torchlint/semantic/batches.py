@@ -1,0 +1,307 @@
+"""What is a batch: a tensor whose first dimension indexes samples. A `forward()` input, a loader's batch, a
+parameter of a batch-processing function, one annotated `Tensor` or passed a tensor by every caller, a
+module's or a torch op's output. Also where a loop's range bound comes from (`x.size(0)`, `len(x)`, a
+batch-size name)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import argument, positional
+from torchlint.lint.context import Context
+from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants
+from torchlint.semantic.loops import is_loader_expr
+from torchlint.semantic.sample_callees import Callees
+from torchlint.semantic.sample_scopes import Scope, Scopes
+from torchlint.semantic.sample_syntax import whole_slice
+from torchlint.semantic.values import value_kinds
+
+_CONTAINERS = (cst.List, cst.ListComp, cst.Tuple, cst.GeneratorExp)
+
+_BATCH_SIZE = re.compile(r"^((\w+_)?(batch_size|bs|bsz|n_batch|nbatch|batchsize)|num_samples|n_samples|B)$")
+
+
+_BATCH_PARAM = re.compile(
+    r"^(x|xs|inputs?|images|imgs|outputs?|logits|preds?|predictions?|targets?|labels?|y|ys|y_pred|y_true|y_hat|"
+    r"yhat|batch|data|embeddings|scores|probs|src|tgt|input_ids|tokens|features|feats|z|h|"
+    r"\w+_batch|batch_(?!size|idx|index|num|id)\w+)$"
+)
+
+
+# forward() parameters that are states, not batches.
+_STATE_PARAM = re.compile(r"^(hidden|hx|h0|c0|cx|state|states|memory|mem|cache|past.*|rois|boxes|proposals|anchors|edge_index|.*_list|.*s_list)$")
+
+_NON_TENSOR_ANNOTATIONS = re.compile(r"\b(List|list|Tuple|tuple|Dict|dict|Sequence|Iterable|int|float|bool|str|Mapping)\b")
+
+# Methods that keep a tensor a batch of the same samples (batch dimension first).
+_KEEP_METHODS = frozenset(
+    "to cuda cpu float double half bfloat16 long int bool contiguous detach clone sigmoid relu exp log abs "
+    "softmax log_softmax type_as requires_grad_ squeeze".split()
+)
+
+# Tensor methods that compute (work on one sample), as opposed to reading metadata or converting to Python.
+
+# Data turned into a tensor: its rows are the data's rows.
+_FROM_DATA = frozenset(
+    "torch.tensor torch.as_tensor torch.from_numpy torch.Tensor torch.FloatTensor torch.LongTensor".split()
+)
+_SAME_ROWS = frozenset("to cuda cpu float double long".split())
+# torch functions that cut a tensor into pieces (a tuple of tensors).
+_PIECES = frozenset("chunk split tensor_split unbind split_with_sizes hsplit vsplit dsplit meshgrid".split())
+
+
+class Batches:
+    """Answers, for one file, whether a value is a batch and where a range bound's size comes from."""
+
+    def __init__(self, context: Context, scopes: Scopes, callees: Callees) -> None:
+        self.context = context
+        self.scopes = scopes
+        self.callees = callees
+        self._batch_memo: dict[tuple[int, str], bool] = {}
+        self._calls: Optional[dict[str, list[cst.Call]]] = None  # calls by the name of the function they run
+        self._caller: dict[cst.Call, cst.FunctionDef] = {}  # the function each call is made in
+
+    def size_source(self, scope: Scope, bound: cst.BaseExpression, depth: int = 0) -> Optional[tuple[cst.BaseExpression, str]]:
+        """`x` for `x.size(0)`, `x.size()[0]`, `x.shape[0]`, `len(x)`, or a name bound once to one of them
+        (also `b, c, h, w = x.shape`)."""
+        if depth > 3:
+            return None
+        if isinstance(bound, cst.Call):
+            func = bound.func
+            if isinstance(func, cst.Name) and func.value == "len" and len(bound.args) == 1 and not bound.args[0].star:
+                return bound.args[0].value, "len"
+            if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(bound.args) == 1:
+                # any dimension: a sequence-first tensor keeps its samples in dimension 1
+                arg = argument(bound, "dim", 0)
+                dim = self.context.literal(arg.value) if arg is not None else None
+                if isinstance(dim, int):
+                    return func.value, "size" if dim == 0 else "inner"
+            return None
+        if isinstance(bound, cst.Subscript) and len(bound.slice) == 1:
+            index = bound.slice[0].slice
+            dim = self.context.literal(index.value) if isinstance(index, cst.Index) else None
+            if not isinstance(dim, int):
+                return None
+            value = bound.value
+            if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+                return value.value, "size" if dim == 0 else "inner"
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
+                return value.func.value, "size"
+            return None
+        if isinstance(bound, cst.Name):
+            values = scope.assigns.get(bound.value, [])
+            unpacks = scope.unpacks.get(bound.value, [])
+            if len(values) + len(unpacks) != 1 or bound.value in scope.params or bound.value in scope.loops:
+                return None
+            if values:
+                return self.size_source(scope, values[0], depth + 1)
+            value, position = unpacks[0]
+            if position != 0:
+                return None
+            if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+                return value.value, "size"
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
+                return value.func.value, "size"
+        return None
+
+    def batch_size_name(self, scope: Scope, bound: cst.BaseExpression) -> bool:
+        if isinstance(bound, cst.Name):
+            return bool(_BATCH_SIZE.match(bound.value))
+        if isinstance(bound, cst.Attribute):
+            return bool(_BATCH_SIZE.match(bound.attr.value)) and bound.attr.value != "B"
+        return False
+
+    def is_batch(self, scope: Scope, expr: cst.BaseExpression, *, sequence: bool = False, depth: int = 0) -> bool:
+        """True when `expr` is a batch whose first dimension indexes samples.
+
+        `sequence`: the value is used with len() or iterated, where a list of tensors (feature levels,
+        variable-size images) would also fit; a forward() parameter then needs tensor evidence."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.Name):
+            return self._is_batch_name(scope, expr.value, sequence, depth)
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS:
+                return self.is_batch(scope, func.value, sequence=sequence, depth=depth + 1)
+            if self.callees.is_module_call(scope, expr):
+                if not sequence:
+                    return True  # a module's output: batch dimension first
+                first = positional(expr)
+                return bool(first) and self.is_batch(scope, first[0].value, depth=depth + 1)
+            qualname = self.context.qualname(expr) or ""
+            if qualname.rsplit(".", 1)[-1] in _PIECES:
+                return False  # `torch.chunk(x, n, dim=1)`: pieces of a tensor, not its samples
+            # a torch op's output (not a factory: those build fresh tensors of any shape)
+            return qualname.startswith("torch.") and value_kinds(self.context).is_tensor(expr)
+        if isinstance(expr, cst.Subscript):
+            # batch[0], batch["image"] where `batch` is a whole DataLoader element
+            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+                key = expr.slice[0].slice.value
+                if isinstance(key, (cst.Integer, cst.SimpleString)) and isinstance(expr.value, cst.Name):
+                    return self.loader_element(scope, expr.value.value)
+        return False
+
+    def is_matrix(self, scope: Scope, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """An array whose rows are samples, whatever library holds it: `a[:, :-1]` (a two-dimensional
+        slice), a sparse matrix (`m.tocsr()`), or a data set turned into a tensor
+        (`torch.FloatTensor(X_test)`, `torch.from_numpy(features)`; not a tensor written out as a list)."""
+        if depth > 3:
+            return False
+        if isinstance(expr, cst.Name):
+            values = self.scopes.assigned_anywhere(scope, expr.value)
+            return len(values) == 1 and self.is_matrix(scope, values[0], depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return len(expr.slice) >= 2 and whole_slice(expr.slice[0].slice)
+        if isinstance(expr, cst.Call) and (self.context.qualname(expr) or "") in _FROM_DATA and expr.args:
+            data = expr.args[0].value
+            return isinstance(data, (cst.Name, cst.Attribute, cst.Subscript)) or (
+                isinstance(data, cst.Call) and self.is_matrix(scope, data, depth + 1)
+            )
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value in _SAME_ROWS:
+                return self.is_matrix(scope, expr.func.value, depth + 1)  # `torch.tensor(x).float().to(device)`
+            return expr.func.attr.value in ("tocsr", "toarray", "todense") and not expr.args
+        return False
+
+    def _is_batch_name(self, scope: Scope, name: str, sequence: bool, depth: int) -> bool:
+        key = (id(scope.node), name + ("/seq" if sequence else ""))
+        if key in self._batch_memo:
+            return self._batch_memo[key]
+        self._batch_memo[key] = False  # recursion guard
+        found = self._batch_name_uncached(scope, name, sequence, depth)
+        self._batch_memo[key] = found
+        return found
+
+    def _batch_name_uncached(self, scope: Scope, name: str, sequence: bool, depth: int) -> bool:
+        if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
+            return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
+        param = scope.params.get(name)
+        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name):
+            # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
+            # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
+            # pass it one.
+            return param is not None and name not in ("self", "cls") and self._callers_pass_tensor(scope, param)
+        if param is not None and self._batch_param(scope, name, param, sequence):
+            return True
+        for iterable, whole in scope.loops.get(name, []):
+            if self.is_loader(iterable):
+                return True
+        for value in scope.assigns.get(name, []):
+            if self.is_batch(scope, value, sequence=sequence, depth=depth + 1):
+                return True
+        for value, _position in scope.unpacks.get(name, []):
+            if isinstance(value, cst.Name) and self.loader_element(scope, value.value):
+                return True
+        if name not in scope.params and name not in scope.assigns and name not in scope.loops and name not in scope.unpacks:
+            outer = self.scopes.outer(scope)
+            if outer is not None:
+                return self._is_batch_name(outer, name, sequence, depth + 1)
+        return False
+
+    def _batch_param(self, scope: Scope, name: str, param: cst.Param, sequence: bool) -> bool:
+        if name in ("self", "cls") or _STATE_PARAM.match(name):
+            return False
+        annotation = param.annotation
+        if annotation is not None:
+            text = self.context.code(annotation.annotation)
+            if _NON_TENSOR_ANNOTATIONS.search(text) and "Tensor" not in text.replace("List[Tensor]", "").replace(
+                "List[torch.Tensor]", ""
+            ):
+                return False
+            if re.search(r"(List|list|Tuple|tuple|Sequence)\[", text):
+                return False
+            if re.fullmatch(r"(torch\.)?Tensor", text.strip()):
+                return True  # `x: Tensor` in any function
+        if scope.is_forward:
+            if sequence and name not in scope.tensor_used:
+                return False
+            return True
+        if scope.batch_function and _BATCH_PARAM.match(name):
+            return not sequence or name in scope.tensor_used
+        return self._callers_pass_tensor(scope, param)
+
+    def _callers_pass_tensor(self, scope: Scope, param: cst.Param) -> bool:
+        """Every call of the function in this file passes a tensor for `param` (and there is one)."""
+        function = scope.node
+        if not isinstance(function, cst.FunctionDef) or param.star:
+            return False
+        params = [p.name.value for p in function.params.params]
+        method = self.context.enclosing(function, cst.ClassDef) is not None
+        if method:
+            params = params[1:]  # self
+        if param.name.value not in params:
+            return False
+        position = params.index(param.name.value)
+        found = False
+        for call in self._calls_of(function.name.value):
+            if isinstance(call.func, cst.Attribute) != method:
+                continue
+            passed = argument(call, param.name.value, position)
+            if passed is None or not self._tensor_value(call, passed.value):
+                return False
+            found = True
+        return found
+
+    def _tensor_value(self, at: cst.CSTNode, value: cst.BaseExpression) -> bool:
+        """A tensor (on any device), directly or through the one assignment of a name in the caller."""
+        kinds = value_kinds(self.context)
+        if kinds.kind(value) in ("tensor", "cpu"):
+            return True
+        if isinstance(value, cst.Name):
+            caller = self._caller.get(at)
+            scope = self.scopes.of_function(caller if caller is not None else self.context.module)
+            assigned = scope.assigns.get(value.value, [])
+            return len(assigned) == 1 and kinds.kind(assigned[0]) in ("tensor", "cpu")
+        return False
+
+    def _calls_of(self, name: str) -> list[cst.Call]:
+        """Calls in this file of a function or method called `name` (`f(...)`, `self.f(...)`)."""
+        if self._calls is None:
+            self._calls = {}
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Call):
+                    func = node.func
+                    if isinstance(func, cst.Name) or (
+                        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+                    ):
+                        self._calls.setdefault(last_name(func) or "", []).append(node)
+                elif isinstance(node, cst.FunctionDef):
+                    for inner in descendants(node.body):  # outer functions first: the innermost one wins
+                        if isinstance(inner, cst.Call):
+                            self._caller[inner] = node
+        return self._calls.get(name, [])
+
+    def loader_element(self, scope: Scope, name: str) -> bool:
+        """`batch` in `for batch in loader` (a whole element: a tensor, a tuple or a dict of batch tensors)."""
+        for iterable, whole in scope.loops.get(name, []):
+            if whole and self.is_loader(iterable):
+                return True
+        if name not in scope.loops and name not in scope.assigns and name not in scope.params:
+            outer = self.scopes.outer(scope)
+            if outer is not None:
+                return self.loader_element(outer, name)
+        return False
+
+    def loader_component(self, scope: Scope, expr: cst.BaseExpression) -> bool:
+        """`y` in `for x, y in loader` or `x, y = batch` (one part of a loader's element: labels, targets),
+        which may be a list as well as a tensor."""
+        if not isinstance(expr, cst.Name):
+            return False
+        name = expr.value
+        if any(not whole and self.is_loader(iterable) for iterable, whole in scope.loops.get(name, [])):
+            return True
+        if any(isinstance(value, cst.Name) and self.loader_element(scope, value.value) for value, _ in scope.unpacks.get(name, [])):
+            return True
+        if name not in scope.loops and name not in scope.assigns and name not in scope.params and name not in scope.unpacks:
+            outer = self.scopes.outer(scope)
+            if outer is not None:
+                return self.loader_component(outer, expr)
+        return False
+
+    def is_loader(self, iterable: cst.BaseExpression) -> bool:
+        return is_loader_expr(self.context, iterable)

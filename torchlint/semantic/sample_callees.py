@@ -1,0 +1,154 @@
+"""Which calls in a loop body run a model: a module or a loss (`self.head(x)`, `model(x)`, `criterion(a, b)`,
+an `nn.Linear` instance), or a function or method of the same file that computes with torch."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.lint.context import Context
+from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants
+from torchlint.semantic.functions import method_named
+from torchlint.semantic.objects import MODULE, objects
+from torchlint.semantic.sample_scopes import Scope, Scopes
+
+# What an iterable or a callee is called, when the spelling is the only evidence.
+_MODEL = re.compile(
+    r"(^|_)(model|models|net|network|encoder|decoder|classifier|backbone|criterion|loss_fn|loss_func|lossfn|"
+    r"loss_function|teacher|student|generator|discriminator|critic|actor|policy|mlp|fc|head|embed|embedding|"
+    r"projector|projection|predictor|regressor|transformer|bert|vae|unet|cnn|rnn|lstm|gru|conv)\d*$",
+    re.IGNORECASE,
+)
+
+# Methods of a model that run it.
+_MODEL_METHODS = frozenset("forward predict predict_proba encode embed infer inference".split())
+
+# Tensor methods that multiply: their presence shows a helper computes with tensors.
+_PRODUCTS = frozenset("dot mm bmm matmul mv einsum".split())
+
+# torch functions that are not per-sample computation (creation, I/O, conversion, shape-only).
+TORCH_NOT_WORK = frozenset(
+    """
+    tensor as_tensor from_numpy save load zeros ones empty full arange linspace rand randn randint randperm
+    zeros_like ones_like empty_like full_like is_tensor numel manual_seed no_grad enable_grad set_grad_enabled
+    inference_mode device stack cat concat concatenate hstack vstack Size get_default_dtype
+    """.split()
+)
+
+# Per-sample results of varying size: the loop cannot be replaced by one batched call.
+VARIABLE_LENGTH = frozenset(
+    "nonzero argwhere unique unique_consecutive masked_select nms batched_nms non_max_suppression "
+    "split_with_sizes tolist".split()
+)
+
+
+class Callees:
+    """Answers, for one file, whether a call runs a module, a loss or a torch-computing helper."""
+
+    def __init__(self, context: Context, scopes: Scopes) -> None:
+        self.context = context
+        self.scopes = scopes
+        self._helpers: Optional[dict[str, bool]] = None  # module-level functions: do they compute with torch?
+
+    def is_module_call(self, scope: Scope, call: cst.Call) -> bool:
+        """`self.head(x)`, `model(x)`, `criterion(out, y)`, an `nn.Linear` instance: a module or loss call."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            attr = func.attr.value
+            return attr not in scope.methods and not attr.startswith("_") and bool(
+                _MODEL.search(attr) or self._self_module(scope, attr)
+            )
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            receiver = func.value
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, (cst.Name, cst.Attribute)):
+                # `DiceCoeff().forward(a, b)`: a module or an autograd Function built and run on the spot
+                written = self.context.dotted(receiver.func) or ""
+                return written.rsplit(".", 1)[-1][:1].isupper()
+            return isinstance(receiver, (cst.Name, cst.Attribute)) and self.is_module_call(
+                scope, cst.Call(func=receiver)
+            )
+        if isinstance(func, cst.Name):
+            if _MODEL.search(func.value):
+                return True
+            for value in self.scopes.assigned_anywhere(scope, func.value):
+                if isinstance(value, cst.Call) and self._nn_module_class(value):
+                    return True
+            return False
+        if isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Name, cst.Attribute)):
+            if self.context.qualname(func) is not None:
+                return False
+            if func.attr.value in _MODEL_METHODS and isinstance(func.value, cst.Name) and _MODEL.search(func.value.value):
+                return True  # `model.predict(x)`, `net.forward(x)`
+            return bool(_MODEL.search(func.attr.value)) and func.attr.value.lower() not in ("head", "conv")
+        return False
+
+    def tensor_helper(self, call: cst.Call) -> bool:
+        """`dice_coeff(a, b)` for a function of this module that computes with torch (`torch.dot`, `F.*`) and
+        has no per-sample work of varying size."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            # `self.score(h, enc[i])`: a method of the class that computes with torch
+            cls = self.context.enclosing(call, cst.ClassDef)
+            method = method_named(cls, func.attr.value) if cls is not None else None
+            return method is not None and self._computes_with_torch(method)
+        if not isinstance(func, cst.Name):
+            return False
+        helpers = self._helpers
+        if helpers is None:
+            helpers = self._helpers = {}
+            for statement in self.context.module.body:
+                if isinstance(statement, cst.FunctionDef):
+                    helpers[statement.name.value] = self._computes_with_torch(statement)
+        return helpers.get(func.value, False)
+
+    def _computes_with_torch(self, function: cst.FunctionDef) -> bool:
+        computes = False
+        for node in descendants(function.body):
+            if not isinstance(node, cst.Call):
+                continue
+            if last_name(node.func) in VARIABLE_LENGTH:
+                return False
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS:
+                computes = True  # `h.dot(e)`, `q.matmul(k)`
+            elif self._self_module_call(function, node):
+                computes = True  # `self.attn(e)`
+            elif self.is_module_call(self.scopes.of_function(function), node):
+                computes = True  # `model(x.unsqueeze(0))`, `self.net(state)`
+            qualname = self.context.qualname(node) or ""
+            if qualname.startswith("torch.nn.functional.") or (
+                qualname.startswith("torch.") and qualname.count(".") == 1
+                and qualname.rsplit(".", 1)[1] not in TORCH_NOT_WORK
+            ):
+                computes = True
+        return computes
+
+    def _self_module_call(self, function: cst.FunctionDef, call: cst.Call) -> bool:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        cls = self.context.enclosing(function, cst.ClassDef)
+        return cls is not None and any(
+            isinstance(value, cst.Call) and self._nn_module_class(value)
+            for value in self._class_self_assigns(cls).get(func.attr.value, [])
+        )
+
+    def _nn_module_class(self, call: cst.Call) -> bool:
+        """A module built here (a container of modules is not one that computes)."""
+        qualname = self.context.qualname(call) or ""
+        return objects(self.context).kind(call) == MODULE and not qualname.endswith(("ModuleList", "ModuleDict"))
+
+    def _self_module(self, scope: Scope, attr: str) -> bool:
+        """`self.attr = nn.Something(...)` somewhere in the enclosing class."""
+        cls = self.context.enclosing(scope.node, cst.ClassDef)
+        if cls is None:
+            return False
+        for assigned in self._class_self_assigns(cls).get(attr, []):
+            if isinstance(assigned, cst.Call) and self._nn_module_class(assigned):
+                return True
+        return False
+
+    def _class_self_assigns(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        return objects(self.context).self_assignments(cls)

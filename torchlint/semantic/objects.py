@@ -18,6 +18,7 @@ import libcst as cst
 from torchlint.lint.names import dotted, last_name
 from torchlint.semantic import project
 from torchlint.semantic.functions import called_function, is_generator, returns_of
+from torchlint.semantic.memo import CycleSafeMemo
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -106,16 +107,12 @@ class Objects:
         self._classes: Optional[dict[str, cst.ClassDef]] = None
         self._class_kinds: dict[cst.ClassDef, Optional[str]] = {}
         self._self_attrs: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] = {}
-        self._memo: dict[cst.CSTNode, Optional[str]] = {}
+        self._kinds: CycleSafeMemo[cst.CSTNode, Optional[str]] = CycleSafeMemo(None)
 
     # -- by evidence -----------------------------------------------------------------------------------
     def kind(self, expr: cst.BaseExpression) -> Optional[str]:
         """What `expr` holds by construction, annotation or assignment; None when nothing shows it."""
-        if expr in self._memo:
-            return self._memo[expr]
-        self._memo[expr] = None  # guards cycles (`model = model.to(device)`)
-        found = self._memo[expr] = self._kind(expr, 0)
-        return found
+        return self._kinds.ask(expr, lambda e: self._kind(e, 0))  # `model = model.to(device)` cycles
 
     def _kind(self, expr: cst.BaseExpression, depth: int) -> Optional[str]:
         if depth > 6:

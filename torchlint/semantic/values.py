@@ -19,6 +19,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes, semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function, is_generator, returns_of
+from torchlint.semantic.memo import CycleSafeMemo
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
 
 # Value kinds.
@@ -135,8 +136,7 @@ class ValueKinds:
     def __init__(self, context: "Context") -> None:
         self.context = context
         self._orders: dict[cst.CSTNode, _Order] = {}
-        self._memo: dict[cst.CSTNode, str] = {}
-        self._active: set[cst.CSTNode] = set()
+        self._kinds: CycleSafeMemo[cst.CSTNode, str] = CycleSafeMemo(UNK)
         self._backward_calls: dict[cst.CSTNode, dict[str, list[int]]] = {}
 
     # -- order ---------------------------------------------------------------------------------
@@ -152,18 +152,7 @@ class ValueKinds:
 
     # -- kinds ---------------------------------------------------------------------------------
     def kind(self, expr: cst.CSTNode) -> str:
-        found = self._memo.get(expr)
-        if found is not None:
-            return found
-        if expr in self._active or len(self._active) > 40:
-            return UNK
-        self._active.add(expr)
-        try:
-            found = self._kind(expr)
-        finally:
-            self._active.discard(expr)
-        self._memo[expr] = found
-        return found
+        return self._kinds.ask(expr, self._kind)
 
     def is_tensor(self, expr: cst.CSTNode) -> bool:
         return self.kind(expr) == T

@@ -140,7 +140,7 @@ def first_tensor(output):
     return leaves[0].float()
 
 
-def make_variant(kind: str, model, inputs, dtype: str):
+def make_variant(kind: str, model, inputs, dtype: str, time_budget: float | None = 60.0):
     """(callable, transform seconds, note) for one variant; raises when the peer cannot handle the model."""
     import torch
 
@@ -169,7 +169,7 @@ def make_variant(kind: str, model, inputs, dtype: str):
         from torchlint.optimizer import explain, optimize
 
         fn = optimize(fresh, inputs if isinstance(inputs, dict) else inputs, inplace=True,
-                      dtype="bf16" if dtype == "bf16" else None)
+                      dtype="bf16" if dtype == "bf16" else None, time_budget=time_budget)
         report = explain(fn)
         note = ", ".join(report.passes_applied) or "unchanged"
         if report.speedup:
@@ -200,34 +200,13 @@ class _autocast:
 def weight_megabytes(model) -> float:
     """Memory held by a model's tensors, counting each storage once: parameters, buffers, torchlint's kept
     originals and oneDNN-packed weights."""
-    import torch
+    from torchlint.optimizer.footprint import tensor_bytes
 
-    seen, total = set(), 0
-
-    def add(t):
-        nonlocal total
-        if not isinstance(t, torch.Tensor):
-            return
-        if t.is_mkldnn:
-            total += t.numel() * t.element_size()
-            return
-        key = t.untyped_storage().data_ptr()
-        if key not in seen:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
-
-    for t in list(model.parameters()) + list(model.buffers()):
-        add(t)
-    source = model.__dict__.get("_torchlint_source")
-    if source is not None:
-        for t in source.state_dict().values():
-            add(t)
-    for m in model.modules():
-        add(getattr(m, "_packed", None))
-    return total / 2**20
+    return tensor_bytes(model) / 2**20
 
 
-def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: int) -> dict:
+def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: int,
+                time_budget: float | None = 60.0) -> dict:
     import torch
 
     model, make_inputs = build(name)
@@ -241,7 +220,7 @@ def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: 
         if dtype == "bf16" and kind in FP32_ONLY:
             continue
         try:
-            fn, seconds, note = make_variant(kind, model, inputs, dtype)
+            fn, seconds, note = make_variant(kind, model, inputs, dtype, time_budget)
             with torch.no_grad(), _autocast(dtype if kind != "torchlint" else "fp32"):
                 y = first_tensor(call(fn, inputs))
         except Exception as error:  # noqa: BLE001 - a peer that cannot handle a model gets its error listed
@@ -317,6 +296,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds (batch 1 gets twice as many)")
     parser.add_argument("--skip-compile", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--time-budget", type=float, default=60.0,
+                        help="torchlint.optimize's time_budget in seconds (0: none)")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "zoo-cpu.md"))
     options = parser.parse_args()
     if any(os.environ.get(k) != v for k, v in ALLOCATOR_ENV.items()):
@@ -333,7 +314,8 @@ def main() -> None:
         for batch in [int(b) for b in options.batches.split(",")]:
             for dtype in options.dtypes.split(","):
                 try:
-                    row = measure_row(name, batch, dtype, variants, options.rounds * (2 if batch == 1 else 1))
+                    row = measure_row(name, batch, dtype, variants, options.rounds * (2 if batch == 1 else 1),
+                                      options.time_budget or None)
                 except Exception as error:  # noqa: BLE001 - a model that does not build is listed, not fatal
                     print(f"{name} {batch} {dtype}: {type(error).__name__}: {error}", flush=True)
                     continue

@@ -28,12 +28,15 @@ SEED = 0
 class Tolerance:
     rtol: float
     atol: float
+    # Mixed precision: a float32 output may come back in this dtype, as it does from the model under torch.autocast.
+    low_dtype: torch.dtype | None = None
 
 
 # fp32 rewrites only reorder floating-point arithmetic: differences are rounding, ~1e-6 of the output scale.
 FP32 = Tolerance(rtol=1e-4, atol=1e-5)
 # bf16 keeps 8 bits of mantissa (~0.4% per op) and errors grow with depth; fp16 keeps 11 bits.
-LOW_PRECISION = {torch.bfloat16: Tolerance(rtol=5e-2, atol=1e-3), torch.float16: Tolerance(rtol=1e-2, atol=1e-3)}
+LOW_PRECISION = {torch.bfloat16: Tolerance(rtol=5e-2, atol=1e-3, low_dtype=torch.bfloat16),
+                 torch.float16: Tolerance(rtol=1e-2, atol=1e-3, low_dtype=torch.float16)}
 
 
 @dataclass
@@ -167,7 +170,7 @@ def _compare(a, b, where: str, tolerance: Tolerance, worst: list) -> str | None:
 def _compare_tensors(a: torch.Tensor, b: torch.Tensor, where: str, tolerance: Tolerance, worst: list) -> str | None:
     if a.shape != b.shape:
         return f"{where} has shape {tuple(b.shape)}, the original's {tuple(a.shape)}"
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype and not (a.dtype == torch.float32 and b.dtype == tolerance.low_dtype):
         return f"{where} is {b.dtype}, the original's is {a.dtype}"
     a64, b64 = a.detach().cpu().double(), b.detach().cpu().double()
     if not torch.equal(torch.isnan(a64), torch.isnan(b64)):

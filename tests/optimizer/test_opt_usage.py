@@ -370,6 +370,23 @@ def test_torch_compile_of_an_optimized_model():
         assert relative_error(model(x), compiled(x)) < 1e-4
 
 
+def test_a_transformer_captured_with_torch_export_composes_with_trace_and_compile():
+    from fixtures.models import transformer
+
+    torch.manual_seed(0)
+    model, x = transformer.encoder().eval(), torch.randn(2, 8, 256)
+    fast = optimizer.optimize(model, x)
+    assert any("torch.export" in e.detail for e in optimizer.explain(fast).filter("traced"))
+    assert "onednn_fusion" in optimizer.explain(fast).passes_applied
+    with torch.no_grad():
+        expected = model(x)
+        assert relative_error(expected, torch.jit.trace(fast, x)(x)) < 1e-4
+        torch._dynamo.reset()
+        assert relative_error(expected, torch.compile(fast, backend="aot_eager")(x)) < 1e-4
+    with pytest.raises(RuntimeError, match="use torch.jit.trace"):
+        torch.jit.script(fast)
+
+
 # Report and shapes
 
 

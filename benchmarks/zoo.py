@@ -38,6 +38,7 @@ MODELS = {
     "efficientnet_b0": ("torchvision", "efficientnet_b0", "image"),
     "convnext_tiny": ("torchvision", "convnext_tiny", "image"),
     "deeplabv3_mobilenet": ("torchvision", "deeplabv3_mobilenet_v3_large", "image"),
+    "fasterrcnn_mobilenet_v3": ("torchvision", "fasterrcnn_mobilenet_v3_large_fpn", "image"),
     "timm_vit_small": ("timm", "vit_small_patch16_224", "image"),
     "timm_regnety_008": ("timm", "regnety_008", "image"),
     "bert": ("transformers", "bert", "tokens"),
@@ -87,8 +88,13 @@ def build(name: str):
     register_torchvision_standins()  # transformers imports torchvision too, when it is installed
     if library == "torchvision":
         import torchvision
+        import torchvision.ops.boxes
 
-        extra = {"weights_backbone": None} if "deeplab" in builder else {}
+        # Detection models call torchvision.ops.nms, which checks for the C++ operators before calling the
+        # registered one: let it call the stand-in (roi_align has a pure-torch path of its own).
+        torchvision.ops.boxes._assert_has_ops = lambda: None
+
+        extra = {"weights_backbone": None} if "deeplab" in builder or "rcnn" in builder else {}
         model = torchvision.models.get_model(builder, weights=None, **extra)
     elif library == "timm":
         import timm

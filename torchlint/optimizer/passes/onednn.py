@@ -51,14 +51,30 @@ def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
 
 
 def _shared_storages(gm: fx.GraphModule) -> set[int]:
-    """Storages that more than one parameter or buffer of the graph's modules holds (a weight tied to another
-    layer's, like a language model's output layer and its token embedding)."""
+    """Storages that more than one parameter or buffer of the graph's modules holds, or that the graph also reads
+    directly: a weight tied to another layer's, like a language model's output layer and its token embedding
+    (captured by torch.export, the embedding reads the output layer's weight)."""
+    held = [t for _, t in gm.named_parameters(remove_duplicate=False)]
+    held += [t for _, t in gm.named_buffers(remove_duplicate=False)]
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = _attribute(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                held.append(value)
     seen: set[int] = set()
     shared: set[int] = set()
-    for _, tensor in list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False)):
+    for tensor in held:
         key = tensor.untyped_storage().data_ptr()
         (shared if key in seen else seen).add(key)
     return shared
+
+
+def _attribute(gm: fx.GraphModule, target: str):
+    owner, _, name = target.rpartition(".")
+    try:
+        return getattr(gm.get_submodule(owner) if owner else gm, name)
+    except AttributeError:
+        return None
 
 
 def _why_not(layer, node, shared: set[int]) -> str | None:

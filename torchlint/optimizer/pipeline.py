@@ -192,7 +192,7 @@ def _run_groups(traced: Traced, job: _Job) -> nn.Module:
     if job.mixed_passes and job.out_of_time("the mixed-precision passes"):
         # Mixed precision was asked for: what the user would otherwise run is the model under torch.autocast, which
         # the float32 rewrites were not timed against.
-        return _eager_autocast(job) or root
+        return _eager_autocast(job, "the time budget ended before the mixed-precision passes") or root
     if job.mixed_passes:
         before = _snapshot(root) if job.measure else None
         first_entry = len(report.entries)
@@ -202,13 +202,13 @@ def _run_groups(traced: Traced, job: _Job) -> nn.Module:
         eager_autocast = AutocastForward(job.baseline, job.device_type, job.dtype) if job.measure else None
         if kept and job.measure and not _pays(eager_autocast, root, kept, job, first_entry,
                                               against="the model as given under torch.autocast"):
-            root = _eager_autocast(job) or before
+            root = _eager_autocast(job, "the rewrites did not beat it") or before
     return root
 
 
-def _eager_autocast(job: _Job) -> nn.Module | None:
-    """The model as given, run under torch.autocast: what a user asking for mixed
-    precision gets when no rewrite beats it. None when there is no untouched copy or it fails verification."""
+def _eager_autocast(job: _Job, why: str) -> nn.Module | None:
+    """The model as given, run under torch.autocast: what a user asking for mixed precision gets when no rewrite
+    beats it, or none was timed against it. None when there is no untouched copy or it fails verification."""
     if job.source is None:
         return None
     wrapped = AutocastForward(job.source, job.device_type, job.dtype)
@@ -218,8 +218,7 @@ def _eager_autocast(job: _Job) -> nn.Module | None:
     report = job.report
     _undo_in_report(report, 0, report.passes_applied, "the model as given under torch.autocast is returned instead")
     report.speedup, report.speedup_over = None, "the model as given"
-    report.add("autocast", NOTE, "", "returned: the model as given under torch.autocast, since the rewrites did "
-                                     "not beat it")
+    report.add("autocast", NOTE, "", f"returned: the model as given under torch.autocast ({why})")
     return wrapped
 
 

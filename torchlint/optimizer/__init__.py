@@ -41,8 +41,8 @@ still run. Without example_inputs nothing is verified or timed and the report sa
 cannot be compared (an __eq__ that raises) comes back unchanged, with the reason.
 
 Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
-example_inputs, each group's result and the model before it (for the mixed-precision group: the model as given,
-under torch.autocast, what the user would otherwise run) run in alternation under no_grad (two warm-up calls
+example_inputs, each group's result and the model before it (with dtype=..., only the final result, against the
+model as given under torch.autocast, what the user would otherwise run) run in alternation under no_grad (two warm-up calls
 each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
 round gives the ratio of two neighbouring runs, so load changes cancel, and the group is kept only when the median
 ratio shows a gain above 2% and above twice its standard error. So the result is never slower than the model given,

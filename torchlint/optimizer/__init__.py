@@ -60,7 +60,8 @@ What an optimized model is:
   state_dict() gives the original model's keys and values (folded weights computed back: equal up to rounding);
   load_state_dict takes the original's keys and recomputes the folded and packed layers, as optimize() would
   after loading. .to()/.double()/.half()/.cuda() work (fused layers run plain torch ops outside float32/bfloat16
-  on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work;
+  on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work but give up
+  the packed layers (measured slower than the optimized model alone: use it as it is, or compile the original);
   torch.jit.script raises and points to torch.jit.trace. Memory: one copy of the weights (packed layers keep only
   the packed weight; the originals they came from are computed back when needed; a weight tied to another
   layer's, like a language model's output layer, stays unpacked): resnet50 holds 98 MB as given and optimized in

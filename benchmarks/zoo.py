@@ -38,6 +38,7 @@ MODELS = {
     "efficientnet_b0": ("torchvision", "efficientnet_b0", "image"),
     "convnext_tiny": ("torchvision", "convnext_tiny", "image"),
     "deeplabv3_mobilenet": ("torchvision", "deeplabv3_mobilenet_v3_large", "image"),
+    "fasterrcnn_mobilenet_v3": ("torchvision", "fasterrcnn_mobilenet_v3_large_fpn", "image"),
     "timm_vit_small": ("timm", "vit_small_patch16_224", "image"),
     "timm_regnety_008": ("timm", "regnety_008", "image"),
     "bert": ("transformers", "bert", "tokens"),
@@ -87,8 +88,17 @@ def build(name: str):
     register_torchvision_standins()  # transformers imports torchvision too, when it is installed
     if library == "torchvision":
         import torchvision
+        import torchvision.ops.boxes
 
-        extra = {"weights_backbone": None} if "deeplab" in builder else {}
+        # Detection models call torchvision.ops.nms, which checks for the C++ operators before calling the
+        # registered one: let it call the stand-in (roi_align has a pure-torch path of its own).
+        torchvision.ops.boxes._assert_has_ops = lambda: None
+
+        extra = {"weights_backbone": None} if "deeplab" in builder or "rcnn" in builder else {}
+        if "rcnn" in builder and os.environ.get("ZOO_RCNN_ALL_BOXES"):
+            # Random weights score every box below the default threshold (no detections); keeping them all gives
+            # near-tied scores, whose order rounding changes.
+            extra["box_score_thresh"] = 0.0
         model = torchvision.models.get_model(builder, weights=None, **extra)
     elif library == "timm":
         import timm
@@ -140,7 +150,7 @@ def first_tensor(output):
     return leaves[0].float()
 
 
-def make_variant(kind: str, model, inputs, dtype: str):
+def make_variant(kind: str, model, inputs, dtype: str, time_budget: float | None = 60.0):
     """(callable, transform seconds, note) for one variant; raises when the peer cannot handle the model."""
     import torch
 
@@ -169,7 +179,7 @@ def make_variant(kind: str, model, inputs, dtype: str):
         from torchlint.optimizer import explain, optimize
 
         fn = optimize(fresh, inputs if isinstance(inputs, dict) else inputs, inplace=True,
-                      dtype="bf16" if dtype == "bf16" else None)
+                      dtype="bf16" if dtype == "bf16" else None, time_budget=time_budget)
         report = explain(fn)
         note = ", ".join(report.passes_applied) or "unchanged"
         if report.speedup:
@@ -200,34 +210,13 @@ class _autocast:
 def weight_megabytes(model) -> float:
     """Memory held by a model's tensors, counting each storage once: parameters, buffers, torchlint's kept
     originals and oneDNN-packed weights."""
-    import torch
+    from torchlint.optimizer.footprint import tensor_bytes
 
-    seen, total = set(), 0
-
-    def add(t):
-        nonlocal total
-        if not isinstance(t, torch.Tensor):
-            return
-        if t.is_mkldnn:
-            total += t.numel() * t.element_size()
-            return
-        key = t.untyped_storage().data_ptr()
-        if key not in seen:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
-
-    for t in list(model.parameters()) + list(model.buffers()):
-        add(t)
-    source = model.__dict__.get("_torchlint_source")
-    if source is not None:
-        for t in source.state_dict().values():
-            add(t)
-    for m in model.modules():
-        add(getattr(m, "_packed", None))
-    return total / 2**20
+    return tensor_bytes(model) / 2**20
 
 
-def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: int) -> dict:
+def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: int,
+                time_budget: float | None = 60.0) -> dict:
     import torch
 
     model, make_inputs = build(name)
@@ -241,7 +230,7 @@ def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: 
         if dtype == "bf16" and kind in FP32_ONLY:
             continue
         try:
-            fn, seconds, note = make_variant(kind, model, inputs, dtype)
+            fn, seconds, note = make_variant(kind, model, inputs, dtype, time_budget)
             with torch.no_grad(), _autocast(dtype if kind != "torchlint" else "fp32"):
                 y = first_tensor(call(fn, inputs))
         except Exception as error:  # noqa: BLE001 - a peer that cannot handle a model gets its error listed
@@ -250,7 +239,7 @@ def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: 
             continue
         fns[kind] = fn
         row["transform"][kind] = seconds
-        row["error"][kind] = ((y - reference).abs().max() / reference.abs().max()).item()
+        row["error"][kind] = ((y - reference).abs().max() / reference.abs().max()).item() if y.numel() else 0.0
         if note:
             row["note"][kind] = note
         if kind == "torchlint":
@@ -317,6 +306,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds (batch 1 gets twice as many)")
     parser.add_argument("--skip-compile", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--time-budget", type=float, default=60.0,
+                        help="torchlint.optimize's time_budget in seconds (0: none)")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "zoo-cpu.md"))
     options = parser.parse_args()
     if any(os.environ.get(k) != v for k, v in ALLOCATOR_ENV.items()):
@@ -333,7 +324,8 @@ def main() -> None:
         for batch in [int(b) for b in options.batches.split(",")]:
             for dtype in options.dtypes.split(","):
                 try:
-                    row = measure_row(name, batch, dtype, variants, options.rounds * (2 if batch == 1 else 1))
+                    row = measure_row(name, batch, dtype, variants, options.rounds * (2 if batch == 1 else 1),
+                                      options.time_budget or None)
                 except Exception as error:  # noqa: BLE001 - a model that does not build is listed, not fatal
                     print(f"{name} {batch} {dtype}: {type(error).__name__}: {error}", flush=True)
                     continue

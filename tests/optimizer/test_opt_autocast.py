@@ -28,7 +28,9 @@ def test_bf16_in_eval_casts_weights_once(setting):
     assert {p.dtype for p in fast.parameters()} == {torch.bfloat16}  # BatchNorm folded: only conv/linear left
     with torch.no_grad():
         y = fast(x)
-    assert y.dtype == torch.float32
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            eager = model(x)
+    assert y.dtype == eager.dtype == torch.bfloat16  # as eager autocast returns it, not cast back
     assert relative_error(model(x), y) < 5e-2
 
 
@@ -72,3 +74,28 @@ def test_autocast_in_training_keeps_fp32_weights():
 def test_bad_autocast_value():
     with pytest.raises(ValueError):
         optimizer.optimize(nn.Linear(2, 2), autocast="int8")
+
+
+def test_a_model_output_is_cast_back_once_per_tensor():
+    # A ModelOutput is a dataclass and a dict: its tensor is both a field and an item, to be mapped once.
+    import dataclasses
+    from collections import OrderedDict
+
+    @dataclasses.dataclass
+    class Output(OrderedDict):
+        logits: torch.Tensor = None
+
+        def __post_init__(self):
+            self["logits"] = self.logits
+
+    class Head(nn.Module):
+        def forward(self, x):
+            return Output(logits=x.to(torch.bfloat16))
+
+    casts = []
+    wrapped = AutocastForward(Head(), "cpu", torch.bfloat16, output_dtype=torch.float32)
+    original = wrapped._cast_back
+    wrapped._cast_back = lambda value: casts.append(value) or original(value)
+    out = wrapped(torch.randn(2, 3))
+    assert len(casts) == 1
+    assert out.logits.dtype == torch.float32 and out.logits is out["logits"]

@@ -29,6 +29,19 @@ def test_prints_report_and_timing():
     assert "max relative error" in out.splitlines()[-1]
 
 
+def test_time_budget_flag_bounds_the_transform_and_the_report_says_what_was_left():
+    result = _run(FIXTURE, "--input-shape", "2,3,32,32", "--runs", "1", "--warmup", "0", "--time-budget", "0.000001")
+    assert result.exit_code == 0, result.output
+    assert "note: time budget of 1e-06 s spent" in result.output
+    assert "passes not tried (optimize(time_budget=...) gives more)" in result.output
+    assert "time: capture" in result.output
+    unbounded = _run(FIXTURE, "--input-shape", "2,3,32,32", "--runs", "1", "--warmup", "0", "--time-budget", "0")
+    assert unbounded.exit_code == 0, unbounded.output
+    assert "time budget" not in unbounded.output and "fold_batchnorm" in unbounded.output
+    bad = _run(FIXTURE, "--input-shape", "2,3,32,32", "--time-budget", "-1")
+    assert bad.exit_code == 2 and "--time-budget" in bad.output
+
+
 def test_untraceable_model_and_autocast(tmp_path):
     result = _run("fixtures/models/branchy.py:branchy", "--input-shape", "2,3,16,16", "--runs", "1",
                   "--warmup", "0", "--autocast", "fp16")

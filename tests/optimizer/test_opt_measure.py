@@ -205,6 +205,24 @@ def test_a_spent_time_budget_stops_further_passes_and_says_so():
         assert torch.allclose(model(x), fast(x))
 
 
+def test_a_budget_spent_before_mixed_precision_gives_the_model_under_autocast():
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no native bf16")
+    # bf16 was asked for: the float32 rewrites alone were never timed against eager autocast, so the model as given
+    # under torch.autocast (what the user would otherwise run) comes back, not a float32 model.
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    x = torch.randn(2, 3, 16, 16)
+    fast = optimizer.optimize(model, x, dtype="bf16", time_budget=0.0)
+    report = optimizer.explain(fast)
+    assert isinstance(fast, AutocastForward) and type(fast.module) is nn.Sequential
+    notes = " ".join(e.detail for e in report.filter("note"))
+    assert "mixed-precision passes not tried" in notes
+    assert "the model as given under torch.autocast (the time budget ended before the mixed-precision" in notes
+    with torch.no_grad():
+        assert fast(x).dtype == torch.bfloat16  # as under eager autocast
+        assert torch.allclose(model(x), fast(x).float(), rtol=5e-2, atol=5e-2)
+
+
 def test_the_report_says_where_the_time_went():
     model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
     fast = optimizer.optimize(model, torch.randn(2, 3, 16, 16), measure=True, time_limit=0.5)
@@ -236,5 +254,7 @@ def test_bf16_is_kept_only_when_faster_than_eager_autocast(fake_clock):
     # What comes back is the model as given, under autocast: what the user would have run.
     assert isinstance(fast, AutocastForward) and type(fast.module) is Costly
     assert any("the model as given under torch.autocast" in e.detail for e in report.filter("note"))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        eager = model(x)
     with torch.no_grad():
-        assert fast(x).dtype == torch.float32
+        assert fast(x).dtype == eager.dtype

@@ -103,3 +103,29 @@ def test_channels_last_pass():
 def test_channels_last_skipped_without_convs():
     gm, report = run_pass(channels_last, nn.Sequential(nn.Linear(4, 4)).eval(), torch.randn(2, 4))
     assert not report.rewrites
+
+
+def test_a_budget_spent_midway_stops_fusing_and_says_how_many_layers_are_left():
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    from torchlint.optimizer.passes import PassContext
+    from torchlint.optimizer.report import Report
+    from torchlint.optimizer.trace import trace
+
+    model = nn.Sequential(*[nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()) for _ in range(4)]).eval()
+    x = torch.randn(2, 8, 6, 6)
+    gm = trace(copy.deepcopy(model))
+    ShapeProp(gm).propagate(x)
+    asked = []
+
+    def spent_after_two():  # the budget runs out once two layers are fused
+        asked.append(1)
+        return len(asked) > 2
+
+    report = Report()
+    result = fuse_onednn(gm, PassContext(report, "onednn_fusion", False, "cpu", out_of_time=spent_after_two))
+    assert count_modules(result.graph_module, FusedConv2d) == 2
+    (note,) = [e.detail for e in report.skipped if "time budget" in e.detail]
+    assert "2 more layers left unfused" in note
+    with torch.no_grad():
+        assert relative_error(model(x), result.graph_module(x)) < 1e-5

@@ -256,6 +256,23 @@ def test_compare_reports_where_structures_differ():
     assert compare([t, "x", None], [t.clone(), "x", None], FP32).ok
 
 
+def test_compare_tensors_by_scale_dtype_and_non_finite_values():
+    from torchlint.optimizer.verify import FP32, LOW_PRECISION, compare
+
+    x = torch.tensor([1000.0, 1.0, -3.0])
+    assert compare(x, x + 0.05, FP32).ok  # 5e-5 of the output's scale
+    assert "relative" in compare(x, x + 0.5, FP32).detail
+    # Mixed precision: a float32 output may come back in bf16, as from eager autocast; not in another dtype.
+    bf16 = LOW_PRECISION[torch.bfloat16]
+    assert compare(x, x.bfloat16(), bf16).ok and not compare(x, x.bfloat16(), FP32).ok
+    assert "float16" in compare(x, x.half(), bf16).detail
+    nan = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare(nan, nan.clone(), FP32).ok
+    assert "NaNs" in compare(nan, torch.tensor([float("nan"), 1.0, float("inf")]), FP32).detail
+    assert "infinities" in compare(nan, torch.tensor([1.0, float("nan"), -float("inf")]), FP32).detail
+    assert "relative" in compare(nan, torch.tensor([2.0, float("nan"), float("inf")]), FP32).detail
+
+
 # dtype, device and inputs
 
 
@@ -351,6 +368,23 @@ def test_torch_compile_of_an_optimized_model():
     compiled = torch.compile(fast, backend="aot_eager")
     with torch.no_grad():
         assert relative_error(model(x), compiled(x)) < 1e-4
+
+
+def test_a_transformer_captured_with_torch_export_composes_with_trace_and_compile():
+    from fixtures.models import transformer
+
+    torch.manual_seed(0)
+    model, x = transformer.encoder().eval(), torch.randn(2, 8, 256)
+    fast = optimizer.optimize(model, x)
+    assert any("torch.export" in e.detail for e in optimizer.explain(fast).filter("traced"))
+    assert "onednn_fusion" in optimizer.explain(fast).passes_applied
+    with torch.no_grad():
+        expected = model(x)
+        assert relative_error(expected, torch.jit.trace(fast, x)(x)) < 1e-4
+        torch._dynamo.reset()
+        assert relative_error(expected, torch.compile(fast, backend="aot_eager")(x)) < 1e-4
+    with pytest.raises(RuntimeError, match="use torch.jit.trace"):
+        torch.jit.script(fast)
 
 
 # Report and shapes

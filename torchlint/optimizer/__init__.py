@@ -41,12 +41,15 @@ still run. Without example_inputs nothing is verified or timed and the report sa
 cannot be compared (an __eq__ that raises) comes back unchanged, with the reason.
 
 Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
-example_inputs, each group's result and the model before it (for the mixed-precision group: the model as given,
-under torch.autocast, what the user would otherwise run) run in alternation under no_grad (two warm-up calls
+example_inputs, each group's result and the model before it (with dtype=..., only the final result, against the
+model as given under torch.autocast, what the user would otherwise run) run in alternation under no_grad (two warm-up calls
 each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
 round gives the ratio of two neighbouring runs, so load changes cancel, and the group is kept only when the median
 ratio shows a gain above 2% and above twice its standard error. So the result is never slower than the model given,
-on the example inputs. The report gives the measured speed-up and the transform time.
+on the example inputs. With dtype=..., the result is the model as given under torch.autocast when the rewrites do
+not beat it, or when the time budget runs out before the mixed-precision group; its outputs come back in the dtype
+autocast gives them (a linear layer's in bfloat16), as from eager code under torch.autocast. The report gives the
+measured speed-up and the transform time, and where the time went.
 
 What an optimized model is:
 
@@ -57,10 +60,13 @@ What an optimized model is:
   state_dict() gives the original model's keys and values (folded weights computed back: equal up to rounding);
   load_state_dict takes the original's keys and recomputes the folded and packed layers, as optimize() would
   after loading. .to()/.double()/.half()/.cuda() work (fused layers run plain torch ops outside float32/bfloat16
-  on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work;
+  on CPU). deepcopy, pickle and torch.save keep it working; torch.jit.trace and torch.compile work but give up
+  the packed layers (measured slower than the optimized model alone: use it as it is, or compile the original);
   torch.jit.script raises and points to torch.jit.trace. Memory: one copy of the weights (packed layers keep only
-  the packed weight; the originals they came from are computed back when needed): resnet50 holds 98 MB as given
-  and optimized in fp32; with bf16 the float32 originals stay too (1.5x).
+  the packed weight; the originals they came from are computed back when needed; a weight tied to another
+  layer's, like a language model's output layer, stays unpacked): resnet50 holds 98 MB as given and optimized in
+  fp32. With bf16, the float32 originals of the weights cast to bf16 are not kept either: state_dict() gives the
+  bf16 values in float32.
 - Optimized in train mode: only channels_last, in-place activations and autocast run, all differentiable; the
   model trains and follows .train()/.eval(), because modules whose graph would depend on the mode (code reading
   self.training, like stochastic depth) are not traced, while Dropout and BatchNorm stay modules that read their
@@ -106,7 +112,7 @@ def optimize(
         arguments, anything else (a tensor, a list, ...) the single positional argument. Enables verification,
         timing and shape-dependent rewrites (Linear + BatchNorm1d folding needs the input rank).
     dtype: None (default, float32 only); "bf16"/torch.bfloat16 or "fp16"/torch.float16 to also run in mixed
-        precision under torch.autocast; True to pick for the device (bf16 on CPUs with native bf16). fp16 is
+        precision under torch.autocast (outputs in the dtype autocast gives them, as from eager autocast); True to pick for the device (bf16 on CPUs with native bf16). fp16 is
         refused on CPUs without native fp16.
     inplace: False (default) works on a deep copy and never touches `model`; True saves the copy but leaves
         `model` itself in an unspecified state: use only the returned module.
@@ -120,8 +126,10 @@ def optimize(
         True unless the environment variable TORCHLINT_MEASURE is "0" (for deterministic test suites).
     time_limit: seconds of timing, at most, spent by `measure` (after two warm-up calls of each variant).
     time_budget: seconds optimize() may take in all (None: no bound). Once spent, no further pass is tried (the
-        passes kept so far stay, verified) and the report says what was not tried; timing stops at the budget
-        too (after its few minimum rounds). The report's `seconds` (and its `time:` line) say where the time
+        passes kept so far stay, verified), oneDNN fusion stops between layers, and the report says what was not
+        tried; timing stops at the budget too (after its minimum: two warm-up calls and three rounds of each
+        variant). Capture (torch.export) and a verification run are not interrupted. With dtype=..., a budget
+        spent before the mixed-precision group gives the model as given under torch.autocast. The report's `seconds` (and its `time:` line) say where the time
         went: capture, each group of passes, verification, timing.
     autocast: the former name of `dtype`, still accepted.
     """

@@ -73,8 +73,11 @@ def _first_line(error: BaseException) -> str:
 @click.option("--runs", type=click.IntRange(1), default=20, show_default=True, help="Timed runs of each variant.")
 @click.option("--warmup", type=click.IntRange(0), default=3, show_default=True, help="Untimed runs first.")
 @click.option("--no-verify", is_flag=True, help="Do not compare with the original model after each pass.")
+@click.option("--time-budget", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
+              help="Seconds optimize() may take; once spent, no further pass or layer is tried and the report says "
+                   "what was left (0: no bound).")
 @click.option("--verbose", "-v", is_flag=True, help="Report every decision, layer by layer.")
-def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_verify, verbose):
+def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_verify, time_budget, verbose):
     """Optimize the nn.Module returned by FACTORY() in FILE.py (in eval mode) and compare its speed with eager.
 
     FILE.py is imported and FACTORY() is called: this runs their code, as `python FILE.py` would. Run it
@@ -112,7 +115,7 @@ def optimize_command(target, input_shapes, autocast, device, runs, warmup, no_ve
         shown = " and ".join("x".join(map(str, s)) for s in shapes)
         raise CommandError(f"the model fails on input {shown}: {type(error).__name__}: {_first_line(error)}")
 
-    fast = optimize(model, inputs, dtype=autocast, verify=not no_verify)
+    fast = optimize(model, inputs, dtype=autocast, verify=not no_verify, time_budget=time_budget or None)
     report = explain(fast)
     click.echo(report.format(verbose=verbose))
     click.echo()

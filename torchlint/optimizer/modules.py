@@ -285,9 +285,11 @@ class FusedLinear(_Packed):
 
 
 class AutocastForward(nn.Module):
-    """Runs the wrapped module under `torch.autocast` and casts low-precision floating outputs back."""
+    """Runs the wrapped module under `torch.autocast`. Outputs come back as autocast leaves them (a linear layer's
+    in bfloat16), as from eager code under torch.autocast: casting GPT-2's 8x128x50257 logits back to float32
+    cost a sixth of its forward. `output_dtype` casts low-precision floating outputs to it."""
 
-    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype, output_dtype=torch.float32):
+    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype, output_dtype=None):
         super().__init__()
         self.module = module
         self.device_type = device_type
@@ -300,7 +302,6 @@ class AutocastForward(nn.Module):
         return map_tensors(self._cast_back, out)
 
     def _cast_back(self, value):
-        # output_dtype None: outputs as autocast left them (what eager code under torch.autocast gets).
         if self.output_dtype is not None and isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
             return value.to(self.output_dtype)
         return value

@@ -60,6 +60,9 @@ class _Job:
     started: float = 0.0  # time.perf_counter() when optimize() began
     budget: float | None = None  # seconds optimize() may take before it stops trying further passes
 
+    def budget_spent(self) -> bool:
+        return self.budget is not None and time.perf_counter() - self.started > self.budget
+
     def out_of_time(self, what: str) -> bool:
         """Whether the time budget is spent; if so, the report says that `what` was not tried."""
         spent = time.perf_counter() - self.started
@@ -180,28 +183,34 @@ def _run_groups(traced: Traced, job: _Job) -> nn.Module:
             # Nothing to gain from the traced graphs: give back the original modules.
             root, pieces = traced.undo(), []
             report.add("trace", NOTE, "", "no graph rewrite kept: the original modules are returned")
-        elif pieces and job.measure and not _pays(job.baseline, root, kept, job, first_entry):
+        # With mixed precision asked for, only the final result is timed, against the model under autocast: what
+        # the float32 group gains over float32 eager does not matter then (the fallback is eager autocast).
+        elif pieces and job.measure and not job.mixed_passes and not _pays(job.baseline, root, kept, job, first_entry):
             root, pieces = traced.undo(), []
         elif pieces and "" not in pieces and job.reference is None:
             report.add("trace", NOTE, "", "traced submodules replace the originals unchecked (no example_inputs): "
                                           "code that reaches into them, like self.block[0], or that views their "
                                           "channels_last outputs with .view(), would fail")
-    if job.mixed_passes and not job.out_of_time("the mixed-precision passes"):
+    if job.mixed_passes and job.out_of_time("the mixed-precision passes"):
+        # Mixed precision was asked for: what the user would otherwise run is the model under torch.autocast, which
+        # the float32 rewrites were not timed against.
+        return _eager_autocast(job, "the time budget ended before the mixed-precision passes") or root
+    if job.mixed_passes:
         before = _snapshot(root) if job.measure else None
         first_entry = len(report.entries)
         root = _timed_stage(root, job.mixed_passes, pieces, job, job.low, "mixed-precision passes")
         kept = _kept_passes(report, first_entry)
         # Timed against what the user would otherwise run: the model as given, under torch.autocast.
-        eager_autocast = AutocastForward(job.baseline, job.device_type, job.dtype, output_dtype=None) if job.measure else None
+        eager_autocast = AutocastForward(job.baseline, job.device_type, job.dtype) if job.measure else None
         if kept and job.measure and not _pays(eager_autocast, root, kept, job, first_entry,
                                               against="the model as given under torch.autocast"):
-            root = _eager_autocast(job) or before
+            root = _eager_autocast(job, "the rewrites did not beat it") or before
     return root
 
 
-def _eager_autocast(job: _Job) -> nn.Module | None:
-    """The model as given, run under torch.autocast (outputs back in float32): what a user asking for mixed
-    precision gets when no rewrite beats it. None when there is no untouched copy or it fails verification."""
+def _eager_autocast(job: _Job, why: str) -> nn.Module | None:
+    """The model as given, run under torch.autocast: what a user asking for mixed precision gets when no rewrite
+    beats it, or none was timed against it. None when there is no untouched copy or it fails verification."""
     if job.source is None:
         return None
     wrapped = AutocastForward(job.source, job.device_type, job.dtype)
@@ -211,8 +220,7 @@ def _eager_autocast(job: _Job) -> nn.Module | None:
     report = job.report
     _undo_in_report(report, 0, report.passes_applied, "the model as given under torch.autocast is returned instead")
     report.speedup, report.speedup_over = None, "the model as given"
-    report.add("autocast", NOTE, "", "returned: the model as given under torch.autocast (outputs cast back to "
-                                     "float32), since the rewrites did not beat it")
+    report.add("autocast", NOTE, "", f"returned: the model as given under torch.autocast ({why})")
     return wrapped
 
 
@@ -350,7 +358,8 @@ def _apply(p: Pass, root: nn.Module, pieces: list[str], job: _Job) -> tuple[nn.M
 
 
 def _context(p: Pass, job: _Job, piece: str) -> PassContext:
-    return PassContext(job.report, p.name, job.training, job.device_type, piece=piece, autocast_dtype=job.dtype)
+    return PassContext(job.report, p.name, job.training, job.device_type, piece=piece, autocast_dtype=job.dtype,
+                       out_of_time=job.budget_spent)
 
 
 def _result(result, report: Report, name: str) -> tuple[nn.Module, bool]:
@@ -400,7 +409,8 @@ def _check(root, reference, inputs, training, tolerance, report: Report):
 
 
 def _tolerance(default: verify.Tolerance, rtol, atol) -> verify.Tolerance:
-    return verify.Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
+    return verify.Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol,
+                            default.low_dtype)
 
 
 def explain(model: nn.Module) -> Report:

@@ -20,26 +20,38 @@ def is_dataclass_instance(value) -> bool:
 
 def map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], value):
     """`value` with `fn` applied to every tensor it holds; containers are rebuilt with their own type, anything
-    else is returned as is."""
+    else is returned as is. A tensor held twice (a ModelOutput's field and its dict entry, a tied output) is
+    mapped once, and both places get the one result."""
+    done: dict[int, torch.Tensor] = {}
+
+    def once(tensor):
+        if id(tensor) not in done:
+            done[id(tensor)] = fn(tensor)
+        return done[id(tensor)]
+
+    return _map(once, value)
+
+
+def _map(fn, value):
     if isinstance(value, torch.Tensor):
         return fn(value)
     if is_namedtuple(value):
-        return type(value)(*(map_tensors(fn, v) for v in value))
+        return type(value)(*(_map(fn, v) for v in value))
     if type(value) in (tuple, list):
-        return type(value)(map_tensors(fn, v) for v in value)
+        return type(value)(_map(fn, v) for v in value)
     if is_dataclass_instance(value):
         # Field by field on a shallow copy: dataclasses with init=False fields or a custom __init__ cannot be
         # rebuilt through their constructor.
         new = copy.copy(value)
         for f in dataclasses.fields(value):
-            object.__setattr__(new, f.name, map_tensors(fn, getattr(value, f.name)))
+            object.__setattr__(new, f.name, _map(fn, getattr(value, f.name)))
         if isinstance(value, dict):  # ModelOutput is a dataclass and an OrderedDict at once
             for key in list(new.keys()):
-                dict.__setitem__(new, key, map_tensors(fn, value[key]))
+                dict.__setitem__(new, key, _map(fn, value[key]))
         return new
     if isinstance(value, dict):
         try:
-            return type(value)((k, map_tensors(fn, v)) for k, v in value.items())
+            return type(value)((k, _map(fn, v)) for k, v in value.items())
         except TypeError:  # a dict subclass whose constructor takes other arguments
             return value
     return value

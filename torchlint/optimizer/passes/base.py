@@ -22,6 +22,9 @@ class PassContext:
     device_type: str  # "cpu", "cuda", ...
     piece: str = ""  # dotted path of the traced module this graph came from ("" for the root)
     autocast_dtype: torch.dtype | None = None
+    # Whether optimize()'s time budget is spent: a pass working layer by layer asks between layers and stops
+    # (what it rewrote so far stays), so a pass started before the end of the budget does not run long past it.
+    out_of_time: Callable[[], bool] = lambda: False
 
     def where(self, target: str) -> str:
         return f"{self.piece}.{target}" if self.piece and target else (self.piece or target)

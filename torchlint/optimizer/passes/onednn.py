@@ -24,17 +24,24 @@ _DTYPES = (torch.float32, torch.bfloat16)
 
 def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     modules = submodules(gm)
+    shared = _shared_storages(gm)
     erased: set[fx.Node] = set()
+    left = 0  # layers not fused because the time budget ran out
     for node in list(gm.graph.nodes):
         if node in erased or node.op != "call_module":
             continue
         layer = modules.get(node.target)
         if type(layer) is nn.Conv2d or (isinstance(layer, nn.Linear) and type(layer).forward is nn.Linear.forward):
-            reason = _why_not(layer, node)
+            reason = _why_not(layer, node, shared)
             if reason:
                 ctx.skipped(node.target, reason)
                 continue
+            if left or ctx.out_of_time():
+                left += 1
+                continue
             erased.update(_fuse(gm, node, layer, modules, ctx))
+    if left:
+        ctx.skipped("", f"time budget spent: {left} more layers left unfused (optimize(time_budget=...) gives more)")
     if not erased:
         return PassResult(gm, False)
     views_to_reshapes(gm, ctx)  # fused convs return channels_last tensors
@@ -43,9 +50,40 @@ def fuse_onednn(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
     return PassResult(finish(gm), True)
 
 
-def _why_not(layer, node) -> str | None:
+def _shared_storages(gm: fx.GraphModule) -> set[int]:
+    """Storages that more than one parameter or buffer of the graph's modules holds, or that the graph also reads
+    directly: a weight tied to another layer's, like a language model's output layer and its token embedding
+    (captured by torch.export, the embedding reads the output layer's weight)."""
+    held = [t for _, t in gm.named_parameters(remove_duplicate=False)]
+    held += [t for _, t in gm.named_buffers(remove_duplicate=False)]
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = _attribute(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                held.append(value)
+    seen: set[int] = set()
+    shared: set[int] = set()
+    for tensor in held:
+        key = tensor.untyped_storage().data_ptr()
+        (shared if key in seen else seen).add(key)
+    return shared
+
+
+def _attribute(gm: fx.GraphModule, target: str):
+    owner, _, name = target.rpartition(".")
+    try:
+        return getattr(gm.get_submodule(owner) if owner else gm, name)
+    except AttributeError:
+        return None
+
+
+def _why_not(layer, node, shared: set[int]) -> str | None:
     if layer.weight.dtype not in _DTYPES or layer.weight.device.type != "cpu":
         return f"weight is {layer.weight.dtype} on {layer.weight.device.type}; oneDNN fusion covers fp32/bf16 on CPU"
+    if layer.weight.untyped_storage().data_ptr() in shared:
+        # The other holder keeps the dense weight, so a packed copy would hold it twice (GPT-2's output layer:
+        # 154 MB more); packing measured no faster than the dense weight on such a layer (50257 x 768).
+        return "weight tied to another layer's: a packed copy would hold it twice"
     if isinstance(layer, nn.Conv2d):
         if layer.padding_mode != "zeros":
             return f"padding_mode={layer.padding_mode!r} (oneDNN pads with zeros only)"

@@ -91,17 +91,22 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
 
 
 def _in_forward_loop(context: "Context", node: cst.CSTNode) -> bool:
-    """Criterion 2: the nearest loop whose body runs `node` runs a forward pass on each trip."""
+    return forward_loop(context, node) is not None
+
+
+def forward_loop(context: "Context", node: cst.CSTNode) -> Optional[loops.Loop]:
+    """Criterion 2: the nearest loop whose body runs `node` and a forward pass on each trip, unless `node` is
+    under a logging interval there."""
     child = node
     for ancestor in context.ancestors(node):
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return False
+            return None
         if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
             calls = loops.hot_calls_in(context, ancestor)
             if any(loops.is_forward_call(context, c) for c in calls):
-                return not loops.gated(context, node, ancestor)
+                return None if loops.gated(context, node, ancestor) else ancestor
         child = ancestor
-    return False
+    return None
 
 
 def _function_is_hot(context: "Context", function: cst.FunctionDef) -> bool:

@@ -81,6 +81,7 @@ from torchlint.lint.walk import semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.objects import (
+    DATASET,
     LOADER,
     MODEL_NAME,
     MODULE,
@@ -196,6 +197,9 @@ _BATCH_GENERATOR = re.compile(
 
 _LOOPS = (cst.For, cst.While)
 
+# Calls of a loader that do not yield its batches (`range(len(loader))` counts them).
+_NOT_BATCHES = frozenset({"len", "range", "trange", "print", "str", "repr", "type", "isinstance", "hasattr", "getattr", "id"})
+
 
 
 class _Cache:
@@ -300,7 +304,11 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
         # self.train_dataloader(), build_loader(cfg), get_dataloader(...), utils.minibatch(users, batch_size=n)
         if _BATCH_GENERATOR.match(lower):
             return True
-        return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
+        if lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save")):
+            return True
+        # metric_logger.log_every(data_loader, 10), prefetch(loader): a generator handed a loader yields its batches
+        first = next((a.value for a in expr.args if a.keyword is None and a.star == ""), None)
+        return first is not None and lower not in _NOT_BATCHES and is_loader_expr(context, first, _depth + 1)
     if isinstance(expr, cst.Subscript):
         # dataloaders[phase], loaders["train"]
         return is_loader_expr(context, expr.value, _depth + 1, _indexed=True)
@@ -435,7 +443,10 @@ def _forward_on_fresh_batch(context: "Context", loop: Loop, calls: list[cst.Call
     body = [n for n in _own_nodes(loop.body, into_loops=True)]
     counter = _loop_items(loop) if isinstance(loop, cst.For) else set()
     fresh = _fetches_batch([n for n in body if isinstance(n, cst.Call)]) or any(
-        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH) or _slice_by(n, counter) or _reads_item(n, counter)
+        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH)
+        or _slice_by(n, counter)
+        or _reads_item(n, counter)
+        or _indexes_dataset(context, n, counter)
         for n in body
     )
     if not fresh:
@@ -463,6 +474,23 @@ def _reads_item(node: cst.CSTNode, counter: set[str]) -> bool:
     if not _ITEM_READER.match(node.func.attr.value):
         return False
     return any(isinstance(a.value, cst.Name) and a.value.value in counter for a in node.args)
+
+
+# Names of a dataset (`dataset`, `val_dataset`, `test_ds`, `testset`).
+_DATASET_NAME = re.compile(r"(?:^|_)(?:dataset|ds|data_set)$|^(?:train|val|valid|test|eval)_?set$", re.IGNORECASE)
+
+
+def _indexes_dataset(context: "Context", node: cst.CSTNode, counter: set[str]) -> bool:
+    """`data = dataset[index]`: the trip reads the dataset's item of its own number."""
+    if not counter or not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    index = node.slice[0].slice
+    if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value in counter):
+        return False
+    name = last_name(node.value)
+    if name is None:
+        return False
+    return objects(context).kind(node.value) == DATASET or bool(_DATASET_NAME.search(name))
 
 
 def _slice_by(node: cst.CSTNode, counter: set[str]) -> bool:
@@ -712,7 +740,9 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
     """A test that is true on only some steps: a modulo, `i == N`, or a name assigned one."""
     if _depth > 3:
         return False
-    for node in [test, *_own_nodes(test)]:
+    for node, in_arithmetic in _test_nodes(test):
+        if in_arithmetic and isinstance(node, (cst.Name, cst.Attribute)):
+            continue  # `data_iter_step // update_freq`: a step number, not a flag
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return True
@@ -734,6 +764,18 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
             if name is not None and _GATE_NAME.search(name):
                 return True
     return False
+
+
+def _test_nodes(test: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, bool]]:
+    """The nodes of an `if` test, each with whether it is an operand of arithmetic other than a modulo."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(test, False)]
+    while stack:
+        node, in_arithmetic = stack.pop()
+        yield node, in_arithmetic
+        if isinstance(node, _BOUNDARIES):
+            continue
+        inner = in_arithmetic or (isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, cst.Modulo))
+        stack.extend((child, inner) for child in semantic_children(node))
 
 
 _SIZES = frozenset({"len", "size", "numel", "nelement", "shape"})
@@ -858,7 +900,12 @@ def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
     only = body.body[0]
     if not (isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 and isinstance(only.body[0], cst.Continue)):
         return False
-    return is_interval_test(context, statement.test)
+    test = statement.test
+    if isinstance(test, cst.Call) and last_name(test.func) == "bool" and len(test.args) == 1:
+        test = test.args[0].value
+    if isinstance(test, cst.Comparison) and all(isinstance(c.operator, (cst.Equal, cst.Is)) for c in test.comparisons):
+        return False  # `if loss == 0: continue` skips the rare trip, not most of them
+    return is_interval_test(context, test)
 
 
 def _steps(context: "Context", block: cst.CSTNode) -> bool:
@@ -884,7 +931,7 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
         ):
             return True
         if isinstance(ancestor, cst.If) and child is ancestor.body and (
-            _first_trip(ancestor) or _first_few(context, ancestor.test, loop)
+            _first_trip(ancestor) or _first_few(context, ancestor.test, loop) or _never_true(context, ancestor.test)
         ):
             return True
         if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):
@@ -895,6 +942,14 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
                 return True
         child = ancestor
     return False
+
+
+def _never_true(context: "Context", test: cst.BaseExpression) -> bool:
+    """`if verbose:` where the only binding of `verbose` is `verbose = False`: the branch never runs."""
+    if not isinstance(test, cst.Name):
+        return False
+    value = context.literal(test)
+    return value is not UNKNOWN and value in (False, None, 0)
 
 
 def _skips_in(context: "Context", block: cst.IndentedBlock) -> tuple[Optional[int], dict[cst.CSTNode, int]]:
@@ -924,11 +979,16 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
             for e in expr.slice
             if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
         }
+    element_names = indexes | ({expr.value} if isinstance(expr, cst.Name) else set())
+    child: cst.CSTNode = expr
     for ancestor in context.ancestors(expr):
         if isinstance(ancestor, _BOUNDARIES):
             return None
         if isinstance(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
             return None  # a few pictures to show: a few reads
+        if isinstance(ancestor, cst.If) and child is ancestor.body and _rare_for(context, ancestor.test, element_names):
+            return None  # `if done and lives == 0: print(...)`: when an episode ends, not for each element
+        child = ancestor
         loops_here: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
         if isinstance(ancestor, cst.For):
             loops_here.append((ancestor.target, ancestor.iter))
@@ -944,6 +1004,13 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
             if indexes & names and _counts(iterable):
                 return root  # for i in range(len(boxes)): boxes[i].item()
     return None
+
+
+def _rare_for(context: "Context", test: cst.BaseExpression, element_names: set[str]) -> bool:
+    """An `if` true on only some trips, decided by something other than the element read (not `labels[i] == 1`)."""
+    if any(isinstance(n, cst.Name) and n.value in element_names for n in [test, *_own_nodes(test)]):
+        return False
+    return is_interval_test(context, test)
 
 
 def _counts(iterable: cst.BaseExpression) -> bool:

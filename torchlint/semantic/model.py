@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.semantic import datasets, file_kind, hot_paths, loops, modules, placement
+from torchlint.semantic import datasets, file_kind, host_use, hot_paths, loops, modules, placement
 from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
@@ -149,6 +149,15 @@ class SemanticModel:
         """`node` runs once per step, sample or batch, not once per run; `data` are the expressions that size
         or place what it builds (see `hot_paths`)."""
         return hot_paths.on_hot_path(self.context, node, data)
+
+    def forward_loop(self, node: cst.CSTNode) -> Optional[loops.Loop]:
+        """The loop that runs `node` on every trip and a model's forward pass on each (a sampler's denoising
+        steps, an evaluation over a list of batches), whether or not it is a step loop (see `hot_paths`)."""
+        return hot_paths.forward_loop(self.context, node)
+
+    def feeds_host_consumer(self, read: cst.Call) -> bool:
+        """The value of a host read goes where only the host can use it (`envs.step(actions)`; see `host_use`)."""
+        return host_use.feeds_host_consumer(self.context, read)
 
     def calls_in(self, loop: loops.Loop) -> list[cst.Call]:
         """The calls a loop's body makes itself."""

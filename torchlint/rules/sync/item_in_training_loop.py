@@ -12,6 +12,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants, scope_nodes
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
 from torchlint.semantic import loops
+from torchlint.semantic.host_use import whole_value
 from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import CPU, PY, UNK, T
 
@@ -129,14 +130,17 @@ class ItemInTrainingLoop(SyncRule):
         if loop is None:
             loop = self._in_step_function(node)
             if loop is None:
-                self._check_element_read(node, method, statement)
+                if not self._gathered_in_forward_loop(node, method, statement):
+                    self._check_element_read(node, method, statement)
                 return
         kind = self.values.kind(func.value)
         if method == "item":
-            if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
+            if kind in (PY, CPU) or self._guards_non_finite(node):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
+        if self.semantic.feeds_host_consumer(node):
+            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value
         self._reported.add(statement)  # type: ignore[arg-type]
         if (
             method in ("cpu", "tolist")
@@ -150,6 +154,27 @@ class ItemInTrainingLoop(SyncRule):
             self.report(node, _FORWARD.format(what=self._spelling(node, method)))
             return
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
+        """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each
+        trip (a sampler's steps, an evaluation over batches it builds itself): one copy per trip that could be
+        one copy after the loop."""
+        if method != "cpu" or self.values.kind(node.func.value) != T:  # type: ignore[attr-defined]
+            return False
+        if self.semantic.forward_loop(node) is None or not self._gathered(node):
+            return False
+        self._reported.add(statement)  # type: ignore[arg-type]
+        self.report(node, _GATHER.format(what=self._spelling(node, method)))
+        return True
+
+    def _gathered(self, node: cst.Call) -> bool:
+        """The copy is kept for after the loop: appended to a list or stored into a slice of an array."""
+        value = whole_value(self.context, node)
+        parent = self.context.parent(value)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            return isinstance(call, cst.Call) and last_name(call.func) in ("append", "extend")
+        return isinstance(parent, cst.Assign) and any(isinstance(t.target, cst.Subscript) for t in parent.targets)
 
     def _check_element_read(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> None:
         """`for i in range(len(boxes)): boxes[i].item()`, `[s.item() for s in scores]`: one wait per element
@@ -252,6 +277,20 @@ class ItemInTrainingLoop(SyncRule):
             return False
         siblings = list(block.body)
         following = siblings[siblings.index(line) + 1 :]
+        guard = self._guard_of(name, following)
+        if guard is None:
+            return False
+        # a value also logged or accumulated (`metric_logger.update(loss=loss_value)`) is read for that too
+        return not any(
+            isinstance(n, cst.Name) and n.value == name
+            for statement in following
+            if statement is not guard
+            for n in descendants(statement)
+        )
+
+    def _guard_of(self, name: str, following: list[cst.BaseStatement]) -> Optional[cst.BaseStatement]:
+        """The statement among `following` that stops the run when `name` is not finite."""
+        context = self.context
         for statement in following:
             tests: list[tuple[cst.BaseExpression, Optional[cst.CSTNode]]] = []
             if isinstance(statement, cst.If):
@@ -266,21 +305,13 @@ class ItemInTrainingLoop(SyncRule):
                         and any(isinstance(a.value, cst.Name) and a.value.value == name for a in check.args)
                         and (body is None or _exits(context, body))
                     ):
-                        return True
-        return False
+                        return statement
+        return None
 
     def _is_finite_check(self, call: cst.Call) -> bool:
         if last_name(call.func) not in ("isfinite", "isnan", "isinf"):
             return False
         return self.context.qualname(call) in _FINITE_CHECKS
-
-    def _feeds_environment(self, node: cst.Call) -> bool:
-        """`env.step(action.item())`: a simulator on the host needs the value; the sync is the algorithm's."""
-        parent = self.context.parent(node)
-        if isinstance(parent, cst.Arg):
-            call = self.context.parent(parent)
-            return isinstance(call, cst.Call) and last_name(call.func) == "step"
-        return False
 
     def _is_numpy_of(self, node: cst.Call) -> bool:
         parent = self.context.parent(node)

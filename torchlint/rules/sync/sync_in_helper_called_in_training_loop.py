@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.semantic.calls import TENSOR_ARGUMENT
 from torchlint.rules.sync._common import (
     ADVICE,
     EXPLANATION_COMMON,
@@ -60,5 +61,10 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
         helpers = self.semantic.calls
         for call in self._candidates:
             found = helpers.sync_of_call(call)
+            if found is not None and found[1] == TENSOR_ARGUMENT and not self._passes_tensor(call):
+                continue  # `metric_logger.update(loss=loss_value)`: a number, which the helper leaves alone
             if found is not None:
                 self.report(call, self._TEMPLATE.format(name=found[0], how=found[1]))
+
+    def _passes_tensor(self, call: cst.Call) -> bool:
+        return any(self.values.is_tensor(arg.value) for arg in call.args)

@@ -32,6 +32,7 @@ import libcst as cst
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.modules import is_module_like_receiver
 from torchlint.semantic.objects import objects
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class _HotPaths:
     def __init__(self, context: "Context") -> None:
         self.context = context
         self.functions: dict[cst.FunctionDef, bool] = {}
+        self.elsewhere: dict[cst.FunctionDef, bool] = {}
         self._callers: Optional[dict[cst.FunctionDef, list[cst.Call]]] = None
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
@@ -88,6 +90,44 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
     if data and not _is_module_init(context, function) and any(_from_batch(context, e, function) for e in data):
         return True
     return _function_is_hot(context, function)
+
+
+def called_per_step_elsewhere(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The function holding `node` when another project file calls it on every step: a top-level function
+    (`clip_grad_value_(net.parameters())` in the training loop of `train.py`), or a method of a module class
+    called on a model there (`model.parse_batch(batch)`), not under a logging interval inside it."""
+    function = context.enclosing_function(node)
+    if function is None or loops.gated(context, node, function):  # type: ignore[arg-type]
+        return None
+    state = _state(context)
+    found = state.elsewhere.get(function)
+    if found is None:
+        found = state.elsewhere[function] = _called_per_step_elsewhere(context, function)
+    return function if found else None
+
+
+def _called_per_step_elsewhere(context: "Context", function: cst.FunctionDef) -> bool:
+    from torchlint.semantic import project  # project summaries build semantic models of other files
+
+    path = context.source.path
+    name = function.name.value
+    if function in context.module.body:
+        sites = project.call_sites(path, name)
+    else:
+        cls = context.parent(context.parent(function) or function)
+        if not (
+            isinstance(cls, cst.ClassDef)
+            and cls in context.module.body
+            and not name.startswith("__")
+            and objects(context).is_module_class(cls)
+        ):
+            return False
+        sites = [
+            site
+            for site in project.method_call_sites(path, name)
+            if is_module_like_receiver(site.summary.context, site.call.func.value)  # type: ignore[attr-defined]
+        ]
+    return any(loops.every_step(site.summary.context, site.call) is not None for site in sites)
 
 
 def _in_forward_loop(context: "Context", node: cst.CSTNode) -> bool:

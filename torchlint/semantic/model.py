@@ -50,6 +50,11 @@ class SemanticModel:
         runs asynchronously: host reads and main-process loading cost nothing extra."""
         return placement.on_accelerator(self.context)
 
+    @cached_property
+    def imported_by_accelerated(self) -> bool:
+        """No accelerator in this file, but a project file that puts data on one imports it (see `placement`)."""
+        return placement.imported_by_accelerated(self.context)
+
     def is_device(self, expr: cst.BaseExpression) -> bool:
         """`device`, `args.device`, `"cuda"`, `torch.device(...)`, `rank`: an expression naming a device."""
         return placement.is_device_argument(self.context, expr)
@@ -149,6 +154,10 @@ class SemanticModel:
         """`node` runs once per step, sample or batch, not once per run; `data` are the expressions that size
         or place what it builds (see `hot_paths`)."""
         return hot_paths.on_hot_path(self.context, node, data)
+
+    def called_per_step_elsewhere(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The function holding `node` when another project file calls it on every step (see `hot_paths`)."""
+        return hot_paths.called_per_step_elsewhere(self.context, node)
 
     def forward_loop(self, node: cst.CSTNode) -> Optional[loops.Loop]:
         """The loop that runs `node` on every trip and a model's forward pass on each (a sampler's denoising

@@ -24,7 +24,8 @@ class SyncRule(Rule):
         return self.semantic.values
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
-        if self.semantic.uses_accelerator:  # a CPU-only script pays nothing for a host read
+        # a CPU-only program pays nothing for a host read; a module a GPU script imports runs on its device
+        if self.semantic.uses_accelerator or self.semantic.imported_by_accelerated:
             super().report(node, message, **kwargs)  # type: ignore[arg-type]
 
 

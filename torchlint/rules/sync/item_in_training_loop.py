@@ -129,11 +129,15 @@ class ItemInTrainingLoop(SyncRule):
         loop: Optional[cst.CSTNode] = self.semantic.every_step(node)
         if loop is None:
             loop = self._in_step_function(node)
-            if loop is None:
-                if not self._gathered_in_forward_loop(node, method, statement):
-                    self._check_element_read(node, method, statement)
-                return
         kind = self.values.kind(func.value)
+        self._helper: Optional[str] = None
+        if loop is None and kind == T:
+            loop = self.semantic.called_per_step_elsewhere(node)  # a helper another file runs every step
+            self._helper = loop.name.value if isinstance(loop, cst.FunctionDef) else None
+        if loop is None:
+            if not self._gathered_in_forward_loop(node, method, statement):
+                self._check_element_read(node, method, statement)
+            return
         if method == "item":
             if kind in (PY, CPU) or self._guards_non_finite(node):
                 return
@@ -152,6 +156,10 @@ class ItemInTrainingLoop(SyncRule):
             return
         if isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
             self.report(node, _FORWARD.format(what=self._spelling(node, method)))
+            return
+        if self._helper is not None:
+            what = self._spelling(node, method)
+            self.report(node, f"{what} in `{self._helper}()`, which another file runs on every step, waits for the GPU: " + ADVICE)
             return
         self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
 

@@ -20,6 +20,10 @@ Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__m
 hot path.
 
 Ask once the walk is over (in `leave_Module`): criterion 5 reads calls anywhere in the file.
+
+Two narrower questions for rules about per-step costs: `forward_loop(context, node)` is the loop of
+criterion 2 itself; `called_every_step(context, node)` is the function holding `node` when a step loop or a
+`forward()` calls it, in this file or in another file of the project (its call sites there).
 """
 
 from __future__ import annotations
@@ -92,17 +96,22 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
     return _function_is_hot(context, function)
 
 
-def called_per_step_elsewhere(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-    """The function holding `node` when another project file calls it on every step: a top-level function
+def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The function holding `node` when a step loop or a `forward()` calls it on every trip, in this file
+    (`scores = self._predict_batch(X)`) or in another project file: a top-level function
     (`clip_grad_value_(net.parameters())` in the training loop of `train.py`), or a method of a module class
-    called on a model there (`model.parse_batch(batch)`), not under a logging interval inside it."""
+    called on a model there (`model.parse_batch(batch)`). Not when a logging interval inside it guards `node`."""
     function = context.enclosing_function(node)
     if function is None or loops.gated(context, node, function):  # type: ignore[arg-type]
         return None
     state = _state(context)
     found = state.elsewhere.get(function)
     if found is None:
-        found = state.elsewhere[function] = _called_per_step_elsewhere(context, function)
+        found = state.elsewhere[function] = any(
+            loops.every_step(context, call) is not None
+            for call in state.callers(function)
+            if context.enclosing_function(call) is not function
+        ) or _called_per_step_elsewhere(context, function)
     return function if found else None
 
 

@@ -28,7 +28,8 @@ A loop is **hot** when any of these holds:
    decoding, diffusion sampling).
 
 A call that yields batches (`minibatch(users, batch_size=n)`, `iterate_minibatches(...)`) counts as a
-loader; a name in the plural iterated directly (`for dl in val_dataloaders`) holds several loaders.
+loader, and so does any call handed a loader as its first argument (`metric_logger.log_every(loader, 10)`,
+`prefetcher(loader)`), other than `len` and `range`; a name in the plural iterated directly (`for dl in val_dataloaders`) holds several loaders.
 
 A loop that would be hot by these criteria is still **not** hot when it shows a few predictions rather
 than running steps: it does no backward pass or optimizer step, and either plots (a `matplotlib` call,
@@ -54,8 +55,10 @@ Functions (all results are cached per file and loop; rules reach them through `S
   `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
   `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`; not an emptiness check
   such as `len(x) == 0`), on the first trips only (`if ema is None: ema = ...`, `if not self.initialized:`
-  that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), or after an
-  `if step % N: continue` in the same body.
+  that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), never (`if verbose:` where
+  `verbose = False` is its only binding), or after an `if step % N: continue` in the same body (an equality
+  such as `if loss == 0: continue` skips the rare trip, not most). Names inside arithmetic
+  (`step = i // update_freq`) are numbers, not logging flags.
 - `every_step(context, node)`: the step loop that runs `node` (`per_step`), else the `forward()` of a
   module class that holds it: a model's forward runs on every step wherever it is called from. A loop that
   `runs_on_host` (it hands a DataLoader's batches to a model unmoved, nothing scatters them) is not one.

@@ -155,9 +155,9 @@ class SemanticModel:
         or place what it builds (see `hot_paths`)."""
         return hot_paths.on_hot_path(self.context, node, data)
 
-    def called_per_step_elsewhere(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-        """The function holding `node` when another project file calls it on every step (see `hot_paths`)."""
-        return hot_paths.called_per_step_elsewhere(self.context, node)
+    def called_every_step(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The function holding `node` when a step loop calls it, in this file or another (see `hot_paths`)."""
+        return hot_paths.called_every_step(self.context, node)
 
     def forward_loop(self, node: cst.CSTNode) -> Optional[loops.Loop]:
         """The loop that runs `node` on every trip and a model's forward pass on each (a sampler's denoising
@@ -167,6 +167,10 @@ class SemanticModel:
     def feeds_host_consumer(self, read: cst.Call) -> bool:
         """The value of a host read goes where only the host can use it (`envs.step(actions)`; see `host_use`)."""
         return host_use.feeds_host_consumer(self.context, read)
+
+    def guards_non_finite(self, read: cst.Call) -> bool:
+        """A NaN guard that stops the run is the read value's only use (see `host_use`)."""
+        return host_use.guards_non_finite(self.context, read)
 
     def calls_in(self, loop: loops.Loop) -> list[cst.Call]:
         """The calls a loop's body makes itself."""

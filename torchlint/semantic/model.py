@@ -55,6 +55,13 @@ class SemanticModel:
         """No accelerator in this file, but a project file that puts data on one imports it (see `placement`)."""
         return placement.imported_by_accelerated(self.context)
 
+    def on_accelerator_at(self, node: cst.CSTNode) -> bool:
+        """`node` runs in a program that puts data on an accelerator: this file does, or a file that does
+        imports it and `node` is not in its `__main__` block (which runs only when the file is a script)."""
+        if self.uses_accelerator:
+            return True
+        return self.imported_by_accelerated and not file_kind.main_guarded(self.context, node)
+
     def is_device(self, expr: cst.BaseExpression) -> bool:
         """`device`, `args.device`, `"cuda"`, `torch.device(...)`, `rank`: an expression naming a device."""
         return placement.is_device_argument(self.context, expr)

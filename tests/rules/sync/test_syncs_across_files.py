@@ -70,6 +70,17 @@ class PPO:
             self.optimizer.step()
             total += loss.item()
         return total
+
+
+if __name__ == "__main__":  # a self-test on the CPU: runs only when this file is the script
+    net = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(100):
+        loss = net(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
 """
 
 GPU_MAIN = """

@@ -25,7 +25,7 @@ class SyncRule(Rule):
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
         # a CPU-only program pays nothing for a host read; a module a GPU script imports runs on its device
-        if self.semantic.uses_accelerator or self.semantic.imported_by_accelerated:
+        if self.semantic.on_accelerator_at(node):
             super().report(node, message, **kwargs)  # type: ignore[arg-type]
 
 

@@ -151,7 +151,8 @@ class ItemInTrainingLoop(SyncRule):
         one copy after the loop."""
         if method != "cpu" or self.values.kind(node.func.value) != T:  # type: ignore[attr-defined]
             return False
-        if self.semantic.forward_loop(node) is None or not self._gathered(node):
+        loop = self.semantic.forward_loop(node)
+        if loop is None or loops.few_trips(self.context, loop) or not self._gathered(node):  # type: ignore[arg-type]
             return False
         self._reported.add(statement)  # type: ignore[arg-type]
         self.report(node, _GATHER.format(what=self._spelling(node, method)))
@@ -160,6 +161,8 @@ class ItemInTrainingLoop(SyncRule):
     def _gathered(self, node: cst.Call) -> bool:
         """The copy is kept for after the loop: appended to a list or stored into a slice of an array."""
         value = whole_value(self.context, node)
+        if isinstance(value, cst.Call) and last_name(value.func) in ("item", "tolist"):
+            return False  # reduced to a number at once: a read, not a copy kept
         parent = self.context.parent(value)
         if isinstance(parent, cst.Arg):
             call = self.context.parent(parent)

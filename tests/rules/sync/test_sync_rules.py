@@ -348,3 +348,10 @@ def test_item_in_a_one_step_training_function() -> None:
     assert _lines(source.replace("{params}", ", epoch")) == []  # once per epoch
     no_step = source.replace("self.optimizer.step()", "pass").replace("{params}", "")
     assert _lines(no_step) == []
+
+
+def test_silent_in_a_test_suite() -> None:
+    source = textwrap.dedent(LOOP.format(line="print(loss.item())"))
+    assert _lines(source) == [(13, "TL201")]
+    result = lint_source(source, "tests/test_training.py", select=SYNC)
+    assert result.error is None and result.findings == []

@@ -107,12 +107,17 @@ def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.Fun
     state = _state(context)
     found = state.elsewhere.get(function)
     if found is None:
+        state.elsewhere[function] = False  # guards recursion
         found = state.elsewhere[function] = any(
-            loops.every_step(context, call) is not None
-            for call in state.callers(function)
-            if context.enclosing_function(call) is not function
+            _runs_every_step(context, call) for call in state.callers(function) if context.enclosing_function(call) is not function
         ) or _called_per_step_elsewhere(context, function)
     return function if found else None
+
+
+def _runs_every_step(context: "Context", call: cst.Call) -> bool:
+    """The call runs on every step: in a step loop or a `forward()`, or in a function that does (any depth),
+    where no logging interval guards it."""
+    return loops.every_step(context, call) is not None or called_every_step(context, call) is not None
 
 
 def _called_per_step_elsewhere(context: "Context", function: cst.FunctionDef) -> bool:

@@ -95,6 +95,7 @@ class ItemInTrainingLoop(SyncRule):
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[cst.CSTNode] = set()
         self._element_reads: list[tuple[cst.Call, str, Optional[cst.CSTNode], cst.BaseExpression]] = []
+        self._helper_reads: list[tuple[cst.Call, str, Optional[cst.CSTNode]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -111,15 +112,16 @@ class ItemInTrainingLoop(SyncRule):
         loop: Optional[cst.CSTNode] = self.semantic.every_step(node)
         if loop is None:
             loop = self._in_step_function(node)
-        kind = self.values.kind(func.value)
-        self._helper: Optional[str] = None
-        if loop is None and kind == T:
-            loop = self.semantic.called_every_step(node)  # a helper the step loop calls
-            self._helper = loop.name.value if isinstance(loop, cst.FunctionDef) else None
         if loop is None:
-            if not self._gathered_in_forward_loop(node, method, statement):
+            if self.values.kind(func.value) == T:
+                self._helper_reads.append((node, method, statement))  # its callers are known once the walk ends
+            elif not self._gathered_in_forward_loop(node, method, statement):
                 self._check_element_read(node, method, statement)
             return
+        self._judge(node, method, statement, loop)
+
+    def _judge(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode], loop: cst.CSTNode) -> None:
+        kind = self.values.kind(node.func.value)  # type: ignore[attr-defined]
         if method == "item":
             if kind in (PY, CPU) or self.semantic.guards_non_finite(node):
                 return
@@ -128,22 +130,20 @@ class ItemInTrainingLoop(SyncRule):
         if self.semantic.feeds_host_consumer(node):
             return  # `envs.step(actions.cpu().numpy())`: only the host can use the value
         self._reported.add(statement)  # type: ignore[arg-type]
+        what = self._spelling(node, method)
         if (
             method in ("cpu", "tolist")
             and isinstance(loop, (cst.For, cst.While))
             and not self.semantic.is_training_loop(loop)
             and not self._reduced_at_once(node)
         ):
-            self.report(node, _GATHER.format(what=self._spelling(node, method)))
-            return
-        if isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
-            self.report(node, _FORWARD.format(what=self._spelling(node, method)))
-            return
-        if self._helper is not None:
-            what = self._spelling(node, method)
-            self.report(node, f"{what} in `{self._helper}()`, which runs on every step, waits for the GPU: " + ADVICE)
-            return
-        self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
+            self.report(node, _GATHER.format(what=what))
+        elif isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
+            self.report(node, _FORWARD.format(what=what))
+        elif isinstance(loop, cst.FunctionDef) and not loops.is_step_function(self.context, loop):
+            self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
+        else:
+            self.report(node, f"{what} waits for the GPU and copies to the host on every step: " + ADVICE)
 
     def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
         """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each
@@ -178,6 +178,14 @@ class ItemInTrainingLoop(SyncRule):
             self._element_reads.append((node, method, statement, collection))
 
     def leave_Module(self, node: cst.Module) -> None:
+        for call, method, statement in self._helper_reads:
+            if statement in self._reported:
+                continue
+            function = self.semantic.called_every_step(call)  # a helper a step loop calls, here or in another file
+            if function is not None:
+                self._judge(call, method, statement, function)
+            elif not self._gathered_in_forward_loop(call, method, statement):
+                self._check_element_read(call, method, statement)
         for call, method, statement, collection in self._element_reads:
             if statement not in self._reported and self.values.is_tensor(collection):
                 self._reported.add(statement)  # type: ignore[arg-type]

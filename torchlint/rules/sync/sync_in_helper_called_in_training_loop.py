@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.semantic.calls import TENSOR_ARGUMENT
 from torchlint.rules.sync._common import (
     ADVICE,
     EXPLANATION_COMMON,
     SyncRule,
 )
+from torchlint.semantic.calls import TENSOR_ARGUMENT
 
 
 class SyncInHelperCalledInTrainingLoop(SyncRule):

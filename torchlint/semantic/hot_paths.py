@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint.lint.context import UNKNOWN
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function
@@ -102,7 +103,7 @@ def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.Fun
     (`clip_grad_value_(net.parameters())` in the training loop of `train.py`), or a method of a module class
     called on a model there (`model.parse_batch(batch)`). Not when a logging interval inside it guards `node`."""
     function = context.enclosing_function(node)
-    if function is None or loops.gated(context, node, function):  # type: ignore[arg-type]
+    if function is None or loops.gated(context, node, function) or _under_sentinel(context, node, function):  # type: ignore[arg-type]
         return None
     state = _state(context)
     found = state.elsewhere.get(function)
@@ -112,6 +113,23 @@ def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.Fun
             _runs_every_step(context, call) for call in state.callers(function) if context.enclosing_function(call) is not function
         ) or _called_per_step_elsewhere(context, function)
     return function if found else None
+
+
+def _under_sentinel(context: "Context", node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """`node` is in the body of an `if` that compares a value with a literal (`if z < 0: z = ...item()`, a
+    constant set on the first call; `if mode == "eval":`): a path the helper may take rarely."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            test = ancestor.test
+            if isinstance(test, cst.Comparison) and any(
+                context.literal(side) is not UNKNOWN for side in (test.left, *(c.comparator for c in test.comparisons))
+            ):
+                return True
+        child = ancestor
+    return False
 
 
 def _runs_every_step(context: "Context", call: cst.Call) -> bool:

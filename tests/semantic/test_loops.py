@@ -96,8 +96,9 @@ for x in probe(loader):
 else:
     probe()
 """
-    # the loop's iterable calls probe, so it is not a loader loop: the node inside is cold
-    assert _probe(source) == ["cold", "cold", "cold", "cold", "cold"]
+    # a call handed the loader yields its batches (`log_every(loader, 10)`): the body is hot; the iterable,
+    # nested functions, lambdas and the `else:` clause are not in it
+    assert _probe(source) == ["cold", "cold", "cold", "hot", "cold"]
     source = """
 for x in loader:
     def helper():
@@ -408,3 +409,40 @@ def evaluate(model, loader: torch.utils.data.DataLoader, device):
         return "cold" if loop is None else ("host" if hotloop.runs_on_host(model.context, loop) else "device")
 
     assert ask(source, on_host) == ["host", "device", "device"]
+
+
+def test_gates_that_are_not_logging_intervals_and_a_flag_that_is_never_true() -> None:
+    source = """
+verbose = False
+for i, (x, y) in enumerate(train_loader):
+    step = i // update_freq
+    if step >= steps_per_epoch:
+        continue
+    loss = model(x)
+    if loss == 0:
+        continue
+    probe()
+    if verbose:
+        probe()
+    loss.backward()
+    optimizer.step()
+"""
+    # `step` is a number, not a logging flag; `loss == 0` skips the rare trip; `verbose` is only ever False
+    assert _probe(source) == ["hot training", "hot training gated"]
+
+
+def test_few_trips_over_a_small_literal_count() -> None:
+    def few(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> bool:
+        loop = next(a for a in model.context.ancestors(call) if isinstance(a, cst.For))
+        return hotloop.few_trips(model.context, loop)
+
+    source = """
+n = 10
+for i in range(1, n + 1):
+    probe()
+for t in range(num_steps):
+    probe()
+for i in range(3):
+    probe()
+"""
+    assert ask(source, few) == ["True", "False", "True"]

@@ -20,6 +20,8 @@ def test_host_reads_found_per_line_and_step_and_merged_with_the_rules() -> None:
     assert item.finding.message.startswith("`.item()` waits for the GPU")  # the rule's own message
     helper = _only(at(report, 28, "TL207"))  # the read happens in `accuracy`, line 16, called from line 28
     assert helper.status == "confirmed" and helper.runtime.site[1] == 16
+    inside = _only(at(report, 16, "TL201"))  # and the rule reports the read itself, in the helper a step runs
+    assert inside.status == "confirmed" and inside.runtime.count == 12
     condition = _only(at(report, 29, "TL204"))
     assert condition.status == "confirmed" and condition.runtime.extra["kind"] == "condition"
     tolist = _only(at(report, 32, "TL201"))
@@ -30,7 +32,7 @@ def test_host_reads_found_per_line_and_step_and_merged_with_the_rules() -> None:
     # The last lines read parameters once, after the loop: not per step, not reported.
     assert not at(report, 36) and not at(report, 37)
     assert report.steps["host_reads_per_step"] == 5
-    assert len(report.findings) == 5
+    assert len(report.findings) == 6
 
 
 def test_steps_limit_stops_the_program_cleanly_after_n_steps() -> None:
@@ -103,7 +105,9 @@ PARTIAL = (
 
 def test_static_finding_on_a_line_that_never_ran_is_not_reached(tmp_path, monkeypatch) -> None:
     script = tmp_path / "partial.py"
-    script.write_text("LOG = False\n" + PARTIAL)
+    # a flag the linter cannot decide (`LOG = False` it would know never to be true: no static finding then)
+    script.write_text('LOG = bool(__import__("os").environ.get("PARTIAL_LOG"))\n' + PARTIAL)
+    monkeypatch.delenv("PARTIAL_LOG", raising=False)
     monkeypatch.chdir(tmp_path)
     report, _ = trace_fixture(str(script))
     assert _only(at(report, 14, "TL201")).status == "not reached"

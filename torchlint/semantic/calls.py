@@ -20,6 +20,11 @@ CLOCK_CALLS = frozenset(
 )
 
 
+# How a function syncs when it reads only the tensors it is given (`if isinstance(v, torch.Tensor): v = v.item()`,
+# a metric logger's `update`): a call syncs only when it passes a tensor.
+TENSOR_ARGUMENT = "`.item()` of a tensor it is given"
+
+
 # Words a module's text must contain for one of its functions to read a device value on the host itself.
 # (`int(`, `float(` are in most modules and rarely of a tensor: left out, the scan would spare nothing.)
 SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
@@ -58,6 +63,9 @@ class FunctionSummaries:
             func = node.func
             name = last_name(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
+                if name == "item" and self._tensor_checked(func.value, function):
+                    found = TENSOR_ARGUMENT  # keep looking: an unconditional sync says more
+                    continue
                 kind = values.kind(func.value)
                 if kind == T or (kind == UNK and not strict and (name == "item" or self._copied_tensor(node))):
                     found = f"`.{name}()`"
@@ -75,11 +83,33 @@ class FunctionSummaries:
                 break
             else:
                 inner = self.sync_of_call(node, strict=True)  # a helper of the helper, any depth
-                if inner is not None:
+                if inner is not None and inner[1] != TENSOR_ARGUMENT:
                     found = f"{inner[1]}, in `{inner[0]}()`"
                     break
         self._syncs[key] = found
         return found
+
+    def _tensor_checked(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        """`v` in `if isinstance(v, torch.Tensor): v = v.item()`: a tensor on that branch only."""
+        if not isinstance(value, cst.Name):
+            return False
+        child: cst.CSTNode = value
+        for ancestor in self.context.ancestors(value):
+            if ancestor is function:
+                return False
+            if isinstance(ancestor, cst.If) and child is ancestor.body:
+                test = ancestor.test
+                if (
+                    isinstance(test, cst.Call)
+                    and last_name(test.func) == "isinstance"
+                    and len(test.args) == 2
+                    and isinstance(test.args[0].value, cst.Name)
+                    and test.args[0].value.value == value.value
+                    and last_name(test.args[1].value) == "Tensor"
+                ):
+                    return True
+            child = ancestor
+        return False
 
     def _method_of_instance(self, call: cst.Call, strict: bool) -> Optional[tuple[str, str]]:
         """`augment.tune(pred)` where `augment = AdaptiveAugment(...)`, a class of this file or of another

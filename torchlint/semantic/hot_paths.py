@@ -20,6 +20,10 @@ Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__m
 hot path.
 
 Ask once the walk is over (in `leave_Module`): criterion 5 reads calls anywhere in the file.
+
+Two narrower questions for rules about per-step costs: `forward_loop(context, node)` is the loop of
+criterion 2 itself; `called_every_step(context, node)` is the function holding `node` when a step loop or a
+`forward()` calls it, in this file or in another file of the project (its call sites there).
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint.lint.context import UNKNOWN
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.modules import is_module_like_receiver
+from torchlint.semantic.objects import objects
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -51,6 +58,7 @@ class _HotPaths:
     def __init__(self, context: "Context") -> None:
         self.context = context
         self.functions: dict[cst.FunctionDef, bool] = {}
+        self.elsewhere: dict[cst.FunctionDef, bool] = {}
         self._callers: Optional[dict[cst.FunctionDef, list[cst.Call]]] = None
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
@@ -89,18 +97,88 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
     return _function_is_hot(context, function)
 
 
+def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The function holding `node` when a step loop or a `forward()` calls it on every trip, in this file
+    (`scores = self._predict_batch(X)`) or in another project file: a top-level function
+    (`clip_grad_value_(net.parameters())` in the training loop of `train.py`), or a method of a module class
+    called on a model there (`model.parse_batch(batch)`). Not when a logging interval inside it guards `node`."""
+    function = context.enclosing_function(node)
+    if function is None or loops.gated(context, node, function) or _under_sentinel(context, node, function):  # type: ignore[arg-type]
+        return None
+    state = _state(context)
+    found = state.elsewhere.get(function)
+    if found is None:
+        state.elsewhere[function] = False  # guards recursion
+        found = state.elsewhere[function] = any(
+            _runs_every_step(context, call) for call in state.callers(function) if context.enclosing_function(call) is not function
+        ) or _called_per_step_elsewhere(context, function)
+    return function if found else None
+
+
+def _under_sentinel(context: "Context", node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """`node` is in the body of an `if` that compares a value with a literal (`if z < 0: z = ...item()`, a
+    constant set on the first call; `if mode == "eval":`): a path the helper may take rarely."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            test = ancestor.test
+            if isinstance(test, cst.Comparison) and any(
+                context.literal(side) is not UNKNOWN for side in (test.left, *(c.comparator for c in test.comparisons))
+            ):
+                return True
+        child = ancestor
+    return False
+
+
+def _runs_every_step(context: "Context", call: cst.Call) -> bool:
+    """The call runs on every step: in a step loop or a `forward()`, or in a function that does (any depth),
+    where no logging interval guards it."""
+    return loops.every_step(context, call) is not None or called_every_step(context, call) is not None
+
+
+def _called_per_step_elsewhere(context: "Context", function: cst.FunctionDef) -> bool:
+    from torchlint.semantic import project  # project summaries build semantic models of other files
+
+    path = context.source.path
+    name = function.name.value
+    if function in context.module.body:
+        sites = project.call_sites(path, name)
+    else:
+        cls = context.parent(context.parent(function) or function)
+        if not (
+            isinstance(cls, cst.ClassDef)
+            and cls in context.module.body
+            and not name.startswith("__")
+            and objects(context).is_module_class(cls)
+        ):
+            return False
+        sites = [
+            site
+            for site in project.method_call_sites(path, name)
+            if is_module_like_receiver(site.summary.context, site.call.func.value)  # type: ignore[attr-defined]
+        ]
+    return any(loops.every_step(site.summary.context, site.call) is not None for site in sites)
+
+
 def _in_forward_loop(context: "Context", node: cst.CSTNode) -> bool:
-    """Criterion 2: the nearest loop whose body runs `node` runs a forward pass on each trip."""
+    return forward_loop(context, node) is not None
+
+
+def forward_loop(context: "Context", node: cst.CSTNode) -> Optional[loops.Loop]:
+    """Criterion 2: the nearest loop whose body runs `node` and a forward pass on each trip, unless `node` is
+    under a logging interval there."""
     child = node
     for ancestor in context.ancestors(node):
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return False
+            return None
         if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
             calls = loops.hot_calls_in(context, ancestor)
             if any(loops.is_forward_call(context, c) for c in calls):
-                return not loops.gated(context, node, ancestor)
+                return None if loops.gated(context, node, ancestor) else ancestor
         child = ancestor
-    return False
+    return None
 
 
 def _function_is_hot(context: "Context", function: cst.FunctionDef) -> bool:

@@ -28,7 +28,8 @@ A loop is **hot** when any of these holds:
    decoding, diffusion sampling).
 
 A call that yields batches (`minibatch(users, batch_size=n)`, `iterate_minibatches(...)`) counts as a
-loader; a name in the plural iterated directly (`for dl in val_dataloaders`) holds several loaders.
+loader, and so does any call handed a loader as its first argument (`metric_logger.log_every(loader, 10)`,
+`prefetcher(loader)`), other than `len` and `range`; a name in the plural iterated directly (`for dl in val_dataloaders`) holds several loaders.
 
 A loop that would be hot by these criteria is still **not** hot when it shows a few predictions rather
 than running steps: it does no backward pass or optimizer step, and either plots (a `matplotlib` call,
@@ -54,8 +55,10 @@ Functions (all results are cached per file and loop; rules reach them through `S
   `if` whose test is a logging interval (`step % N == 0`, `(i + 1) % args.log_interval == 0`,
   `i == len(loader) - 1`, `if should_log:` where `should_log = step % N == 0`; not an emptiness check
   such as `len(x) == 0`), on the first trips only (`if ema is None: ema = ...`, `if not self.initialized:`
-  that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), or after an
-  `if step % N: continue` in the same body.
+  that sets it, `if i <= 4:` or `if i in sample_ids:` on the loop's counter), never (`if verbose:` where
+  `verbose = False` is its only binding), or after an `if step % N: continue` in the same body (an equality
+  such as `if loss == 0: continue` skips the rare trip, not most). Names inside arithmetic
+  (`step = i // update_freq`) are numbers, not logging flags.
 - `every_step(context, node)`: the step loop that runs `node` (`per_step`), else the `forward()` of a
   module class that holds it: a model's forward runs on every step wherever it is called from. A loop that
   `runs_on_host` (it hands a DataLoader's batches to a model unmoved, nothing scatters them) is not one.
@@ -81,6 +84,7 @@ from torchlint.lint.walk import semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.objects import (
+    DATASET,
     LOADER,
     MODEL_NAME,
     MODULE,
@@ -196,6 +200,9 @@ _BATCH_GENERATOR = re.compile(
 
 _LOOPS = (cst.For, cst.While)
 
+# Calls of a loader that do not yield its batches (`range(len(loader))` counts them).
+_NOT_BATCHES = frozenset({"len", "range", "trange", "print", "str", "repr", "type", "isinstance", "hasattr", "getattr", "id"})
+
 
 
 class _Cache:
@@ -300,7 +307,11 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
         # self.train_dataloader(), build_loader(cfg), get_dataloader(...), utils.minibatch(users, batch_size=n)
         if _BATCH_GENERATOR.match(lower):
             return True
-        return lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save"))
+        if lower.endswith(("dataloader", "loader")) and not lower.startswith(("load", "save")):
+            return True
+        # metric_logger.log_every(data_loader, 10), prefetch(loader): a generator handed a loader yields its batches
+        first = next((a.value for a in expr.args if a.keyword is None and a.star == ""), None)
+        return first is not None and lower not in _NOT_BATCHES and is_loader_expr(context, first, _depth + 1)
     if isinstance(expr, cst.Subscript):
         # dataloaders[phase], loaders["train"]
         return is_loader_expr(context, expr.value, _depth + 1, _indexed=True)
@@ -435,7 +446,10 @@ def _forward_on_fresh_batch(context: "Context", loop: Loop, calls: list[cst.Call
     body = [n for n in _own_nodes(loop.body, into_loops=True)]
     counter = _loop_items(loop) if isinstance(loop, cst.For) else set()
     fresh = _fetches_batch([n for n in body if isinstance(n, cst.Call)]) or any(
-        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH) or _slice_by(n, counter) or _reads_item(n, counter)
+        (isinstance(n, cst.Call) and context.qualname(n) in _RANDOM_BATCH)
+        or _slice_by(n, counter)
+        or _reads_item(n, counter)
+        or _indexes_dataset(context, n, counter)
         for n in body
     )
     if not fresh:
@@ -463,6 +477,23 @@ def _reads_item(node: cst.CSTNode, counter: set[str]) -> bool:
     if not _ITEM_READER.match(node.func.attr.value):
         return False
     return any(isinstance(a.value, cst.Name) and a.value.value in counter for a in node.args)
+
+
+# Names of a dataset (`dataset`, `val_dataset`, `test_ds`, `testset`).
+_DATASET_NAME = re.compile(r"(?:^|_)(?:dataset|ds|data_set)$|^(?:train|val|valid|test|eval)_?set$", re.IGNORECASE)
+
+
+def _indexes_dataset(context: "Context", node: cst.CSTNode, counter: set[str]) -> bool:
+    """`data = dataset[index]`: the trip reads the dataset's item of its own number."""
+    if not counter or not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    index = node.slice[0].slice
+    if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value in counter):
+        return False
+    name = last_name(node.value)
+    if name is None:
+        return False
+    return objects(context).kind(node.value) == DATASET or bool(_DATASET_NAME.search(name))
 
 
 def _slice_by(node: cst.CSTNode, counter: set[str]) -> bool:
@@ -624,6 +655,23 @@ def _is_small_bound(context: "Context", bound: cst.BaseExpression, function: Opt
     return bool(_DISPLAY_BOUND.match(name))
 
 
+def few_trips(context: "Context", loop: Loop) -> bool:
+    """`for i in range(3):`, `for i in range(1, number_int + 1):` with `number_int = 10`: a loop over a small
+    literal count (a smoke test, a latent walk of a few images), not over a run's steps."""
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) in ("range", "trange")):
+        return False
+    args = [a.value for a in loop.iter.args if a.keyword is None]
+    if not args:
+        return False
+    stop = args[0] if len(args) == 1 else args[1]
+    value = context.literal(stop)
+    if value is UNKNOWN and isinstance(stop, cst.BinaryOperation) and isinstance(stop.operator, (cst.Add, cst.Subtract)):
+        left, right = context.literal(stop.left), context.literal(stop.right)
+        if isinstance(left, int) and isinstance(right, int):
+            value = left + right if isinstance(stop.operator, cst.Add) else left - right
+    return isinstance(value, int) and not isinstance(value, bool) and value <= _SMALL_BOUND
+
+
 def _contains_hot(context: "Context", loop: Loop) -> bool:
     if is_hot(context, loop):
         return True
@@ -712,7 +760,9 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
     """A test that is true on only some steps: a modulo, `i == N`, or a name assigned one."""
     if _depth > 3:
         return False
-    for node in [test, *_own_nodes(test)]:
+    for node, in_arithmetic in _test_nodes(test):
+        if in_arithmetic and isinstance(node, (cst.Name, cst.Attribute)):
+            continue  # `data_iter_step // update_freq`: a step number, not a flag
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return True
@@ -734,6 +784,18 @@ def is_interval_test(context: "Context", test: cst.BaseExpression, _depth: int =
             if name is not None and _GATE_NAME.search(name):
                 return True
     return False
+
+
+def _test_nodes(test: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, bool]]:
+    """The nodes of an `if` test, each with whether it is an operand of arithmetic other than a modulo."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(test, False)]
+    while stack:
+        node, in_arithmetic = stack.pop()
+        yield node, in_arithmetic
+        if isinstance(node, _BOUNDARIES):
+            continue
+        inner = in_arithmetic or (isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, cst.Modulo))
+        stack.extend((child, inner) for child in semantic_children(node))
 
 
 _SIZES = frozenset({"len", "size", "numel", "nelement", "shape"})
@@ -858,7 +920,12 @@ def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
     only = body.body[0]
     if not (isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 and isinstance(only.body[0], cst.Continue)):
         return False
-    return is_interval_test(context, statement.test)
+    test = statement.test
+    if isinstance(test, cst.Call) and last_name(test.func) == "bool" and len(test.args) == 1:
+        test = test.args[0].value
+    if isinstance(test, cst.Comparison) and all(isinstance(c.operator, (cst.Equal, cst.Is)) for c in test.comparisons):
+        return False  # `if loss == 0: continue` skips the rare trip, not most of them
+    return is_interval_test(context, test)
 
 
 def _steps(context: "Context", block: cst.CSTNode) -> bool:
@@ -884,7 +951,7 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
         ):
             return True
         if isinstance(ancestor, cst.If) and child is ancestor.body and (
-            _first_trip(ancestor) or _first_few(context, ancestor.test, loop)
+            _first_trip(ancestor) or _first_few(context, ancestor.test, loop) or _never_true(context, ancestor.test)
         ):
             return True
         if isinstance(ancestor, cst.IfExp) and child is ancestor.body and is_interval_test(context, ancestor.test):
@@ -895,6 +962,14 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
                 return True
         child = ancestor
     return False
+
+
+def _never_true(context: "Context", test: cst.BaseExpression) -> bool:
+    """`if verbose:` where the only binding of `verbose` is `verbose = False`: the branch never runs."""
+    if not isinstance(test, cst.Name):
+        return False
+    value = context.literal(test)
+    return value is not UNKNOWN and value in (False, None, 0)
 
 
 def _skips_in(context: "Context", block: cst.IndentedBlock) -> tuple[Optional[int], dict[cst.CSTNode, int]]:
@@ -924,11 +999,16 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
             for e in expr.slice
             if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
         }
+    element_names = indexes | ({expr.value} if isinstance(expr, cst.Name) else set())
+    child: cst.CSTNode = expr
     for ancestor in context.ancestors(expr):
         if isinstance(ancestor, _BOUNDARIES):
             return None
         if isinstance(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
             return None  # a few pictures to show: a few reads
+        if isinstance(ancestor, cst.If) and child is ancestor.body and _rare_for(context, ancestor.test, element_names):
+            return None  # `if done and lives == 0: print(...)`: when an episode ends, not for each element
+        child = ancestor
         loops_here: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
         if isinstance(ancestor, cst.For):
             loops_here.append((ancestor.target, ancestor.iter))
@@ -944,6 +1024,13 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
             if indexes & names and _counts(iterable):
                 return root  # for i in range(len(boxes)): boxes[i].item()
     return None
+
+
+def _rare_for(context: "Context", test: cst.BaseExpression, element_names: set[str]) -> bool:
+    """An `if` true on only some trips, decided by something other than the element read (not `labels[i] == 1`)."""
+    if any(isinstance(n, cst.Name) and n.value in element_names for n in [test, *_own_nodes(test)]):
+        return False
+    return is_interval_test(context, test)
 
 
 def _counts(iterable: cst.BaseExpression) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.semantic import datasets, file_kind, hot_paths, loops, modules, placement
+from torchlint.semantic import datasets, file_kind, host_use, hot_paths, loops, modules, placement
 from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
@@ -49,6 +49,18 @@ class SemanticModel:
         """Whether the program puts data on a GPU or another accelerator at all. When it does not, nothing
         runs asynchronously: host reads and main-process loading cost nothing extra."""
         return placement.on_accelerator(self.context)
+
+    @cached_property
+    def imported_by_accelerated(self) -> bool:
+        """No accelerator in this file, but a project file that puts data on one imports it (see `placement`)."""
+        return placement.imported_by_accelerated(self.context)
+
+    def on_accelerator_at(self, node: cst.CSTNode) -> bool:
+        """`node` runs in a program that puts data on an accelerator: this file does, or a file that does
+        imports it and `node` is not in its `__main__` block (which runs only when the file is a script)."""
+        if self.uses_accelerator:
+            return True
+        return self.imported_by_accelerated and not file_kind.main_guarded(self.context, node)
 
     def is_device(self, expr: cst.BaseExpression) -> bool:
         """`device`, `args.device`, `"cuda"`, `torch.device(...)`, `rank`: an expression naming a device."""
@@ -149,6 +161,23 @@ class SemanticModel:
         """`node` runs once per step, sample or batch, not once per run; `data` are the expressions that size
         or place what it builds (see `hot_paths`)."""
         return hot_paths.on_hot_path(self.context, node, data)
+
+    def called_every_step(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The function holding `node` when a step loop calls it, in this file or another (see `hot_paths`)."""
+        return hot_paths.called_every_step(self.context, node)
+
+    def forward_loop(self, node: cst.CSTNode) -> Optional[loops.Loop]:
+        """The loop that runs `node` on every trip and a model's forward pass on each (a sampler's denoising
+        steps, an evaluation over a list of batches), whether or not it is a step loop (see `hot_paths`)."""
+        return hot_paths.forward_loop(self.context, node)
+
+    def feeds_host_consumer(self, read: cst.Call) -> bool:
+        """The value of a host read goes where only the host can use it (`envs.step(actions)`; see `host_use`)."""
+        return host_use.feeds_host_consumer(self.context, read)
+
+    def guards_non_finite(self, read: cst.Call) -> bool:
+        """A NaN guard that stops the run is the read value's only use (see `host_use`)."""
+        return host_use.guards_non_finite(self.context, read)
 
     def calls_in(self, loop: loops.Loop) -> list[cst.Call]:
         """The calls a loop's body makes itself."""

@@ -146,6 +146,19 @@ class _OnAccelerator:
         self.value = shows and not _moves_only_models(context)
 
 
+def imported_by_accelerated(context: "Context") -> bool:
+    """A module with no sign of an accelerator of its own that a project file putting data on one imports
+    (`algo/ppo.py`, whose `update()` the GPU training script calls): its loops run on that program's device.
+    A file that moves only its models (and so runs on the CPU) is not one."""
+    source = context.source
+    if uses_accelerator(source.text) or _moves_only_models(context):
+        return False
+    importers = project.importers(source.path)[: project.MAX_CALLER_FILES]
+    for package in [path for path in importers if os.path.basename(path) == "__init__.py"]:
+        importers += project.importers(package)[: project.MAX_CALLER_FILES]  # `from algo import PPO` re-exported
+    return any(_file_uses_accelerator(path) for path in importers)
+
+
 def _imports_accelerated(context: "Context") -> bool:
     """The file imports a project module that puts data on an accelerator (`from utils import
     DatasetIterater`, whose batches go `.to(self.device)`; `import world`, which picks `torch.device("cuda")`):

@@ -387,11 +387,15 @@ class ValueKinds:
     def _element(self, iterable: cst.BaseExpression) -> str:
         """What iterating `iterable` yields: host elements of a host batch, device tensors of a list of them
         (`zip(names, [d_loss, g_loss])`), else unknown."""
-        if isinstance(iterable, cst.Name) and isinstance(self.context.assigned_value(iterable), (cst.List, cst.Tuple)):
+        if isinstance(iterable, cst.Name) and isinstance(
+            self.context.assigned_value(iterable), (cst.List, cst.Tuple, cst.ListComp)
+        ):
             iterable = self.context.assigned_value(iterable)  # type: ignore[assignment]
         if isinstance(iterable, (cst.List, cst.Tuple)):
             kinds = [self.kind(e.value) for e in iterable.elements if not isinstance(e, cst.StarredElement)]
             return T if kinds and all(k == T for k in kinds) else UNK
+        if isinstance(iterable, cst.ListComp):  # losses = [out[:, i].mean() for i in range(k)]
+            return T if self.kind(iterable.elt) == T else UNK
         # iterating a model's output may give dicts or lists (detection models): only a host batch is told
         return CPU if self.kind(iterable) == CPU else UNK
 
@@ -410,7 +414,7 @@ class ValueKinds:
                     if isinstance(element.value, cst.Name) and element.value.value == name:
                         return self._element(arg.value)
             return UNK
-        if isinstance(loop.target, cst.Name) and isinstance(it, (cst.List, cst.Tuple)):
+        if isinstance(loop.target, cst.Name) and isinstance(it, (cst.List, cst.Tuple, cst.ListComp)):
             return self._element(it)  # for loss in [d_loss, g_loss]
         if isinstance(it, cst.Name) and isinstance(loop.target, cst.Name) and self.kind(it) == CPU:
             return CPU

@@ -348,3 +348,33 @@ def test_item_in_a_one_step_training_function() -> None:
     assert _lines(source.replace("{params}", ", epoch")) == []  # once per epoch
     no_step = source.replace("self.optimizer.step()", "pass").replace("{params}", "")
     assert _lines(no_step) == []
+
+
+def test_silent_in_a_test_suite() -> None:
+    source = textwrap.dedent(LOOP.format(line="print(loss.item())"))
+    assert _lines(source) == [(13, "TL201")]
+    result = lint_source(source, "tests/test_training.py", select=SYNC)
+    assert result.error is None and result.findings == []
+
+
+def test_helper_read_behind_a_sentinel_is_not_reported_in_the_helper() -> None:
+    source = """
+    import torch
+
+    class ContrastMemory(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.z = -1.0
+
+        def scores(self, embed):
+            out = torch.exp(embed @ embed.T)
+            if self.z < 0:  # the normalisation constant is set on the first call only
+                self.z = out.mean().item()
+            total = out.sum().item()
+            return out / self.z, total
+
+        def forward(self, embed):
+            return self.scores(embed.cuda())
+    """
+    # the unconditional read in the helper that forward() runs is reported; the first-call one is not
+    assert _lines(source, ["TL201"]) == [(13, "TL201")]

@@ -24,7 +24,9 @@ class SyncRule(Rule):
         return self.semantic.values
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
-        if self.semantic.uses_accelerator:  # a CPU-only script pays nothing for a host read
+        # a CPU-only program pays nothing for a host read; a module a GPU script imports runs on its device.
+        # A test suite's loops check behaviour, not speed.
+        if self.semantic.on_accelerator_at(node) and not self.semantic.is_test_module:
             super().report(node, message, **kwargs)  # type: ignore[arg-type]
 
 
@@ -40,6 +42,7 @@ EXPLANATION_COMMON = (
     "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything, "
     "so the rule stays silent in a file that puts nothing on an accelerator (no `.cuda()`, `.to(device)`, "
     "`device=`, `torch.device(\"cuda\")`, `Accelerator`, outside comments; listing GPUs or calling "
-    "`torch.cuda.is_available()` is not enough), and in one that moves only its model and never a batch (the "
-    "script then runs on the CPU)."
+    "`torch.cuda.is_available()` is not enough) unless a project file that does imports it (its `__main__` block "
+    "aside), and in one that moves only its model and never a batch (the script then runs on the CPU). A test "
+    "suite's loops check behaviour, not speed: the rules stay silent there."
 )

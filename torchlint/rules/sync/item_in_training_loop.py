@@ -7,38 +7,16 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import descendants, scope_nodes
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
 from torchlint.semantic import loops
+from torchlint.semantic.host_use import whole_value
 from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import CPU, PY, UNK, T
 
 # Python-number checks a NaN guard uses.
-_FINITE_CHECKS = frozenset(
-    {"math.isfinite", "math.isnan", "math.isinf", "numpy.isfinite", "numpy.isnan", "numpy.isinf"}
-)
-
 # Variables that hold a loss (`loss`, `loss2`, `g_loss`, `loss_D`, `total_loss`, `losses`); not `loss_fn`.
 _LOSS_VARIABLE = re.compile(r"^(?:\w+_)?loss(?:es)?(?:\d+|_?[a-z])?$", re.IGNORECASE)
-
-
-def _in_test(context: "Context", node: cst.CSTNode, test: cst.BaseExpression) -> bool:
-    return node is test or any(ancestor is test for ancestor in context.ancestors(node))
-
-
-def _exits(context: "Context", block: cst.CSTNode) -> bool:
-    """The block stops the run or skips the step: `raise`, `sys.exit(...)`, `return`, `break`, `continue`."""
-    for node in scope_nodes(block):
-        if isinstance(node, (cst.Raise, cst.Return, cst.Break, cst.Continue)):
-            return True
-        if isinstance(node, cst.Call):
-            if isinstance(node.func, cst.Name) and node.func.value in ("exit", "quit"):
-                return True
-            if context.qualname(node) in ("sys.exit", "os._exit", "os.abort"):
-                return True
-    return False
 
 
 # Methods that may sit between `.cpu()` and the number it is reduced to.
@@ -96,12 +74,17 @@ class ItemInTrainingLoop(SyncRule):
         "A value that lives on the CPU (a model trained on the CPU, a tensor already copied with `.cpu()` earlier) "
         "does not synchronise; the rule cannot always tell where a tensor lives. A NaN guard that stops the run "
         "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
-        "reported: it needs the value on every step by design. Other syncs that decide control flow may be "
+        "reported: it needs the value on every step by design (when the value is also logged or accumulated, the "
+        "read is reported: it serves the log too). Nor is a value that only the host can use: actions handed to "
+        "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`. Other syncs that decide control flow may be "
         "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
         "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
         "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter; e.g. `return "
-        "loss.item()`) is reported: its caller runs it every step. So is a read in the `forward()` of a module "
+        "loss.item()`) is reported: its caller runs it every step; so is a read of a device tensor in a helper that "
+        "a step loop calls, in this file or in another of the project (`max_len = torch.max(lengths).item()` in a "
+        "mask helper), and a copy gathered in any loop that runs a model on each trip (a sampler's "
+        "`xs.append(x.to(\"cpu\"))`). So is a read in the `forward()` of a module "
         "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
         "the first call runs it (`if not self.initialized:`). A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
@@ -112,6 +95,7 @@ class ItemInTrainingLoop(SyncRule):
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[cst.CSTNode] = set()
         self._element_reads: list[tuple[cst.Call, str, Optional[cst.CSTNode], cst.BaseExpression]] = []
+        self._helper_reads: list[tuple[cst.Call, str, Optional[cst.CSTNode]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -128,28 +112,62 @@ class ItemInTrainingLoop(SyncRule):
         loop: Optional[cst.CSTNode] = self.semantic.every_step(node)
         if loop is None:
             loop = self._in_step_function(node)
-            if loop is None:
+        if loop is None:
+            if self.values.kind(func.value) == T:
+                self._helper_reads.append((node, method, statement))  # its callers are known once the walk ends
+            elif not self._gathered_in_forward_loop(node, method, statement):
                 self._check_element_read(node, method, statement)
-                return
-        kind = self.values.kind(func.value)
+            return
+        self._judge(node, method, statement, loop)
+
+    def _judge(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode], loop: cst.CSTNode) -> None:
+        kind = self.values.kind(node.func.value)  # type: ignore[attr-defined]
         if method == "item":
-            if kind in (PY, CPU) or self._feeds_environment(node) or self._guards_non_finite(node):
+            if kind in (PY, CPU) or self.semantic.guards_non_finite(node):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
+        if self.semantic.feeds_host_consumer(node):
+            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value
         self._reported.add(statement)  # type: ignore[arg-type]
+        what = self._spelling(node, method)
         if (
             method in ("cpu", "tolist")
             and isinstance(loop, (cst.For, cst.While))
             and not self.semantic.is_training_loop(loop)
             and not self._reduced_at_once(node)
         ):
-            self.report(node, _GATHER.format(what=self._spelling(node, method)))
-            return
-        if isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
-            self.report(node, _FORWARD.format(what=self._spelling(node, method)))
-            return
-        self.report(node, f"{self._spelling(node, method)} waits for the GPU and copies to the host on every step: " + ADVICE)
+            self.report(node, _GATHER.format(what=what))
+        elif isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
+            self.report(node, _FORWARD.format(what=what))
+        elif isinstance(loop, cst.FunctionDef) and not loops.is_step_function(self.context, loop):
+            self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
+        else:
+            self.report(node, f"{what} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
+        """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each
+        trip (a sampler's steps, an evaluation over batches it builds itself): one copy per trip that could be
+        one copy after the loop."""
+        if method != "cpu" or self.values.kind(node.func.value) != T:  # type: ignore[attr-defined]
+            return False
+        loop = self.semantic.forward_loop(node)
+        if loop is None or loops.few_trips(self.context, loop) or not self._gathered(node):  # type: ignore[arg-type]
+            return False
+        self._reported.add(statement)  # type: ignore[arg-type]
+        self.report(node, _GATHER.format(what=self._spelling(node, method)))
+        return True
+
+    def _gathered(self, node: cst.Call) -> bool:
+        """The copy is kept for after the loop: appended to a list or stored into a slice of an array."""
+        value = whole_value(self.context, node)
+        if isinstance(value, cst.Call) and last_name(value.func) in ("item", "tolist"):
+            return False  # reduced to a number at once: a read, not a copy kept
+        parent = self.context.parent(value)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            return isinstance(call, cst.Call) and last_name(call.func) in ("append", "extend")
+        return isinstance(parent, cst.Assign) and any(isinstance(t.target, cst.Subscript) for t in parent.targets)
 
     def _check_element_read(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> None:
         """`for i in range(len(boxes)): boxes[i].item()`, `[s.item() for s in scores]`: one wait per element
@@ -160,6 +178,14 @@ class ItemInTrainingLoop(SyncRule):
             self._element_reads.append((node, method, statement, collection))
 
     def leave_Module(self, node: cst.Module) -> None:
+        for call, method, statement in self._helper_reads:
+            if statement in self._reported:
+                continue
+            function = self.semantic.called_every_step(call)  # a helper a step loop calls, here or in another file
+            if function is not None:
+                self._judge(call, method, statement, function)
+            elif not self._gathered_in_forward_loop(call, method, statement):
+                self._check_element_read(call, method, statement)
         for call, method, statement, collection in self._element_reads:
             if statement not in self._reported and self.values.is_tensor(collection):
                 self._reported.add(statement)  # type: ignore[arg-type]
@@ -217,6 +243,8 @@ class ItemInTrainingLoop(SyncRule):
         `.detach()`, is a tensor's), `loss.cpu()` (only tensors and modules have `.cpu()`, and a name that
         reads like a loss is not a module), `out.cpu().numpy()` (a module's `.cpu()` has no `.numpy()`)."""
         parent = self.context.parent(node)
+        while isinstance(parent, cst.Subscript) and parent.value is not None:  # `pred.cpu()[:, 0].numpy()`
+            parent = self.context.parent(parent)
         if isinstance(parent, cst.Attribute) and parent.attr.value in ("numpy", "detach", "data"):
             return True
         expr = node.func.value  # type: ignore[attr-defined]
@@ -224,63 +252,6 @@ class ItemInTrainingLoop(SyncRule):
             base = expr.value
             return not (isinstance(base, cst.Name) and base.value == "self") and self.values.kind(base) == UNK
         return isinstance(expr, cst.Name) and bool(_LOSS_VARIABLE.match(expr.value)) and self.context.qualname(expr) is None
-
-    def _guards_non_finite(self, node: cst.Call) -> bool:
-        """`loss_value = loss.item()` followed by `if not math.isfinite(loss_value): sys.exit(1)`, or
-        `assert math.isfinite(loss.item())`: a deliberate guard that stops training on a NaN/inf loss."""
-        context = self.context
-        parent = context.parent(node)
-        if isinstance(parent, cst.Arg):
-            check = context.parent(parent)
-            if not isinstance(check, cst.Call) or not self._is_finite_check(check):
-                return False
-            statement = context.enclosing_statement(node)
-            if isinstance(statement, cst.If):
-                return _in_test(context, check, statement.test) and _exits(context, statement.body)
-            assertion = context.enclosing(node, cst.Assert)
-            return assertion is not None and _in_test(context, check, assertion.test)
-        if not (
-            isinstance(parent, cst.Assign)
-            and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)
-        ):
-            return False
-        name = parent.targets[0].target.value
-        line = context.parent(parent)
-        block = context.parent(line) if line is not None else None
-        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
-            return False
-        siblings = list(block.body)
-        following = siblings[siblings.index(line) + 1 :]
-        for statement in following:
-            tests: list[tuple[cst.BaseExpression, Optional[cst.CSTNode]]] = []
-            if isinstance(statement, cst.If):
-                tests.append((statement.test, statement.body))
-            elif isinstance(statement, cst.SimpleStatementLine):
-                tests.extend((small.test, None) for small in statement.body if isinstance(small, cst.Assert))
-            for test, body in tests:
-                for check in [test, *descendants(test)]:
-                    if (
-                        isinstance(check, cst.Call)
-                        and self._is_finite_check(check)
-                        and any(isinstance(a.value, cst.Name) and a.value.value == name for a in check.args)
-                        and (body is None or _exits(context, body))
-                    ):
-                        return True
-        return False
-
-    def _is_finite_check(self, call: cst.Call) -> bool:
-        if last_name(call.func) not in ("isfinite", "isnan", "isinf"):
-            return False
-        return self.context.qualname(call) in _FINITE_CHECKS
-
-    def _feeds_environment(self, node: cst.Call) -> bool:
-        """`env.step(action.item())`: a simulator on the host needs the value; the sync is the algorithm's."""
-        parent = self.context.parent(node)
-        if isinstance(parent, cst.Arg):
-            call = self.context.parent(parent)
-            return isinstance(call, cst.Call) and last_name(call.func) == "step"
-        return False
 
     def _is_numpy_of(self, node: cst.Call) -> bool:
         parent = self.context.parent(node)

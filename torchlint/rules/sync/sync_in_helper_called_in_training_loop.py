@@ -9,6 +9,7 @@ from torchlint.rules.sync._common import (
     EXPLANATION_COMMON,
     SyncRule,
 )
+from torchlint.semantic.calls import TENSOR_ARGUMENT
 
 
 class SyncInHelperCalledInTrainingLoop(SyncRule):
@@ -44,7 +45,9 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
     )
     false_positives = (
         "The helper may sync only on some paths, or on CPU values; the rule reads its body without its "
-        "branches. Silence a deliberate call with `# noqa: TL207`."
+        "branches, except a read of a value it first checks is a tensor (`if isinstance(v, torch.Tensor): v = "
+        "v.item()`, a metric logger's `update`): such a helper is reported only where it is handed a tensor. "
+        "Silence a deliberate call with `# noqa: TL207`."
     )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -60,5 +63,10 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
         helpers = self.semantic.calls
         for call in self._candidates:
             found = helpers.sync_of_call(call)
+            if found is not None and found[1] == TENSOR_ARGUMENT and not self._passes_tensor(call):
+                continue  # `metric_logger.update(loss=loss_value)`: a number, which the helper leaves alone
             if found is not None:
                 self.report(call, self._TEMPLATE.format(name=found[0], how=found[1]))
+
+    def _passes_tensor(self, call: cst.Call) -> bool:
+        return any(self.values.is_tensor(arg.value) for arg in call.args)

@@ -1,0 +1,130 @@
+"""Host reads that another project file runs on every step: helpers, library modules, metric loggers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.lint.api import lint_paths
+
+SYNC = ["TL201", "TL202", "TL203", "TL204", "TL205", "TL207"]
+
+HELPERS = """
+import torch
+
+def grad_norm(parameters):
+    total = 0.0
+    for p in parameters:
+        total += torch.norm(p.grad).item()
+    return total
+
+def final_report(losses):
+    return torch.stack(losses).mean().item()
+
+class MetricLogger:
+    def __init__(self):
+        self.meters = {}
+
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                v = v.item()
+            self.meters.setdefault(k, []).append(v)
+"""
+
+TRAIN = """
+import torch
+from helpers import MetricLogger, final_report, grad_norm
+
+def train(model, loader, optimizer, criterion, lr):
+    logger = MetricLogger()
+    losses = []
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        norm = grad_norm(model.parameters())
+        optimizer.step()
+        logger.update(loss=loss)
+        logger.update(lr=lr)
+        losses.append(loss.detach())
+    print(final_report(losses))
+"""
+
+PPO = """
+import torch
+
+class PPO:
+    def __init__(self, net, optimizer):
+        self.net, self.optimizer = net, optimizer
+
+    def update(self, batches):
+        total = 0.0
+        for obs, ret in batches:
+            loss = (self.net(obs) - ret).pow(2).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            total += loss.item()
+        return total
+
+
+if __name__ == "__main__":  # a self-test on the CPU: runs only when this file is the script
+    net = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(100):
+        loss = net(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+GPU_MAIN = """
+import torch
+from ppo import PPO
+
+net = torch.nn.Linear(4, 1).cuda()
+agent = PPO(net, torch.optim.Adam(net.parameters()))
+"""
+
+CPU_MAIN = """
+import torch
+from ppo import PPO
+
+net = torch.nn.Linear(4, 1)
+agent = PPO(net, torch.optim.Adam(net.parameters()))
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _findings(root: Path, name: str) -> list[tuple[int, str]]:
+    results = lint_paths([str(root / name)], select=SYNC)
+    assert all(r.error is None and not r.notes for r in results), [(r.path, r.error, r.notes) for r in results]
+    return sorted((f.line, f.code) for r in results for f in r.findings)
+
+
+def test_helper_run_every_step_by_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"helpers.py": HELPERS, "train.py": TRAIN})
+    # the read inside `grad_norm` (called every step) is reported where it is; `final_report` runs once after
+    # the loop: silent. The logger's `.item()` only reads the tensors it is handed
+    assert _findings(tmp_path, "helpers.py") == [(7, "TL201")]
+    # at the call sites: `grad_norm` syncs; `logger.update(loss=loss)` hands it a tensor, `update(lr=lr)` does not
+    assert _findings(tmp_path, "train.py") == [(13, "TL207"), (15, "TL207")]
+
+
+@pytest.mark.parametrize(("main", "expected"), [(GPU_MAIN, [(15, "TL201")]), (CPU_MAIN, [])], ids=["gpu", "cpu"])
+def test_library_module_runs_on_its_importers_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, main: str, expected: list[tuple[int, str]]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"ppo.py": PPO, "main.py": main})
+    assert _findings(tmp_path, "ppo.py") == expected

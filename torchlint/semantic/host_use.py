@@ -1,0 +1,176 @@
+"""Does a value read to the host go where only the host can use it?
+
+Some per-step reads are the algorithm's, not waste: a reinforcement-learning loop must hand its actions to
+an environment that steps on the host (`envs.step(actions.cpu().numpy())`), and prioritised replay keeps
+its sum tree on the host (`memory.update_priorities(idxs, loss.detach().cpu().numpy())`). Nothing can keep
+such a value on the device, so a rule that asks for it to stay there is wrong.
+
+A NaN guard is one too: `loss_value = loss.item()` then `if not math.isfinite(loss_value): sys.exit(1)` needs
+the value on every step by design (`guards_non_finite`), unless the value is also logged or accumulated.
+
+`feeds_host_consumer(context, read)` is true when the value of `read` (a `.cpu()`, `.item()`, `.numpy()`
+call, through the methods chained on it) is an argument of such a call, directly or through the one name it
+is assigned to in the same function.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants, scope_nodes
+from torchlint.semantic import loops
+
+if TYPE_CHECKING:
+    from torchlint.lint.context import Context
+
+# Python-number checks a NaN guard uses.
+_FINITE_CHECKS = frozenset(
+    {"math.isfinite", "math.isnan", "math.isinf", "numpy.isfinite", "numpy.isnan", "numpy.isinf"}
+)
+
+# Methods of host-side structures fed per step: a replay buffer's priorities (`update_priorities`).
+_HOST_STRUCTURE = re.compile(r"^update_priorit(?:y|ies)$")
+
+
+def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
+    """The value of `read` is an argument of an environment's step or a host structure's update, directly or
+    through the one name it is assigned to in the same function."""
+    value = whole_value(context, read)
+    parent = context.parent(value)
+    if isinstance(parent, cst.Arg):
+        call = context.parent(parent)
+        return isinstance(call, cst.Call) and _consumes_on_host(context, call)
+    name = _assigned_name(context, value)
+    if name is None:
+        return False
+    function = context.enclosing_function(read)
+    scope = function.body if function is not None else context.module
+    for node in scope_nodes(scope):
+        if isinstance(node, cst.Call) and _consumes_on_host(context, node):
+            if any(_names(arg.value, name) for arg in node.args):
+                return True
+    return False
+
+
+def _consumes_on_host(context: "Context", call: cst.Call) -> bool:
+    """`envs.step(actions)` (any `.step()` that is not an optimizer's or a scheduler's), or
+    `memory.update_priorities(idxs, priorities)`."""
+    name = last_name(call.func)
+    if not isinstance(call.func, cst.Attribute) or name is None:
+        return False
+    if name == "step":
+        return loops.step_kind(context, call) is None and bool(call.args)
+    return bool(_HOST_STRUCTURE.match(name))
+
+
+def whole_value(context: "Context", read: cst.Call) -> cst.BaseExpression:
+    """`actions.cpu().numpy()[0]` for the `.cpu()` call in it: the read and the methods and indexes chained on it."""
+    current: cst.BaseExpression = read
+    while True:
+        parent = context.parent(current)
+        if isinstance(parent, cst.Subscript) and parent.value is current:
+            current = parent
+            continue
+        if isinstance(parent, cst.Attribute) and parent.value is current:
+            call = context.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                current = call
+                continue
+            current = parent  # `.data`
+            continue
+        return current
+
+
+def _assigned_name(context: "Context", value: cst.BaseExpression) -> Optional[str]:
+    parent = context.parent(value)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        return parent.targets[0].target.value
+    return None
+
+
+def _names(expr: cst.BaseExpression, name: str) -> bool:
+    """`expr` reads the name (`actions`, `actions[0]`, `np.clip(actions, -1, 1)`)."""
+    return any(isinstance(n, cst.Name) and n.value == name for n in (expr, *scope_nodes(expr)))
+
+
+def _in_test(context: "Context", node: cst.CSTNode, test: cst.BaseExpression) -> bool:
+    return node is test or any(ancestor is test for ancestor in context.ancestors(node))
+
+
+def _exits(context: "Context", block: cst.CSTNode) -> bool:
+    """The block stops the run or skips the step: `raise`, `sys.exit(...)`, `return`, `break`, `continue`."""
+    for node in scope_nodes(block):
+        if isinstance(node, (cst.Raise, cst.Return, cst.Break, cst.Continue)):
+            return True
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in ("exit", "quit"):
+                return True
+            if context.qualname(node) in ("sys.exit", "os._exit", "os.abort"):
+                return True
+    return False
+
+
+def guards_non_finite(context: "Context", node: cst.Call) -> bool:
+    """`loss_value = loss.item()` followed by `if not math.isfinite(loss_value): sys.exit(1)`, or
+    `assert math.isfinite(loss.item())`: a deliberate guard that stops training on a NaN/inf loss."""
+    parent = context.parent(node)
+    if isinstance(parent, cst.Arg):
+        check = context.parent(parent)
+        if not isinstance(check, cst.Call) or not _is_finite_check(context, check):
+            return False
+        statement = context.enclosing_statement(node)
+        if isinstance(statement, cst.If):
+            return _in_test(context, check, statement.test) and _exits(context, statement.body)
+        assertion = context.enclosing(node, cst.Assert)
+        return assertion is not None and _in_test(context, check, assertion.test)
+    if not (
+        isinstance(parent, cst.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0].target, cst.Name)
+    ):
+        return False
+    name = parent.targets[0].target.value
+    line = context.parent(parent)
+    block = context.parent(line) if line is not None else None
+    if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    siblings = list(block.body)
+    following = siblings[siblings.index(line) + 1 :]
+    guard = _guard_of(context, name, following)
+    if guard is None:
+        return False
+    # a value also logged or accumulated (`metric_logger.update(loss=loss_value)`) is read for that too
+    return not any(
+        isinstance(n, cst.Name) and n.value == name
+        for statement in following
+        if statement is not guard
+        for n in descendants(statement)
+    )
+
+def _guard_of(context: "Context", name: str, following: list[cst.BaseStatement]) -> Optional[cst.BaseStatement]:
+    """The statement among `following` that stops the run when `name` is not finite."""
+    for statement in following:
+        tests: list[tuple[cst.BaseExpression, Optional[cst.CSTNode]]] = []
+        if isinstance(statement, cst.If):
+            tests.append((statement.test, statement.body))
+        elif isinstance(statement, cst.SimpleStatementLine):
+            tests.extend((small.test, None) for small in statement.body if isinstance(small, cst.Assert))
+        for test, body in tests:
+            for check in [test, *descendants(test)]:
+                if (
+                    isinstance(check, cst.Call)
+                    and _is_finite_check(context, check)
+                    and any(isinstance(a.value, cst.Name) and a.value.value == name for a in check.args)
+                    and (body is None or _exits(context, body))
+                ):
+                    return statement
+    return None
+
+def _is_finite_check(context: "Context", call: cst.Call) -> bool:
+    if last_name(call.func) not in ("isfinite", "isnan", "isinf"):
+        return False
+    return context.qualname(call) in _FINITE_CHECKS

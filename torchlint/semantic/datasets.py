@@ -16,14 +16,9 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import method_named, returns_of
-from torchlint.semantic.loaders import (
-    SAME_TENSOR,
-    element_at,
-    flow,
-    is_builtin,
-    is_dataloader,
-    is_transfer,
-)
+from torchlint.semantic.loader_calls import element_at, is_builtin, is_dataloader
+from torchlint.semantic.loader_copies import SAME_TENSOR, is_transfer
+from torchlint.semantic.loaders import flow
 
 _COLLATE_AT = 6
 _Definition = TypeVar("_Definition", cst.ClassDef, cst.FunctionDef)

@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.rules.data._common import with_keyword_fix
-from torchlint.semantic.loaders import is_transfer
+from torchlint.semantic.loader_copies import is_transfer
 
 
 _CHOSEN = (

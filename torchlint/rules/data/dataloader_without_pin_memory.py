@@ -16,7 +16,9 @@ from torchlint.rules.data._common import (
     snippet,
     with_keyword_fix,
 )
-from torchlint.semantic.loaders import MISSING, Flow, is_transfer
+from torchlint.semantic.loader_calls import MISSING
+from torchlint.semantic.loader_copies import is_transfer
+from torchlint.semantic.loaders import Flow
 
 
 class DataloaderWithoutPinMemory(Rule):

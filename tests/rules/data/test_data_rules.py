@@ -255,7 +255,7 @@ def test_tl102_zip_and_helper_transfers() -> None:
     assert findings(code, ["TL102"]) == [(10, "TL102")]
 
 
-def test_tl102_silent_for_in_memory_single_process_and_gpu_datasets() -> None:
+def test_tl102_reports_in_memory_tensors_without_workers_and_not_gpu_datasets() -> None:
     code = TRAIN + textwrap.dedent(
         """
         from torch.utils.data import TensorDataset
@@ -269,7 +269,8 @@ def test_tl102_silent_for_in_memory_single_process_and_gpu_datasets() -> None:
                 model(xb.to(device))
         """
     )
-    assert findings(code, ["TL102"]) == []
+    # pinning pays without workers too when batches go to the GPU; GPU tensors cannot be pinned
+    assert findings(code, ["TL102"]) == [(len(TRAIN.splitlines()) + 5, "TL102")]
 
 
 def test_tl102_fix_keeps_indentation_of_multiline_call() -> None:

@@ -10,7 +10,6 @@ from torchlint.lint.calls import argument, has_star_kwargs, keyword
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import (
-    NUM_WORKERS_AT,
     PIN_MEMORY_AT,
     loaders_to_check,
     snippet,
@@ -49,7 +48,8 @@ class DataloaderWithoutPinMemory(Rule):
         "as `**kwargs` are read when `kwargs` is a dict literal of the same file changed only by "
         "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
         "loader pins each batch as it collates it, and the copy then runs at full bus speed and can overlap "
-        "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends."
+        "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends; so does a loader "
+        "over tensors already in memory (a `TensorDataset`) whose batches go to the GPU."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"
@@ -67,9 +67,7 @@ class DataloaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`). Not reported: a loader without workers over "
-        "tensors already in memory (a `TensorDataset`, a list of ready samples), where pinning would add a "
-        "copy of each batch on the main thread with no loading for it to overlap; loaders "
+        "(`MyDataset(path, device)`). Not reported: loaders "
         "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
         "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, batches (or loaders) handed to "
         "functions or methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
@@ -88,11 +86,6 @@ class DataloaderWithoutPinMemory(Rule):
         for loader in loaders_to_check(self):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:
-                continue
-            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
-            if workers is not None and (MISSING in workers or 0 in workers) and self.semantic.loads_from_memory(loader):
-                # Tensors already in memory, batched on the main thread: pinning would add a copy of each
-                # batch on that same thread, with no loading for it to overlap.
                 continue
             if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
@@ -116,7 +109,6 @@ class DataloaderWithoutPinMemory(Rule):
                     self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=PIN_MEMORY_AT
                 )
             self.report(loader, message=message, fix=fix)
-
 
     def _dataset_on_device(self, data: Flow, loader: cst.Call) -> bool:
         """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""

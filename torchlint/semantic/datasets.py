@@ -69,16 +69,17 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
             if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
                 return indexes_memory(bindings[0].node)
         from_project = project.imported(context, expr.func)  # a Dataset class of another project file
-        if from_project is not None:
-            module, name = from_project
-            found_class = module.class_summary(name)
+        if from_project is not None and isinstance(from_project[0].definition(from_project[1]), cst.ClassDef):
+            found_class = from_project[0].class_summary(from_project[1])
             return found_class is not None and found_class.in_memory_dataset
-        function = flow(context).function_called(expr)
-        if function is not None:
-            # `train_data = get_data(root)` where get_data builds and returns a list of ready samples
-            values = [r.value for r in returns_of(function)]
-            return bool(values) and all(_in_memory_dataset(context, v, depth + 1) for v in values)
-        return False
+        # `train_data = get_data(root)` where get_data (of this file or another) builds and returns a list of
+        # ready samples or a TensorDataset
+        values = _returned(context, expr, None)
+        return bool(values) and all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
+    if isinstance(expr, cst.Attribute):
+        found = project.imported(context, expr)  # `data.train_set` of `import data`
+        values = _module_value(*found) if found is not None else []
+        return bool(values) and all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr)
         if not bindings or len(bindings) > 2:
@@ -105,9 +106,56 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
         if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
             return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
+        # `train_ds, val_ds = make_datasets()`: element of what a function of this or another file returns
+        values = _unpacked_returns(context, node, name)
+        if values:
+            return all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
         # `train_ds, dev_ds, vocab = TextDataset.splits(root)`: a classmethod building instances of its class
         return _split_by_classmethod(context, node, name)
     return False
+
+
+def _returned(
+    context: Context, call: cst.Call, element: Optional[tuple[int, int]]
+) -> list[tuple[Context, cst.BaseExpression]]:
+    """What a call of a function of this file or of another project file returns (with `element`
+    (index, size): that element of a returned tuple of that size), with the file each value is in; empty
+    when any return is not understood."""
+    function = flow(context).function_called(call)
+    there = context
+    if function is None:
+        found = project.imported(context, call.func)
+        node = found[0].definition(found[1]) if found is not None else None
+        if not isinstance(node, cst.FunctionDef):
+            return []
+        function, there = node, found[0].context  # type: ignore[index]
+    values: list[tuple[Context, cst.BaseExpression]] = []
+    for ret in returns_of(function):
+        value = ret.value
+        if value is None:
+            return []
+        if element is not None:
+            if isinstance(value, cst.Name):
+                value = there.assigned_value(value) or value
+            if not isinstance(value, (cst.Tuple, cst.List)):
+                return []
+            value = element_at(value, *element)
+            if value is None:
+                return []
+        values.append((there, value))
+    return values
+
+
+def _unpacked_returns(context: Context, assign: cst.Assign, name: str) -> list[tuple[Context, cst.BaseExpression]]:
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(assign.value, cst.Call):
+        return []
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return []
+    index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
+    if index is None:
+        return []
+    return _returned(context, assign.value, (index, len(target.elements)))
 
 
 def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tuple[Context, cst.BaseExpression]]:
@@ -136,9 +184,11 @@ def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tupl
 def _imported_value(context: Context, name: str) -> list[tuple[Context, cst.BaseExpression]]:
     """`from data import train_set`: the value the project module binds `train_set` to, once, at top level."""
     found = project.imported(context, cst.Name(name))
-    if found is None:
-        return []
-    module, there = found
+    return _module_value(*found) if found is not None else []
+
+
+def _module_value(module: project.ModuleSummary, there: str) -> list[tuple[Context, cst.BaseExpression]]:
+    """The value a project module binds `there` to, once, at top level."""
     values = [
         statement.body[0].value
         for statement in module.context.module.body

@@ -383,3 +383,69 @@ def test_a_loader_returned_to_a_program_that_never_uses_an_accelerator(tmp_path:
     assert _findings([tmp_path / "loaders.py"], ["TL101"]) == []  # the whole program runs on the CPU
     _write(tmp_path, {"train.py": cpu_train.replace("model(x)", "model(x.cuda())")})
     assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 4, "TL101")]
+
+
+DATASETS = """
+import torch
+from torch.utils.data import TensorDataset
+from torchvision import datasets, transforms
+
+features = torch.randn(1000, 20)
+labels = torch.randint(0, 2, (1000,))
+memory_set = TensorDataset(features, labels)
+
+
+def load_tensors():
+    return TensorDataset(torch.randn(100, 20), torch.randint(0, 2, (100,)))
+
+
+def split_tensors():
+    train = TensorDataset(features[:800], labels[:800])
+    return train, TensorDataset(features[800:], labels[800:])
+
+
+def load_images(root):
+    return datasets.CIFAR10(root, train=True, transform=transforms.ToTensor())
+
+
+def split_images(root):
+    return load_images(root), datasets.CIFAR10(root, train=False, transform=transforms.ToTensor())
+"""
+
+TRAIN_FROM_DATASETS = """
+import torch
+from torch.utils.data import DataLoader
+
+import datasets_mod
+from datasets_mod import load_images, load_tensors, split_images, split_tensors
+
+device = torch.device("cuda")
+
+
+def fit(model, loader):
+    for x, y in loader:
+        model(x.to(device)).sum().backward()
+
+
+def main(model):
+    train_set, val_set = split_tensors()
+    image_train, image_val = split_images("data")
+    loaders = [
+        DataLoader(load_tensors(), batch_size=32, shuffle=True),
+        DataLoader(train_set, batch_size=32, shuffle=True),
+        DataLoader(val_set, batch_size=32),
+        DataLoader(datasets_mod.memory_set, batch_size=32),
+        DataLoader(load_images("data"), batch_size=32, shuffle=True),
+        DataLoader(image_train, batch_size=32, shuffle=True),
+    ]
+    for loader in loaders:
+        fit(model, loader)
+"""
+
+
+def test_datasets_in_memory_built_by_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"datasets_mod.py": DATASETS, "train.py": TRAIN_FROM_DATASETS})
+    # a TensorDataset returned by a function of another file, one element of a returned pair, a module
+    # attribute: silent; torchvision datasets that decode images per item, returned the same ways: reported
+    assert _findings([tmp_path / "train.py"], ["TL101"]) == [("train.py", 24, "TL101"), ("train.py", 25, "TL101")]

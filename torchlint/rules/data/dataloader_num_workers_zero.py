@@ -66,8 +66,9 @@ class DataloaderNumWorkersZero(Rule):
     false_positives = (
         "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
-        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, a list built "
-        "and returned by a function of the same file, or a Dataset class of this or another project file whose "
+        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, such data built "
+        "and returned by a function of this or another project file (or one element of a tuple it returns) or "
+        "bound at the top level of another project file, or a Dataset class of this or another project file whose "
         "`__getitem__` only indexes data it holds and converts it, with dict lookups at most; also an "
         "instance built by a classmethod of such a class, `train, dev, vocab = TextDataset.splits(root)`) and "
         "the default `collate_fn` or one that only pads and stacks the items, where worker "

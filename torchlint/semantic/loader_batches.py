@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_args
+from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import is_generator, returns_of
 from torchlint.semantic.loader_calls import (
+    TQDM,
     argument_for,
     enclosing_loops,
     is_builtin,
@@ -150,6 +152,8 @@ class LoaderBatches:
                     parts.append(found if found is not None else self._param_sources(binding.node, depth))
                 elif isinstance(binding.node, cst.Assign):
                     parts.append(self._unpacked_result(binding.node, expr.value))
+                elif isinstance(binding.node, cst.WithItem):
+                    parts.append(self.batch_sources(binding.node.item, depth + 1))  # `with tqdm(...) as bar:`
                 else:
                     return None
             return strict_union(parts)
@@ -159,6 +163,10 @@ class LoaderBatches:
             return None
         if is_builtin(context, expr.func, "iter") and len(expr.args) == 1:
             return self.batch_sources(expr.args[0].value, depth + 1)
+        if is_builtin(context, expr.func, "enumerate") or (
+            last_name(expr.func) in TQDM and (context.qualname(expr) or "").startswith(("tqdm", "rich"))
+        ):
+            return self.batch_sources(expr.args[0].value, depth + 1)  # `tqdm(enumerate(loader))`
         function = self.function_called(expr)
         if function is None or not is_generator(function):
             return None

@@ -66,6 +66,19 @@ def root_name(expr: cst.BaseExpression, *, conversions: bool) -> Optional[str]:
         return None
 
 
+def _values_target(iterable: cst.BaseExpression, target: cst.BaseExpression) -> cst.BaseExpression:
+    """The part of a loop's target that holds the batch's tensors: `value` of `for key, value in batch.items()`."""
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Attribute)
+        and iterable.func.attr.value == "items"
+        and isinstance(target, (cst.Tuple, cst.List))
+        and len(target.elements) == 2
+    ):
+        return target.elements[1].value
+    return target
+
+
 def is_transfer(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda")
 
@@ -201,8 +214,8 @@ class LoaderCopies:
                             for left, right in zip(t.target.elements, node.value.elements):
                                 if root_name(right.value, conversions=False) in batch:
                                     batch.update(target_names(left.value))
-                elif isinstance(node, cst.CompFor) and root_name(node.iter, conversions=True) in batch:
-                    batch.update(target_names(node.target))
+                elif isinstance(node, (cst.CompFor, cst.For)) and root_name(node.iter, conversions=True) in batch:
+                    batch.update(target_names(_values_target(node.iter, node.target)))
             if len(batch) == before:
                 break
         found = []

@@ -832,3 +832,33 @@ def test_tl102_follows_batches_through_next_generators_and_helpers() -> None:
     assert _lines(helper, ["TL102"]) == [12]
     labels_only = helper.replace("images.cuda(), labels", "images, labels.cpu()")
     assert _lines(labels_only, ["TL102"]) == []
+
+
+def test_batches_followed_through_tqdm_of_enumerate_and_loops_over_their_items() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader
+    from tqdm import tqdm
+
+    class Trainer:
+        def __init__(self, dataset, device):
+            self.device = device
+            self.loader = DataLoader(dataset, batch_size=8, num_workers=4, pin_memory=True)
+
+        def fit(self, model, dataset):
+            for inputs in self.loader:
+                self.process_batch(model, inputs)
+            plain = DataLoader(dataset, batch_size=8, num_workers=4)
+            with tqdm(enumerate(plain)) as bar:
+                for _, (x, y) in bar:
+                    model(x.to(self.device)).sum().backward()
+
+        def process_batch(self, model, inputs):
+            for key, value in inputs.items():
+                inputs[key] = value.to(self.device)
+            for key in ("a", "b"):
+                print(key.to(self.device))
+            return model(inputs)
+    """
+    # a dict batch moved item by item in a method it is handed to; a loop over other names: silent
+    assert findings(code, ["TL102", "TL103"]) == [(14, "TL102"), (21, "TL103")]

@@ -142,6 +142,16 @@ class LoaderBatches:
 
     def _batch_sources(self, expr: cst.BaseExpression, depth: int) -> Optional[frozenset]:
         context = self.context
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            # `self.train_loader`, bound to a loader of another file, or unpacked from a project call's result
+            cls = context.enclosing(expr, cst.ClassDef)
+            key = (id(cls), expr.attr.value)
+            values, unpacked = self.self_assigns.get(key, []), self.self_unpacked.get(key, [])
+            if cls is None or not (values or unpacked):
+                return None
+            parts = [self.batch_sources(v, depth + 1) for v in values]
+            parts += [self._unpacked_result(a, expr.attr.value, attribute=True) for a in unpacked]
+            return strict_union(parts)
         if isinstance(expr, cst.Name):
             parts = []
             for binding in context.lookup(expr) or ():
@@ -184,15 +194,24 @@ class LoaderBatches:
                     parts.append(self.batch_sources(arg, depth + 1))
         return strict_union(parts) if parts else None
 
-    def _unpacked_result(self, assign: cst.Assign, name: str) -> Optional[frozenset]:
-        """`train_loader, test_loader = data_setup.create_dataloaders(...)`: element `name` of a project call."""
+    def _unpacked_result(self, assign: cst.Assign, name: str, attribute: bool = False) -> Optional[frozenset]:
+        """`train_loader, test_loader = data_setup.create_dataloaders(...)`: element `name` (with `attribute`,
+        `self.name`) of a project call."""
         call = assign.value
         target = assign.targets[0].target if len(assign.targets) == 1 else None
         if not (isinstance(call, cst.Call) and isinstance(target, (cst.Tuple, cst.List))):
             return None
         if any(isinstance(e, cst.StarredElement) for e in target.elements):
             return None
-        index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
+        kind = cst.Attribute if attribute else cst.Name
+        index = next(
+            (
+                i
+                for i, e in enumerate(target.elements)
+                if isinstance(e.value, kind) and (e.value.attr if attribute else e.value).value == name  # type: ignore[union-attr]
+            ),
+            None,
+        )
         if index is None or not self._remote or self.function_called(call) is not None:
             return None
         if not project.imported(self.context, call.func):

@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_args, keyword, positional
 from torchlint.lint.context import UNKNOWN, Context
+from torchlint.semantic import project
 from torchlint.semantic.loader_calls import MISSING, is_builtin
 
 if TYPE_CHECKING:
@@ -142,15 +143,19 @@ class LoaderSettings:
     def _name_facts(self, name: cst.Name, depth: int) -> Optional[dict[str, frozenset]]:
         context = self.context
         bindings = context.lookup(name)
-        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+        if not bindings:
             return None
         facts: Optional[dict[str, frozenset]] = None
-        for binding in bindings:
-            one = self.dict_facts(binding.value, depth + 1)  # type: ignore[arg-type]
-            if one is None:
-                return None
-            facts = one if facts is None else _either(facts, one)
-        assert facts is not None
+        if len(bindings) == 1 and bindings[0].kind == "param":
+            facts = self._forwarded_kwargs(bindings[0].node, depth)
+        elif all(b.kind == "assign" and b.value is not None for b in bindings):
+            for binding in bindings:
+                one = self.dict_facts(binding.value, depth + 1)  # type: ignore[arg-type]
+                if one is None:
+                    return None
+                facts = one if facts is None else _either(facts, one)
+        if facts is None:
+            return None
         targets = {id(b.node) for b in bindings}
         for use in self._uses(name.value):
             found = context.lookup(use)
@@ -162,11 +167,38 @@ class LoaderSettings:
             facts = _merge_maybe(facts, change)
         return facts
 
+    def _forwarded_kwargs(self, param: cst.CSTNode, depth: int) -> Optional[dict[str, frozenset]]:
+        """The facts of a function's `**kwargs` parameter: what every call of it passes by keyword (this file's
+        calls or, where it has none, those of the files importing it): `make_loaders(args, **kwargs)` with
+        `kwargs = {"num_workers": 4, "pin_memory": True}`, forwarded to `DataLoader(..., **kwargs)`."""
+        function = self.context.enclosing(param, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef) or function.params.star_kwarg is not param or depth > 2:
+            return None
+        named = {p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
+        sites = [(self, call) for call in self.call_sites(function)]
+        if not sites and function in self.context.module.body:
+            sites = [(site.summary.model.loaders, site.call) for site in project.call_sites(self.context.source.path, function.name.value)]
+        facts: Optional[dict[str, frozenset]] = None
+        for there, call in sites:
+            one: dict[str, frozenset] = {}
+            for given in call.args:
+                if given.star == "**":
+                    inner = there.dict_facts(given.value, depth + 1)
+                    if inner is None:
+                        return None
+                    one = _merge_update(one, inner)
+                elif given.keyword is not None and given.keyword.value not in named:
+                    one[given.keyword.value] = frozenset([there.context.literal(given.value)])
+            for key in named:
+                one.pop(key, None)  # bound to a named parameter, not to `**kwargs`
+            facts = one if facts is None else _either(facts, one)
+        return facts
+
     def _dict_change(self, use: cst.Name, depth: int) -> Optional[dict[str, frozenset]]:
         """What one use of a dict variable may add to it: {} for a read, None for anything not understood."""
         context = self.context
         parent = context.parent(use)
-        if isinstance(parent, cst.AssignTarget) and parent.target is use:
+        if (isinstance(parent, cst.AssignTarget) and parent.target is use) or (isinstance(parent, cst.Param) and parent.name is use):
             return {}  # the binding itself
         if isinstance(parent, cst.Arg) and parent.value is use:
             holder = context.parent(parent)

@@ -32,6 +32,8 @@ class Flow(LoaderValues, LoaderSettings, LoaderBatches, LoaderCopies, LoaderExem
         self.fors: list[cst.For] = []
         self.calls_by_name: dict[str, list[cst.Call]] = {}
         self.self_assigns: dict[tuple[int, str], list[cst.BaseExpression]] = {}
+        # `self.train_loader, self.val_loader = make_loaders(args)`: the assignments that unpack into an attribute
+        self.self_unpacked: dict[tuple[int, str], list[cst.Assign]] = {}
         self._argparse: dict[str, list[cst.Call]] = {}
         self._memo: dict[int, Optional[frozenset]] = {}
         self._active: set[int] = set()
@@ -56,10 +58,15 @@ class Flow(LoaderValues, LoaderSettings, LoaderBatches, LoaderCopies, LoaderExem
                 self.fors.append(node)
             elif isinstance(node, cst.Assign) and len(node.targets) == 1:
                 target = node.targets[0].target
+                cls = context.enclosing(node, cst.ClassDef)
+                if cls is None:
+                    continue
                 if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
-                    cls = context.enclosing(node, cst.ClassDef)
-                    if cls is not None:
-                        self.self_assigns.setdefault((id(cls), target.attr.value), []).append(node.value)
+                    self.self_assigns.setdefault((id(cls), target.attr.value), []).append(node.value)
+                elif isinstance(target, (cst.Tuple, cst.List)):
+                    for element in target.elements:
+                        if isinstance(element.value, cst.Attribute) and isinstance(element.value.value, cst.Name):
+                            self.self_unpacked.setdefault((id(cls), element.value.attr.value), []).append(node)
 
     def _uses(self, name: str) -> list[cst.Name]:
         if self._names is None:

@@ -449,3 +449,47 @@ def test_datasets_in_memory_built_by_another_file(tmp_path: Path, monkeypatch: p
     # a TensorDataset returned by a function of another file, one element of a returned pair, a module
     # attribute: silent; torchvision datasets that decode images per item, returned the same ways: reported
     assert _findings([tmp_path / "train.py"], ["TL101"]) == [("train.py", 24, "TL101"), ("train.py", 25, "TL101")]
+
+
+LOADER_FACTORY = """
+from torch.utils.data import DataLoader
+
+
+def make_data_loader(args, **kwargs):
+    train_loader = DataLoader(args.train_set, batch_size=args.batch_size, shuffle=True, **kwargs)
+    val_loader = DataLoader(args.val_set, batch_size=args.batch_size, **kwargs)
+    return train_loader, val_loader
+"""
+
+TRAINER = """
+from tqdm import tqdm
+
+from dataloaders import make_data_loader
+
+
+class Trainer:
+    def __init__(self, args, model):
+        self.model = model.cuda()
+        kwargs = {"num_workers": args.workers, "pin_memory": True}
+        self.train_loader, self.val_loader = make_data_loader(args, **kwargs)
+
+    def training(self):
+        bar = tqdm(self.train_loader)
+        for i, sample in enumerate(bar):
+            image, target = sample["image"], sample["label"]
+            image, target = image.cuda(), target.cuda()
+            self.model(image, target).backward()
+"""
+
+
+def test_settings_passed_through_a_helpers_kwargs_to_loaders_unpacked_into_attributes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"dataloaders.py": LOADER_FACTORY, "train.py": TRAINER})
+    files = [tmp_path / "dataloaders.py", tmp_path / "train.py"]
+    # pinned through `make_data_loader(args, **kwargs)`: the copies of the training batches block
+    assert _findings(files, ["TL102", "TL103"]) == [("train.py", 17, "TL103"), ("train.py", 17, "TL103")]
+    _write(tmp_path, {"train.py": TRAINER.replace(', "pin_memory": True', "")})
+    # not pinned: the helper's training loader is reported where it is built
+    assert _findings(files, ["TL102", "TL103"]) == [("dataloaders.py", 6, "TL102")]

@@ -245,14 +245,29 @@ def _definition_of(context: Context, expr: cst.BaseExpression, kind: type[_Defin
 
 
 def _light_collate(context: Context, expr: cst.BaseExpression) -> bool:
-    """`collate_fn=pad_batch` where the function only pads and stacks the items (no decoding, no I/O)."""
-    function = _definition_of(context, expr, cst.FunctionDef)
+    """`collate_fn=pad_batch` where the function only pads and stacks the items (no decoding, no I/O); also
+    `collate_fn = get_collate_fn(pad_index)` where that function of this file returns such a function."""
+    function = _definition_of(context, expr, cst.FunctionDef) or _made_function(context, expr)
     if function is None:
         return False
     return all(
         not isinstance(node, (cst.Call, cst.Yield, cst.Raise)) or (isinstance(node, cst.Call) and last_name(node.func) in _COLLATE_CALLS)
         for node in descendants(function.body)
     )
+
+
+def _made_function(context: Context, expr: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+    """The function a factory of this file returns: `collate_fn` of `collate_fn = get_collate_fn(pad)`,
+    where `get_collate_fn` defines `collate_fn` and returns it."""
+    if isinstance(expr, cst.Name):
+        expr = context.assigned_value(expr) or expr
+    factory = flow(context).function_called(expr) if isinstance(expr, cst.Call) else None
+    returns = list(returns_of(factory)) if factory is not None else []
+    if len(returns) != 1 or not isinstance(returns[0].value, cst.Name):
+        return None
+    name = returns[0].value.value
+    inner = [s for s in factory.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]  # type: ignore[union-attr]
+    return inner[0] if len(inner) == 1 else None
 
 
 # Calls an in-memory item may make: conversions of what it already holds, no I/O, no decoding.
@@ -344,6 +359,8 @@ _HF_KEEPS = frozenset(
 
 _HF_FORMATS = frozenset({"torch", "pt", "numpy", "np"})
 
+_HF_MAP_KEYWORDS = ("fn_kwargs", "num_proc", "remove_columns", "with_indices", "load_from_cache_file")
+
 # Signs that items are still decoded or transformed when read: a lazy transform, a stream, image, audio or
 # video features (decoded on every access), or columns named after them.
 _HF_LAZY = re.compile(
@@ -363,7 +380,8 @@ def prepared_hf_loader(context: Context, call: cst.Call) -> bool:
     """
     collate = argument(call, "collate_fn", position=_COLLATE_AT)
     if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
-        return False
+        if not _light_collate(context, collate.value):
+            return False
     dataset = argument(call, "dataset", position=0)
     if dataset is None or _HF_LAZY.search(context.source.text):
         return False
@@ -386,8 +404,12 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
         if isinstance(func, cst.Attribute):
             attr = func.attr.value
             if attr == "map":
+                # Hugging Face's own keywords say it is `datasets.Dataset.map`, which runs eagerly (a
+                # DataPipe's or a streamed dataset's `.map(fn)` is lazy)
                 batched = keyword(expr, "batched")
-                return batched is not None and context.literal(batched.value) is True
+                return (batched is not None and context.literal(batched.value) is True) or any(
+                    keyword(expr, name) is not None for name in _HF_MAP_KEYWORDS
+                )
             if attr == "with_format":
                 return _hf_format(context, expr) or _hf_prepared(context, func.value, depth + 1)
             if attr in _HF_KEEPS:

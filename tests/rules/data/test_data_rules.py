@@ -862,3 +862,35 @@ def test_batches_followed_through_tqdm_of_enumerate_and_loops_over_their_items()
     """
     # a dict batch moved item by item in a method it is handed to; a loop over other names: silent
     assert findings(code, ["TL102", "TL103"]) == [(14, "TL102"), (21, "TL103")]
+
+
+def test_tl101_hf_dataset_numericalised_ahead_through_a_helper_with_a_padding_collate_factory() -> None:
+    template = """
+    import torch
+    import datasets
+    from torch.utils.data import DataLoader
+
+    def get_collate_fn(pad_index):
+        def collate_fn(batch):
+            ids = torch.nn.utils.rnn.pad_sequence([i["ids"] for i in batch], padding_value=pad_index)
+            return {{"ids": ids, "label": torch.stack([i["label"] for i in batch])}}
+        return collate_fn
+
+    def get_data_loader(dataset, batch_size, pad_index):
+        return DataLoader(dataset, batch_size=batch_size, collate_fn=get_collate_fn(pad_index))
+
+    train_data = datasets.load_dataset("imdb", split="train")
+    train_data = train_data.map(numericalize, {keywords})
+    train_data = train_data.with_format(type="torch", columns=["ids", "label"])
+    loader = get_data_loader(train_data, 32, 0)
+    for batch in loader:
+        model(batch["ids"].cuda()).backward()
+    """
+    # `fn_kwargs` says Hugging Face's eager map: a lookup per item, a collate that pads: silent
+    assert findings(template.format(keywords='fn_kwargs={"vocab": vocab}'), ["TL101"]) == []
+    # a `.map(fn)` that may be lazy, and a collate factory whose function decodes: reported
+    unformatted = template.replace('train_data.with_format(type="torch", columns=["ids", "label"])', "train_data")
+    assert findings(unformatted.format(keywords=""), ["TL101"]) == [(13, "TL101")]
+    assert findings(unformatted.format(keywords="num_proc=4"), ["TL101"]) == []
+    decoding = template.replace("ids = torch.nn", "raw = [decode(i) for i in batch]\n            ids = torch.nn")
+    assert findings(decoding.format(keywords='fn_kwargs={"vocab": vocab}'), ["TL101"]) == [(14, "TL101")]

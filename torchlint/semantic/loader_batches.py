@@ -17,12 +17,14 @@ from torchlint.semantic.functions import is_generator, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
     argument_for,
-    enclosing_loops,
+    element_at,
     is_builtin,
     match_iteration,
     next_of,
+    step_loop_of_read,
     strict_union,
 )
+from torchlint.semantic.loader_exemptions import waits_for_a_person
 
 if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
@@ -97,6 +99,8 @@ class LoaderBatches:
         if self._reads is None:
             self._reads = {}
             for loop in self.fors:
+                if waits_for_a_person(self.context, loop.body):
+                    continue  # a viewer: one batch per key press
                 for source, target in match_iteration(self.context, loop.iter, loop.target):
                     # other files are asked only about loops that copy what they read to an accelerator
                     self._remote = bool(self.transfers(loop.body, target))
@@ -110,9 +114,9 @@ class LoaderBatches:
                 iterator = next_of(self.context, call)
                 if iterator is None:
                     continue
-                loop = next(iter(enclosing_loops(self.context, call)), None)
-                if loop is None:
-                    continue  # one batch read once, to look at
+                loop = step_loop_of_read(self.context, call)
+                if loop is None or waits_for_a_person(self.context, loop.body):
+                    continue  # one batch read once, to look at, or one every so many steps
                 parent = self.context.parent(call)
                 target: cst.BaseExpression = call
                 if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
@@ -199,7 +203,7 @@ class LoaderBatches:
         `self.name`) of a project call."""
         call = assign.value
         target = assign.targets[0].target if len(assign.targets) == 1 else None
-        if not (isinstance(call, cst.Call) and isinstance(target, (cst.Tuple, cst.List))):
+        if not (isinstance(call, (cst.Call, cst.Tuple, cst.List)) and isinstance(target, (cst.Tuple, cst.List))):
             return None
         if any(isinstance(e, cst.StarredElement) for e in target.elements):
             return None
@@ -212,9 +216,13 @@ class LoaderBatches:
             ),
             None,
         )
-        if index is None or not self._remote or self.function_called(call) is not None:
+        if index is not None and isinstance(call, (cst.Tuple, cst.List)):
+            # `train_iter, test_iter = iter(train_loader), iter(test_loader)`
+            element = element_at(call, index, len(target.elements))
+            return self.batch_sources(element) if element is not None else None
+        if index is None or not self._remote or self.function_called(call) is not None:  # type: ignore[arg-type]
             return None
-        if not project.imported(self.context, call.func):
+        if not project.imported(self.context, call.func):  # type: ignore[union-attr]
             return None
         return frozenset([CallResult(self, call, index)])
 

@@ -160,3 +160,16 @@ def next_of(context: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
     if isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
         return call.func.value
     return None
+
+
+def step_loop_of_read(context: Context, call: cst.Call) -> Optional[cst.CSTNode]:
+    """The loop that runs a `next(it)` read on every trip (its innermost one), or None: outside any loop the
+    read happens once, and under a logging interval (`if step % 100 == 0:`) only on some trips."""
+    from torchlint.semantic import (
+        loops,  # loops asks about values, which ask about loaders
+    )
+
+    loop = next(iter(enclosing_loops(context, call)), None)
+    if loop is None or loops.gated(context, call, loop):  # type: ignore[arg-type]
+        return None
+    return loop

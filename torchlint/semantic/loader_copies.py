@@ -18,12 +18,12 @@ from torchlint.semantic.functions import is_generator
 from torchlint.semantic.loader_batches import CallResult
 from torchlint.semantic.loader_calls import (
     TQDM,
-    enclosing_loops,
     is_builtin,
     is_static,
     match_iteration,
     next_of,
     param_for,
+    step_loop_of_read,
     target_names,
 )
 
@@ -152,7 +152,7 @@ class LoaderCopies:
                     found.extend(self.transfers(loop.body, target))
         for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
             iterator = next_of(self.context, call)
-            loop = next(iter(enclosing_loops(self.context, call)), None)
+            loop = step_loop_of_read(self.context, call)
             if iterator is None or loop is None or not self._within(call, function) or not self._derives(iterator, param, 0):
                 continue
             parent = self.context.parent(call)

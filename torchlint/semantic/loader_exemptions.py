@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import has_star_args, has_star_kwargs
+from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
+from torchlint.lint.context import Context
+from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import method_named
 from torchlint.semantic.loader_calls import enclosing_loops, is_builtin, param_for
@@ -158,3 +160,24 @@ class LoaderExemptions:
                 except OSError:
                     return True  # cannot tell
         return False
+
+
+def waits_for_a_person(context: Context, region: cst.CSTNode) -> bool:
+    """The region stops for someone on every run: `cv2.waitKey(0)`, `input()`, a blocking `plt.show()`.
+    A viewer that shows one batch per key press is not held back by how batches are loaded or copied."""
+    for node in descendants(region):
+        if not isinstance(node, cst.Call):
+            continue
+        name = context.qualname(node) or ""
+        if name == "cv2.waitKey":
+            given = positional(node)
+            delay = context.literal(given[0].value) if given else 0
+            if delay == 0:
+                return True  # 0: wait for a key, however long it takes
+        elif is_builtin(context, node.func, "input"):
+            return True
+        elif name in ("matplotlib.pyplot.show", "matplotlib.pyplot.waitforbuttonpress"):
+            block = keyword(node, "block")
+            if block is None or context.literal(block.value) is not False:
+                return True
+    return False

@@ -10,7 +10,13 @@ import libcst as cst
 from torchlint.lint.calls import argument
 from torchlint.lint.names import last_name
 from torchlint.semantic.functions import called_function, returns_of
-from torchlint.semantic.loader_calls import TQDM, element_at, is_dataloader, is_static, strict_union
+from torchlint.semantic.loader_calls import (
+    TQDM,
+    element_at,
+    is_dataloader,
+    is_static,
+    strict_union,
+)
 
 
 class LoaderValues:

@@ -894,3 +894,37 @@ def test_tl101_hf_dataset_numericalised_ahead_through_a_helper_with_a_padding_co
     assert findings(unformatted.format(keywords="num_proc=4"), ["TL101"]) == []
     decoding = template.replace("ids = torch.nn", "raw = [decode(i) for i in batch]\n            ids = torch.nn")
     assert findings(decoding.format(keywords='fn_kwargs={"vocab": vocab}'), ["TL101"]) == [(14, "TL101")]
+
+
+def test_tl102_batches_read_every_so_many_steps_or_one_per_key_press_are_not_per_step() -> None:
+    code = """
+    import cv2
+    import torch
+    from torch.utils.data import DataLoader
+
+    def train(model, train_set, test_set, device):
+        loader = DataLoader(train_set, batch_size=64, num_workers=4)
+        test_loader = DataLoader(test_set, batch_size=64, num_workers=4)
+        every_step = DataLoader(test_set, batch_size=64, num_workers=4)
+        test_iter, step_iter = iter(test_loader), iter(every_step)
+        for step, (x, y) in enumerate(loader):
+            model(x.to(device)).sum().backward()
+            if step % 100 == 0:
+                test_x, _ = next(test_iter)
+                model(test_x.to(device))
+            extra, _ = next(step_iter)
+            model(extra.to(device))
+
+    def show(model, dataset):
+        viewer = DataLoader(dataset, batch_size=1, num_workers=1)
+        for data in viewer:
+            cv2.imshow("img", model(data.cuda()))
+            cv2.waitKey(0)
+        video = DataLoader(dataset, batch_size=1, num_workers=1)
+        for data in video:
+            cv2.imshow("img", model(data.cuda()))
+            cv2.waitKey(1)
+    """
+    # a read under a logging interval, a viewer that waits for a key: silent; a read every step, a
+    # video shown as fast as it comes: reported
+    assert findings(code, ["TL102"]) == [(7, "TL102"), (9, "TL102"), (24, "TL102")]

@@ -37,6 +37,12 @@ class LoaderExemptions:
             return False
         return bool(uses) and all(n in returned or self._peek(n, 0) for n in uses)
 
+    def only_shown(self, loader: cst.Call) -> bool:
+        """Every loop over the loader waits for a person on each trip (a viewer: `plt.show()`, `input()`,
+        `cv2.waitKey(0)`), and some loop iterates it."""
+        loops = self.loops_over(loader)
+        return bool(loops) and all(waits_for_a_person(self.context, loop.body) for loop, _ in loops)
+
     def _peeked_by_importers(self, loader: cst.Call) -> bool:
         """Every file calling the function that returns the loader only looks at it (`get_loaders(args)`,
         then `model.evaluate(test_loader)` that never iterates it)."""

@@ -928,3 +928,22 @@ def test_tl102_batches_read_every_so_many_steps_or_one_per_key_press_are_not_per
     # a read under a logging interval, a viewer that waits for a key: silent; a read every step, a
     # video shown as fast as it comes: reported
     assert findings(code, ["TL102"]) == [(7, "TL102"), (9, "TL102"), (24, "TL102")]
+
+
+def test_tl101_silent_for_a_loader_only_shown_one_batch_per_key_press() -> None:
+    code = """
+    import matplotlib.pyplot as plt
+    import torch
+    from torch.utils.data import DataLoader
+
+    if __name__ == "__main__":
+        shown = DataLoader(dataset, batch_size=4)
+        for images, labels in shown:
+            plt.imshow(images[0].cuda().cpu().numpy())
+            plt.show()
+        timed = DataLoader(dataset, batch_size=4)
+        for images, labels in timed:
+            plt.imshow(images[0].cuda().cpu().numpy())
+            plt.show(block=False)
+    """
+    assert findings(code, ["TL101"]) == [(11, "TL101")]

@@ -82,7 +82,8 @@ class DataloaderNumWorkersZero(Rule):
         "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
         "live on the GPU, which worker processes cannot reach; a loader only looked at: read by `next(iter(loader))`, "
         "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
-        "notebook cell, or handed to a function of the file that does no more with it; "
+        "notebook cell, or handed to a function of the file that does no more with it; a loader only iterated "
+        "by a viewer that waits for a person on every batch (`plt.show()`, `input()`, `cv2.waitKey(0)`); "
         "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
         "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
@@ -123,7 +124,8 @@ class DataloaderNumWorkersZero(Rule):
         cpu_only = not self.semantic.uses_accelerator
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if self.semantic.loads_from_memory(node) or self.semantic.loaders.only_peeked(node) or self._never_read(node):
+            data = self.semantic.loaders
+            if self.semantic.loads_from_memory(node) or data.only_peeked(node) or data.only_shown(node) or self._never_read(node):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue

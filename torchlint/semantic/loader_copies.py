@@ -225,13 +225,37 @@ class LoaderCopies:
             if is_transfer(node):
                 receiver = node.func.value  # type: ignore[attr-defined]
                 held = root_name(receiver, conversions=True) in batch or (read is not None and _root(receiver) is read)
-                if held and self.to_accelerator(node):
+                if held and self.to_accelerator(node) and not self._already_moved(node):
                     found.append(node)
             elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
                 found.append(node)
             elif depth < 2 and batch:
                 found.extend(self._handed_to_function(node, batch, depth))
         return found
+
+    def _already_moved(self, call: cst.Call) -> bool:
+        """`target_var = target.cuda()` after `target = target.cuda()` in the same block: the name already
+        holds a GPU tensor, so this call copies nothing."""
+        receiver = call.func.value  # type: ignore[attr-defined]
+        statement = self.context.enclosing_statement(call)
+        block = self.context.parent(statement) if statement is not None else None
+        if not isinstance(receiver, cst.Name) or not isinstance(block, cst.IndentedBlock):
+            return False
+        for earlier in block.body:
+            if earlier is statement:
+                return False
+            assign = earlier.body[0] if isinstance(earlier, cst.SimpleStatementLine) and len(earlier.body) == 1 else None
+            if (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)
+                and assign.targets[0].target.value == receiver.value
+                and isinstance(assign.value, cst.Call)
+                and is_transfer(assign.value)
+                and self.to_accelerator(assign.value)
+            ):
+                return True
+        return False
 
     def _handed_to_function(self, call: cst.Call, batch: set[str], depth: int) -> list[cst.Call]:
         """The copies a function of this file makes of the batch parts it is given:

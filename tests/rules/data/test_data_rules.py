@@ -947,3 +947,21 @@ def test_tl101_silent_for_a_loader_only_shown_one_batch_per_key_press() -> None:
             plt.show(block=False)
     """
     assert findings(code, ["TL101"]) == [(11, "TL101")]
+
+
+def test_tl103_a_name_already_moved_in_the_same_block_copies_nothing() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def validate(model, dataset):
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for input, target in loader:
+            target = target.cuda()
+            target_var = target.cuda()
+            if model.training:
+                input = input.cuda(non_blocking=True)
+            input_var = input.cuda()
+            model(input_var, target_var)
+    """
+    # a second `.cuda()` of a name moved two lines above: silent; one moved only on some path: reported
+    assert findings(code, ["TL103"]) == [(7, "TL103"), (11, "TL103")]

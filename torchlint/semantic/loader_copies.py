@@ -142,10 +142,14 @@ class LoaderCopies:
         return found
 
     def param_copies(self, function: cst.FunctionDef, param: cst.Name) -> list[cst.Call]:
-        """Copies to an accelerator of the batches of the loader a function receives as `param`."""
+        """Copies to an accelerator of the batches of the loader a function receives as `param` (in a
+        constructor, in every method of its class: `self.train_data = train_dataloader`)."""
         found: list[cst.Call] = []
+        scope: cst.CSTNode = function
+        if function.name.value == "__init__":
+            scope = self.context.enclosing(function, cst.ClassDef) or function
         for loop in self.fors:
-            if not self._within(loop, function):
+            if not self._within(loop, scope):
                 continue
             for source, target in match_iteration(self.context, loop.iter, loop.target):
                 if self._derives(source, param, 0):
@@ -153,7 +157,7 @@ class LoaderCopies:
         for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
             iterator = next_of(self.context, call)
             loop = step_loop_of_read(self.context, call)
-            if iterator is None or loop is None or not self._within(call, function) or not self._derives(iterator, param, 0):
+            if iterator is None or loop is None or not self._within(call, scope) or not self._derives(iterator, param, 0):
                 continue
             parent = self.context.parent(call)
             target: cst.BaseExpression = call
@@ -165,19 +169,25 @@ class LoaderCopies:
     def _derives(self, expr: cst.BaseExpression, param: cst.Name, depth: int) -> bool:
         """Iterating `expr` yields the batches of what was passed as `param`: the parameter itself,
         `iter(param)`, a generator of this file given it, or a name or `self.` attribute bound to those."""
-        if depth > 4:
+        if depth > 8:
             return False
         if isinstance(expr, cst.Name):
             bindings = self.context.lookup(expr) or []
             if any(b.kind == "param" and b.node.name is param for b in bindings):  # type: ignore[attr-defined]
                 return True
+            for binding in bindings:
+                if binding.kind == "param":
+                    # `def iteration(self, epoch, data_loader)` called as `self.iteration(epoch, self.train_data)`
+                    values = self._param_args(binding.node)
+                    if values and any(self._derives(v, param, depth + 1) for v in values):
+                        return True
             return any(b.kind == "assign" and b.value is not None and self._derives(b.value, param, depth + 1) for b in bindings)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             cls = self.context.enclosing(expr, cst.ClassDef)
             values = self.self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
             return any(self._derives(v, param, depth + 1) for v in values)
         if isinstance(expr, cst.Call) and expr.args and not has_star_args(expr):
-            if is_builtin(self.context, expr.func, "iter") or last_name(expr.func) in TQDM:
+            if any(is_builtin(self.context, expr.func, name) for name in ("iter", "enumerate")) or last_name(expr.func) in TQDM:
                 return self._derives(expr.args[0].value, param, depth + 1)
             function = self.function_called(expr)
             if function is not None and is_generator(function):

@@ -117,6 +117,8 @@ class LoaderExemptions:
         found = project.imported(self.context, func)
         if found is not None:
             node = found[0].definition(found[1])
+            if isinstance(node, cst.ClassDef):
+                node = method_named(node, "__init__")  # `Trainer(model, train_dataloader=loader)`
             return [(found[0].model.loaders, node)] if isinstance(node, cst.FunctionDef) else []
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             return []

@@ -493,3 +493,55 @@ def test_settings_passed_through_a_helpers_kwargs_to_loaders_unpacked_into_attri
     _write(tmp_path, {"train.py": TRAINER.replace(', "pin_memory": True', "")})
     # not pinned: the helper's training loader is reported where it is built
     assert _findings(files, ["TL102", "TL103"]) == [("dataloaders.py", 6, "TL102")]
+
+
+TRAINER_CLASS = """
+import torch
+import tqdm
+
+
+class Trainer:
+    def __init__(self, model, train_dataloader, test_dataloader=None):
+        self.device = torch.device("cuda:0")
+        self.model = model.to(self.device)
+        self.train_data = train_dataloader
+        self.test_data = test_dataloader
+
+    def train(self, epoch):
+        self.iteration(epoch, self.train_data)
+
+    def iteration(self, epoch, data_loader):
+        data_iter = tqdm.tqdm(enumerate(data_loader), total=len(data_loader))
+        for i, data in data_iter:
+            data = {key: value.to(self.device) for key, value in data.items()}
+            self.model(data).backward()
+"""
+
+TRAINER_MAIN = """
+from torch.utils.data import DataLoader
+
+from .trainer import Trainer
+
+
+def main(train_dataset, test_dataset, model):
+    train_loader = DataLoader(train_dataset, batch_size=32, num_workers=4)
+    test_loader = DataLoader(test_dataset, batch_size=32, num_workers=4)
+    trainer = Trainer(model, train_dataloader=train_loader, test_dataloader=test_loader)
+    for epoch in range(10):
+        trainer.train(epoch)
+"""
+
+
+def test_a_loader_handed_to_a_trainer_class_of_a_package_that_moves_its_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/trainer/__init__.py": "from .pretrain import Trainer\n",
+        "pkg/trainer/pretrain.py": TRAINER_CLASS,
+        "pkg/main.py": TRAINER_MAIN,
+    })
+    # the training loader's batches are moved in `iteration`, reached through the constructor and
+    # `self.train_data`; the test loader is stored but never iterated
+    assert _findings([tmp_path / "pkg" / "main.py"], ["TL102"]) == [("main.py", 8, "TL102")]

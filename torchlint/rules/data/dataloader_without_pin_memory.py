@@ -43,7 +43,8 @@ class DataloaderWithoutPinMemory(Rule):
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
         "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
         "function of the file the batch is handed to, or in a file that gets the loader from a function of "
-        "this one: `train_loader = get_training_dataloader(...)`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
+        "this one: `train_loader = get_training_dataloader(...)`, or in a class of another file the loader is "
+        "handed to, `Trainer(model, train_dataloader=loader)` whose methods iterate `self.train_data`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
         "bound to it), or copied with `buffer.copy_(batch)` into a tensor moved to the GPU. Settings passed "
         "as `**kwargs` are read when `kwargs` is a dict literal of the same file changed only by "
         "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
@@ -70,9 +71,9 @@ class DataloaderWithoutPinMemory(Rule):
         "(`MyDataset(path, device)`). Not reported: batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
         "(`cv2.waitKey(0)`, `input()`, a blocking `plt.show()`); loaders "
-        "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
-        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, batches (or loaders) handed to "
-        "functions or methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
+        "whose settings come through `**kwargs` the rule cannot read (a dict filled from a config; a helper's "
+        "`**kwargs` is read at every call of the helper), batches moved to `\"cpu\"`/`\"mps\"`, batches "
+        "handed to methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
         "file that gets them from this one passes on to a third."
     )
     fix_safety = FixSafety.SAFE

@@ -149,25 +149,34 @@ class LoaderExemptions:
 
     def callers_on_accelerator(self, loader: cst.Call) -> Optional[bool]:
         """Whether the program around the loader puts anything on an accelerator: the files calling the
-        function that returns it, or the project files they import (None when no project file calls it)."""
-        from torchlint.semantic.placement import uses_accelerator
-
+        function that returns it or, for a loader bound at the top level of the file, the files importing
+        it, and the project files they import (None when no project file uses it)."""
         returned = self.returned_by(loader)
         sites = project.call_sites(self.context.source.path, returned[0]) if returned is not None else []
-        if not sites:
-            return None
-        for site in sites:
-            source = site.summary.context.source
-            if site.summary.model.uses_accelerator:
-                return True
-            for path in project.dependencies(source.path, source.text):
-                try:
-                    with open(path, encoding="utf-8", errors="replace") as handle:
-                        if uses_accelerator(handle.read(project.MAX_SUMMARY_BYTES)):
-                            return True
-                except OSError:
-                    return True  # cannot tell
-        return False
+        users = [site.summary for site in sites]
+        if not users and self.context.enclosing(loader, cst.FunctionDef, cst.ClassDef) is None:
+            # `from data import train_loader`
+            users = [project.summary(path) for path in project.importers(self.context.source.path)]
+        if not users or any(user is None for user in users):
+            return None  # not used by another file, or used by one that cannot be read
+        return any(_program_on_accelerator(user) for user in users)  # type: ignore[arg-type]
+
+
+def _program_on_accelerator(user: project.ModuleSummary) -> bool:
+    """The file, or a project file it imports, shows an accelerator (True when one cannot be read)."""
+    from torchlint.semantic.placement import uses_accelerator
+
+    if user.model.uses_accelerator:
+        return True
+    source = user.context.source
+    for path in project.dependencies(source.path, source.text):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                if uses_accelerator(handle.read(project.MAX_SUMMARY_BYTES)):
+                    return True
+        except OSError:
+            return True  # cannot tell
+    return False
 
 
 def waits_for_a_person(context: Context, region: cst.CSTNode) -> bool:

@@ -545,3 +545,29 @@ def test_a_loader_handed_to_a_trainer_class_of_a_package_that_moves_its_batches(
     # the training loader's batches are moved in `iteration`, reached through the constructor and
     # `self.train_data`; the test loader is stored but never iterated
     assert _findings([tmp_path / "pkg" / "main.py"], ["TL102"]) == [("main.py", 8, "TL102")]
+
+
+def test_a_top_level_loader_imported_by_a_program_that_never_uses_an_accelerator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = """
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    train_set = datasets.MNIST("data", train=True, download=True, transform=transforms.ToTensor())
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    """
+    train = """
+    import torch
+    from data import train_loader
+
+    model = torch.nn.Linear(784, 10)
+    for x, y in train_loader:
+        torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+    """
+    _write(tmp_path, {"data.py": data, "train.py": train})
+    # the whole program runs on the CPU: workers would compete with the training threads
+    assert _findings([tmp_path / "data.py"], ["TL101"]) == []
+    _write(tmp_path, {"train.py": train.replace("(x.flatten(1)), y)", "(x.cuda().flatten(1)), y.cuda())")})
+    assert _findings([tmp_path / "data.py"], ["TL101"]) == [("data.py", 6, "TL101")]

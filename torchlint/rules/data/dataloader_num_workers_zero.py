@@ -87,7 +87,7 @@ class DataloaderNumWorkersZero(Rule):
         "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
         "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
-        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
+        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers (or, bound at the top level, imported by files) that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "

@@ -76,6 +76,11 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
         # ready samples or a TensorDataset
         values = _returned(context, expr, None)
         return bool(values) and all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        # `self.train_set = TensorDataset(x, y)` in a method of the class
+        cls = context.enclosing(expr, cst.ClassDef)
+        assigned = flow(context).self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
+        return bool(assigned) and all(_in_memory_dataset(context, v, depth + 1) for v in assigned)
     if isinstance(expr, cst.Attribute):
         found = project.imported(context, expr)  # `data.train_set` of `import data`
         values = _module_value(*found) if found is not None else []

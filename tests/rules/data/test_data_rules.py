@@ -965,3 +965,24 @@ def test_tl103_a_name_already_moved_in_the_same_block_copies_nothing() -> None:
     """
     # a second `.cuda()` of a name moved two lines above: silent; one moved only on some path: reported
     assert findings(code, ["TL103"]) == [(7, "TL103"), (11, "TL103")]
+
+
+def test_tl101_dataset_held_in_a_self_attribute() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    from torchvision import datasets
+
+    class Experiment:
+        def __init__(self, x, y, root):
+            self.train_set = TensorDataset(x, y)
+            self.image_set = datasets.ImageFolder(root)
+
+        def run(self, model):
+            in_memory = DataLoader(self.train_set, batch_size=64)
+            decoded = DataLoader(self.image_set, batch_size=64)
+            for loader in (in_memory, decoded):
+                for images, labels in loader:
+                    model(images.cuda()).sum().backward()
+    """
+    assert findings(code, ["TL101"]) == [(13, "TL101")]

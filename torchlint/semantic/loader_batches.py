@@ -4,6 +4,7 @@ generators), `next(it)` inside a loop, and loaders built in another file of the 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -43,6 +44,30 @@ class Remote:
 
     flow: Flow
     call: cst.Call
+
+
+@dataclass(frozen=True, repr=False)
+class ImportedLoader:
+    """A DataLoader(...) bound at the top level of another project file and imported by name
+    (`from data import train_loader`): the same loader for every file that imports it."""
+
+    path: str  # the real path of the file that builds it
+    name: str
+
+    def resolve(self) -> Optional[list[Remote]]:
+        """The DataLoader(...) calls the name is bound to, or None when not certain."""
+        there = project.summary(self.path)
+        if there is None:
+            return None
+        values = [
+            statement.body[0].value
+            for statement in there.context.module.body
+            if isinstance(statement, cst.SimpleStatementLine)
+            and isinstance(statement.body[0], cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == self.name for t in statement.body[0].targets)
+        ]
+        loaders = there.model.loaders.loaders_of(values[0]) if len(values) == 1 else None
+        return [Remote(there.model.loaders, call) for call in loaders] if loaders else None
 
 
 @dataclass(frozen=True, repr=False)
@@ -166,6 +191,8 @@ class LoaderBatches:
                     parts.append(found if found is not None else self._param_sources(binding.node, depth))
                 elif isinstance(binding.node, cst.Assign):
                     parts.append(self._unpacked_result(binding.node, expr.value))
+                elif binding.kind == "import" and self._remote:
+                    parts.append(self._imported_loader(expr))
                 elif isinstance(binding.node, cst.WithItem):
                     parts.append(self.batch_sources(binding.node.item, depth + 1))  # `with tqdm(...) as bar:`
                 else:
@@ -226,6 +253,13 @@ class LoaderBatches:
             return None
         return frozenset([CallResult(self, call, index)])
 
+    def _imported_loader(self, name: cst.Name) -> Optional[frozenset]:
+        """`from data import train_loader`: a loader bound at the top level of another project file."""
+        found = project.imported(self.context, name)
+        if found is None or found[0].definition(found[1]) is not None:
+            return None
+        return frozenset([ImportedLoader(os.path.realpath(found[0].path), found[1])])
+
     def _param_sources(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
         """`batch_sources` of what this file's calls pass for a parameter, or, when none does, the files
         that import this one."""
@@ -284,7 +318,7 @@ class LoaderBatches:
             return self.setting_options(source, "pin_memory", _PIN_MEMORY_AT)
         if isinstance(source, Remote):
             return source.flow.setting_options(source.call, "pin_memory", _PIN_MEMORY_AT)
-        if isinstance(source, CallResult):
+        if isinstance(source, (CallResult, ImportedLoader)):
             loaders = source.resolve()
             if not loaders:
                 return None

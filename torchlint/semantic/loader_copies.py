@@ -4,6 +4,7 @@ in functions of this file they are handed to, and in files that import the loade
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import libcst as cst
@@ -15,7 +16,7 @@ from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
 from torchlint.semantic.functions import is_generator
-from torchlint.semantic.loader_batches import CallResult
+from torchlint.semantic.loader_batches import CallResult, ImportedLoader
 from torchlint.semantic.loader_calls import (
     TQDM,
     is_builtin,
@@ -107,10 +108,11 @@ class LoaderCopies:
         return found
 
     def copies_in_importers(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
-        """Copies to an accelerator of the loader's batches in the files that call the function returning it."""
+        """Copies to an accelerator of the loader's batches in the files that call the function returning it,
+        or that import it by name when it is bound at the top level of this file."""
         returned = self.returned_by(loader)
         if returned is None:
-            return []
+            return self._copies_where_imported(loader)
         name, index = returned
         found: list[tuple[Context, cst.Call]] = []
         for site in project.call_sites(self.context.source.path, name):
@@ -118,6 +120,23 @@ class LoaderCopies:
             result = CallResult(caller, site.call, index)
             copies = [(caller.context, c) for c in caller.batch_copies(result)]
             found.extend(copies or caller.copies_in_callees(result))
+        return found
+
+    def _copies_where_imported(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
+        assign = self.context.parent(loader)
+        if not (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and self.context.enclosing(loader, cst.FunctionDef, cst.ClassDef) is None
+        ):
+            return []
+        source = ImportedLoader(os.path.realpath(self.context.source.path), assign.targets[0].target.value)
+        found: list[tuple[Context, cst.Call]] = []
+        for path in project.importers(self.context.source.path):
+            importer = project.summary(path)
+            if importer is not None:
+                found.extend((importer.context, c) for c in importer.model.loaders.batch_copies(source))
         return found
 
     def copies_in_callees(self, source: object) -> list[tuple[Context, cst.Call]]:

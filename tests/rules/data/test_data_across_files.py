@@ -571,3 +571,37 @@ def test_a_top_level_loader_imported_by_a_program_that_never_uses_an_accelerator
     assert _findings([tmp_path / "data.py"], ["TL101"]) == []
     _write(tmp_path, {"train.py": train.replace("(x.flatten(1)), y)", "(x.cuda().flatten(1)), y.cuda())")})
     assert _findings([tmp_path / "data.py"], ["TL101"]) == [("data.py", 6, "TL101")]
+
+
+def test_loaders_bound_at_the_top_level_of_one_file_and_iterated_in_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = """
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    train_set = datasets.MNIST("data", train=True, download=True, transform=transforms.ToTensor())
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4)
+    pinned_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4, pin_memory=True)
+    unused_loader = DataLoader(train_set, batch_size=64, num_workers=4)
+    """
+    train = """
+    import torch
+    from data import pinned_loader, train_loader
+
+    device = torch.device("cuda")
+    model = torch.nn.Linear(784, 10).to(device)
+    for x, y in train_loader:
+        x, y = x.to(device), y.to(device)
+        torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+    for x, y in pinned_loader:
+        x = x.to(device, non_blocking=True)
+        y = y.to(device)
+        torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+    """
+    _write(tmp_path, {"data.py": data, "train.py": train})
+    # the unpinned loader whose batches train.py moves; the blocking copy of the pinned one's batches
+    assert _findings([tmp_path / "data.py", tmp_path / "train.py"], ["TL102", "TL103"]) == [
+        ("data.py", 6, "TL102"), ("train.py", 12, "TL103")
+    ]

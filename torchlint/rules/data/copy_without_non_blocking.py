@@ -46,8 +46,9 @@ class CopyWithoutNonBlocking(Rule):
     false_positives = (
         "The loader is followed as TL102 follows it (through `iter()`, `next()` in a loop, generators that "
         "yield its batches and functions of the file the batch is handed to), and across files: a loader "
-        "built in another project file and passed to a function of this one, or returned to this file by a "
-        "function of another, counts with the settings it was built with. "
+        "built in another project file and passed to a function of this one, returned to this file by a "
+        "function of another, imported by name from another (`from data import train_loader`), or built by a "
+        "helper of another file given `**kwargs` that pin it, counts with the settings it was built with. "
         "A host-to-device copy with `non_blocking=True` is ordered on the stream before the kernels that "
         "use it, so the batch's values are the same. It would matter only if the code wrote to the pinned "
         "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "

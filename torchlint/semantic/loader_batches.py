@@ -155,6 +155,23 @@ class LoaderBatches:
                     self._reads.setdefault(found, []).append((loop.body, target))
         return self._reads.get(loader, [])
 
+    def read_by_training_step(self, loader: object) -> bool:
+        """Some loop of this file that reads the loader's batches trains: it runs a backward pass or an
+        optimizer step, itself or through a function of this file it calls."""
+        from torchlint.semantic import loops  # loops asks about values, which ask about loaders
+
+        for region, _ in self.batch_reads(loader):
+            loop = self.context.parent(region)
+            if isinstance(loop, (cst.For, cst.While)) and loops.is_training_loop(self.context, loop):
+                return True
+            for call in descendants(region):
+                function = self.function_called(call) if isinstance(call, cst.Call) else None
+                if function is not None and any(
+                    isinstance(n, cst.Attribute) and n.attr.value in ("backward", "step") for n in descendants(function)
+                ):
+                    return True
+        return False
+
     def batch_sources(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[frozenset]:
         """The DataLoader(...) calls whose batches iterating `expr` yields: `loaders_of`, and also through
         `iter(loader)` and generators of this file that loop over a loader they are given."""

@@ -10,6 +10,7 @@ from torchlint.lint.calls import argument, has_star_kwargs, keyword
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import (
+    NUM_WORKERS_AT,
     PIN_MEMORY_AT,
     loaders_to_check,
     snippet,
@@ -51,7 +52,7 @@ class DataloaderWithoutPinMemory(Rule):
         "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
         "loader pins each batch as it collates it, and the copy then runs at full bus speed and can overlap "
         "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends; so does a loader "
-        "over tensors already in memory (a `TensorDataset`) whose batches go to the GPU."
+        "over tensors already in memory (a `TensorDataset`) whose batches feed a training step on the GPU."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"
@@ -69,7 +70,9 @@ class DataloaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`). Not reported: batches read only every so many steps "
+        "(`MyDataset(path, device)`). Not reported: a loader without workers over tensors in memory whose "
+        "batches are read only outside a training step (a predict or evaluation loop that reads each result "
+        "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
         "(`cv2.waitKey(0)`, `input()`, a blocking `plt.show()`); loaders "
         "whose settings come through `**kwargs` the rule cannot read (a dict filled from a config; a helper's "
@@ -93,6 +96,12 @@ class DataloaderWithoutPinMemory(Rule):
                 continue
             if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
+            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
+            single = workers is not None and (MISSING in workers or 0 in workers)
+            if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):
+                # Tensors in memory batched on the main thread, read outside a training step (a predict or
+                # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
+                continue
             moved = (
                 [(self.context, c) for c in data.batch_copies(loader)]
                 or data.copies_in_importers(loader)

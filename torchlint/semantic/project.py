@@ -19,6 +19,7 @@ lists them so that a cached result is used only while none of them changed.
 from __future__ import annotations
 
 import os
+import stat as stat_module
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -195,6 +196,8 @@ def _file_imports(path: str) -> tuple[str, ...]:
         stat = os.stat(path)
     except OSError:
         return ()
+    if not stat_module.S_ISREG(stat.st_mode):
+        return ()  # a FIFO or a device named like source: reading it could block forever
     key = (path, stat.st_mtime_ns, stat.st_size)
     if key not in _FILE_IMPORTS:
         _FILE_IMPORTS[key] = _scan_imports(path, _text(path))

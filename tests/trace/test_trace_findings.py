@@ -32,7 +32,9 @@ def test_host_reads_found_per_line_and_step_and_merged_with_the_rules() -> None:
     # The last lines read parameters once, after the loop: not per step, not reported.
     assert not at(report, 36) and not at(report, 37)
     assert report.steps["host_reads_per_step"] == 5
-    assert len(report.findings) == 6
+    # and the static TL102 on the in-memory loader whose batches feed the training step
+    assert [t.finding.code for t in at(report, 9)] == ["TL102"]
+    assert len(report.findings) == 7
 
 
 def test_steps_limit_stops_the_program_cleanly_after_n_steps() -> None:
@@ -91,7 +93,7 @@ PARTIAL = (
     "from torch.utils.data import DataLoader, TensorDataset\n"
     "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
     "model = torch.nn.Linear(4, 2).to(device)\n"
-    "loader = DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=4)\n"
+    "loader = DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=4, pin_memory=torch.cuda.is_available())\n"
     "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
     "total = 0.0\n"
     "for (x,) in loader:\n"

@@ -16,14 +16,9 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import method_named, returns_of
-from torchlint.semantic.loaders import (
-    SAME_TENSOR,
-    element_at,
-    flow,
-    is_builtin,
-    is_dataloader,
-    is_transfer,
-)
+from torchlint.semantic.loader_calls import element_at, is_builtin, is_dataloader
+from torchlint.semantic.loader_copies import SAME_TENSOR, is_transfer
+from torchlint.semantic.loaders import flow
 
 _COLLATE_AT = 6
 _Definition = TypeVar("_Definition", cst.ClassDef, cst.FunctionDef)
@@ -74,16 +69,22 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
             if bindings and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
                 return indexes_memory(bindings[0].node)
         from_project = project.imported(context, expr.func)  # a Dataset class of another project file
-        if from_project is not None:
-            module, name = from_project
-            found_class = module.class_summary(name)
+        if from_project is not None and isinstance(from_project[0].definition(from_project[1]), cst.ClassDef):
+            found_class = from_project[0].class_summary(from_project[1])
             return found_class is not None and found_class.in_memory_dataset
-        function = flow(context).function_called(expr)
-        if function is not None:
-            # `train_data = get_data(root)` where get_data builds and returns a list of ready samples
-            values = [r.value for r in returns_of(function)]
-            return bool(values) and all(_in_memory_dataset(context, v, depth + 1) for v in values)
-        return False
+        # `train_data = get_data(root)` where get_data (of this file or another) builds and returns a list of
+        # ready samples or a TensorDataset
+        values = _returned(context, expr, None)
+        return bool(values) and all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        # `self.train_set = TensorDataset(x, y)` in a method of the class
+        cls = context.enclosing(expr, cst.ClassDef)
+        assigned = flow(context).self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
+        return bool(assigned) and all(_in_memory_dataset(context, v, depth + 1) for v in assigned)
+    if isinstance(expr, cst.Attribute):
+        found = project.imported(context, expr)  # `data.train_set` of `import data`
+        values = _module_value(*found) if found is not None else []
+        return bool(values) and all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr)
         if not bindings or len(bindings) > 2:
@@ -110,9 +111,56 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
         if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
             return _in_memory_dataset(context, node.value.args[0].value, depth + 1)
+        # `train_ds, val_ds = make_datasets()`: element of what a function of this or another file returns
+        values = _unpacked_returns(context, node, name)
+        if values:
+            return all(_in_memory_dataset(there, v, depth + 1) for there, v in values)
         # `train_ds, dev_ds, vocab = TextDataset.splits(root)`: a classmethod building instances of its class
         return _split_by_classmethod(context, node, name)
     return False
+
+
+def _returned(
+    context: Context, call: cst.Call, element: Optional[tuple[int, int]]
+) -> list[tuple[Context, cst.BaseExpression]]:
+    """What a call of a function of this file or of another project file returns (with `element`
+    (index, size): that element of a returned tuple of that size), with the file each value is in; empty
+    when any return is not understood."""
+    function = flow(context).function_called(call)
+    there = context
+    if function is None:
+        found = project.imported(context, call.func)
+        node = found[0].definition(found[1]) if found is not None else None
+        if not isinstance(node, cst.FunctionDef):
+            return []
+        function, there = node, found[0].context  # type: ignore[index]
+    values: list[tuple[Context, cst.BaseExpression]] = []
+    for ret in returns_of(function):
+        value = ret.value
+        if value is None:
+            return []
+        if element is not None:
+            if isinstance(value, cst.Name):
+                value = there.assigned_value(value) or value
+            if not isinstance(value, (cst.Tuple, cst.List)):
+                return []
+            value = element_at(value, *element)
+            if value is None:
+                return []
+        values.append((there, value))
+    return values
+
+
+def _unpacked_returns(context: Context, assign: cst.Assign, name: str) -> list[tuple[Context, cst.BaseExpression]]:
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(assign.value, cst.Call):
+        return []
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return []
+    index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
+    if index is None:
+        return []
+    return _returned(context, assign.value, (index, len(target.elements)))
 
 
 def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tuple[Context, cst.BaseExpression]]:
@@ -141,9 +189,11 @@ def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tupl
 def _imported_value(context: Context, name: str) -> list[tuple[Context, cst.BaseExpression]]:
     """`from data import train_set`: the value the project module binds `train_set` to, once, at top level."""
     found = project.imported(context, cst.Name(name))
-    if found is None:
-        return []
-    module, there = found
+    return _module_value(*found) if found is not None else []
+
+
+def _module_value(module: project.ModuleSummary, there: str) -> list[tuple[Context, cst.BaseExpression]]:
+    """The value a project module binds `there` to, once, at top level."""
     values = [
         statement.body[0].value
         for statement in module.context.module.body
@@ -200,14 +250,29 @@ def _definition_of(context: Context, expr: cst.BaseExpression, kind: type[_Defin
 
 
 def _light_collate(context: Context, expr: cst.BaseExpression) -> bool:
-    """`collate_fn=pad_batch` where the function only pads and stacks the items (no decoding, no I/O)."""
-    function = _definition_of(context, expr, cst.FunctionDef)
+    """`collate_fn=pad_batch` where the function only pads and stacks the items (no decoding, no I/O); also
+    `collate_fn = get_collate_fn(pad_index)` where that function of this file returns such a function."""
+    function = _definition_of(context, expr, cst.FunctionDef) or _made_function(context, expr)
     if function is None:
         return False
     return all(
         not isinstance(node, (cst.Call, cst.Yield, cst.Raise)) or (isinstance(node, cst.Call) and last_name(node.func) in _COLLATE_CALLS)
         for node in descendants(function.body)
     )
+
+
+def _made_function(context: Context, expr: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+    """The function a factory of this file returns: `collate_fn` of `collate_fn = get_collate_fn(pad)`,
+    where `get_collate_fn` defines `collate_fn` and returns it."""
+    if isinstance(expr, cst.Name):
+        expr = context.assigned_value(expr) or expr
+    factory = flow(context).function_called(expr) if isinstance(expr, cst.Call) else None
+    returns = list(returns_of(factory)) if factory is not None else []
+    if len(returns) != 1 or not isinstance(returns[0].value, cst.Name):
+        return None
+    name = returns[0].value.value
+    inner = [s for s in factory.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]  # type: ignore[union-attr]
+    return inner[0] if len(inner) == 1 else None
 
 
 # Calls an in-memory item may make: conversions of what it already holds, no I/O, no decoding.
@@ -299,6 +364,8 @@ _HF_KEEPS = frozenset(
 
 _HF_FORMATS = frozenset({"torch", "pt", "numpy", "np"})
 
+_HF_MAP_KEYWORDS = ("fn_kwargs", "num_proc", "remove_columns", "with_indices", "load_from_cache_file")
+
 # Signs that items are still decoded or transformed when read: a lazy transform, a stream, image, audio or
 # video features (decoded on every access), or columns named after them.
 _HF_LAZY = re.compile(
@@ -318,7 +385,8 @@ def prepared_hf_loader(context: Context, call: cst.Call) -> bool:
     """
     collate = argument(call, "collate_fn", position=_COLLATE_AT)
     if collate is not None and not (isinstance(collate.value, cst.Name) and collate.value.value == "None"):
-        return False
+        if not _light_collate(context, collate.value):
+            return False
     dataset = argument(call, "dataset", position=0)
     if dataset is None or _HF_LAZY.search(context.source.text):
         return False
@@ -341,8 +409,12 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
         if isinstance(func, cst.Attribute):
             attr = func.attr.value
             if attr == "map":
+                # Hugging Face's own keywords say it is `datasets.Dataset.map`, which runs eagerly (a
+                # DataPipe's or a streamed dataset's `.map(fn)` is lazy)
                 batched = keyword(expr, "batched")
-                return batched is not None and context.literal(batched.value) is True
+                return (batched is not None and context.literal(batched.value) is True) or any(
+                    keyword(expr, name) is not None for name in _HF_MAP_KEYWORDS
+                )
             if attr == "with_format":
                 return _hf_format(context, expr) or _hf_prepared(context, func.value, depth + 1)
             if attr in _HF_KEEPS:

@@ -19,6 +19,7 @@ lists them so that a cached result is used only while none of them changed.
 from __future__ import annotations
 
 import os
+import stat as stat_module
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -195,6 +196,8 @@ def _file_imports(path: str) -> tuple[str, ...]:
         stat = os.stat(path)
     except OSError:
         return ()
+    if not stat_module.S_ISREG(stat.st_mode):
+        return ()  # a FIFO or a device named like source: reading it could block forever
     key = (path, stat.st_mtime_ns, stat.st_size)
     if key not in _FILE_IMPORTS:
         _FILE_IMPORTS[key] = _scan_imports(path, _text(path))
@@ -440,6 +443,9 @@ def imported(
         if target is None:  # `from package import module`, then `module.name`: not a name in a module
             return None
         found = summary(target, mentions)
+        if found is not None and found.definition(attr) is None and _re_exports(found, attr):
+            # `from .trainer import BERTTrainer` where trainer/__init__.py imports it from its own module
+            return imported(found.context, cst.Name(attr), mentions)
         return (found, attr) if found is not None else None
     if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name):
         origin = context.imports.origin(name.value.value)  # `from . import utils` ... `utils.helper`
@@ -453,6 +459,13 @@ def imported(
         found = summary(target) if target is not None else None
         return (found, name.attr.value) if found is not None else None
     return None
+
+
+def _re_exports(module: ModuleSummary, name: str) -> bool:
+    """The module binds `name` only by importing it from a module of its own package (`from .pretrain import
+    BERTTrainer` in a package's `__init__.py`)."""
+    origin = module.context.imports.origin(name)
+    return origin is not None and origin[0] > 0 and bool(origin[1]) and os.path.basename(module.path) == "__init__.py"
 
 
 def _summarise(path: str) -> Optional[ModuleSummary]:

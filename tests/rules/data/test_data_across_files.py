@@ -383,3 +383,225 @@ def test_a_loader_returned_to_a_program_that_never_uses_an_accelerator(tmp_path:
     assert _findings([tmp_path / "loaders.py"], ["TL101"]) == []  # the whole program runs on the CPU
     _write(tmp_path, {"train.py": cpu_train.replace("model(x)", "model(x.cuda())")})
     assert _findings([tmp_path / "loaders.py"], ["TL101"]) == [("loaders.py", 4, "TL101")]
+
+
+DATASETS = """
+import torch
+from torch.utils.data import TensorDataset
+from torchvision import datasets, transforms
+
+features = torch.randn(1000, 20)
+labels = torch.randint(0, 2, (1000,))
+memory_set = TensorDataset(features, labels)
+
+
+def load_tensors():
+    return TensorDataset(torch.randn(100, 20), torch.randint(0, 2, (100,)))
+
+
+def split_tensors():
+    train = TensorDataset(features[:800], labels[:800])
+    return train, TensorDataset(features[800:], labels[800:])
+
+
+def load_images(root):
+    return datasets.CIFAR10(root, train=True, transform=transforms.ToTensor())
+
+
+def split_images(root):
+    return load_images(root), datasets.CIFAR10(root, train=False, transform=transforms.ToTensor())
+"""
+
+TRAIN_FROM_DATASETS = """
+import torch
+from torch.utils.data import DataLoader
+
+import datasets_mod
+from datasets_mod import load_images, load_tensors, split_images, split_tensors
+
+device = torch.device("cuda")
+
+
+def fit(model, loader):
+    for x, y in loader:
+        model(x.to(device)).sum().backward()
+
+
+def main(model):
+    train_set, val_set = split_tensors()
+    image_train, image_val = split_images("data")
+    loaders = [
+        DataLoader(load_tensors(), batch_size=32, shuffle=True),
+        DataLoader(train_set, batch_size=32, shuffle=True),
+        DataLoader(val_set, batch_size=32),
+        DataLoader(datasets_mod.memory_set, batch_size=32),
+        DataLoader(load_images("data"), batch_size=32, shuffle=True),
+        DataLoader(image_train, batch_size=32, shuffle=True),
+    ]
+    for loader in loaders:
+        fit(model, loader)
+"""
+
+
+def test_datasets_in_memory_built_by_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"datasets_mod.py": DATASETS, "train.py": TRAIN_FROM_DATASETS})
+    # a TensorDataset returned by a function of another file, one element of a returned pair, a module
+    # attribute: silent; torchvision datasets that decode images per item, returned the same ways: reported
+    assert _findings([tmp_path / "train.py"], ["TL101"]) == [("train.py", 24, "TL101"), ("train.py", 25, "TL101")]
+
+
+LOADER_FACTORY = """
+from torch.utils.data import DataLoader
+
+
+def make_data_loader(args, **kwargs):
+    train_loader = DataLoader(args.train_set, batch_size=args.batch_size, shuffle=True, **kwargs)
+    val_loader = DataLoader(args.val_set, batch_size=args.batch_size, **kwargs)
+    return train_loader, val_loader
+"""
+
+TRAINER = """
+from tqdm import tqdm
+
+from dataloaders import make_data_loader
+
+
+class Trainer:
+    def __init__(self, args, model):
+        self.model = model.cuda()
+        kwargs = {"num_workers": args.workers, "pin_memory": True}
+        self.train_loader, self.val_loader = make_data_loader(args, **kwargs)
+
+    def training(self):
+        bar = tqdm(self.train_loader)
+        for i, sample in enumerate(bar):
+            image, target = sample["image"], sample["label"]
+            image, target = image.cuda(), target.cuda()
+            self.model(image, target).backward()
+"""
+
+
+def test_settings_passed_through_a_helpers_kwargs_to_loaders_unpacked_into_attributes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"dataloaders.py": LOADER_FACTORY, "train.py": TRAINER})
+    files = [tmp_path / "dataloaders.py", tmp_path / "train.py"]
+    # pinned through `make_data_loader(args, **kwargs)`: the copies of the training batches block
+    assert _findings(files, ["TL102", "TL103"]) == [("train.py", 17, "TL103"), ("train.py", 17, "TL103")]
+    _write(tmp_path, {"train.py": TRAINER.replace(', "pin_memory": True', "")})
+    # not pinned: the helper's training loader is reported where it is built
+    assert _findings(files, ["TL102", "TL103"]) == [("dataloaders.py", 6, "TL102")]
+
+
+TRAINER_CLASS = """
+import torch
+import tqdm
+
+
+class Trainer:
+    def __init__(self, model, train_dataloader, test_dataloader=None):
+        self.device = torch.device("cuda:0")
+        self.model = model.to(self.device)
+        self.train_data = train_dataloader
+        self.test_data = test_dataloader
+
+    def train(self, epoch):
+        self.iteration(epoch, self.train_data)
+
+    def iteration(self, epoch, data_loader):
+        data_iter = tqdm.tqdm(enumerate(data_loader), total=len(data_loader))
+        for i, data in data_iter:
+            data = {key: value.to(self.device) for key, value in data.items()}
+            self.model(data).backward()
+"""
+
+TRAINER_MAIN = """
+from torch.utils.data import DataLoader
+
+from .trainer import Trainer
+
+
+def main(train_dataset, test_dataset, model):
+    train_loader = DataLoader(train_dataset, batch_size=32, num_workers=4)
+    test_loader = DataLoader(test_dataset, batch_size=32, num_workers=4)
+    trainer = Trainer(model, train_dataloader=train_loader, test_dataloader=test_loader)
+    for epoch in range(10):
+        trainer.train(epoch)
+"""
+
+
+def test_a_loader_handed_to_a_trainer_class_of_a_package_that_moves_its_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/trainer/__init__.py": "from .pretrain import Trainer\n",
+        "pkg/trainer/pretrain.py": TRAINER_CLASS,
+        "pkg/main.py": TRAINER_MAIN,
+    })
+    # the training loader's batches are moved in `iteration`, reached through the constructor and
+    # `self.train_data`; the test loader is stored but never iterated
+    assert _findings([tmp_path / "pkg" / "main.py"], ["TL102"]) == [("main.py", 8, "TL102")]
+
+
+def test_a_top_level_loader_imported_by_a_program_that_never_uses_an_accelerator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = """
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    train_set = datasets.MNIST("data", train=True, download=True, transform=transforms.ToTensor())
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    """
+    train = """
+    import torch
+    from data import train_loader
+
+    model = torch.nn.Linear(784, 10)
+    for x, y in train_loader:
+        torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+    """
+    _write(tmp_path, {"data.py": data, "train.py": train})
+    # the whole program runs on the CPU: workers would compete with the training threads
+    assert _findings([tmp_path / "data.py"], ["TL101"]) == []
+    _write(tmp_path, {"train.py": train.replace("(x.flatten(1)), y)", "(x.cuda().flatten(1)), y.cuda())")})
+    assert _findings([tmp_path / "data.py"], ["TL101"]) == [("data.py", 6, "TL101")]
+
+
+def test_loaders_bound_at_the_top_level_of_one_file_and_iterated_in_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = """
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    train_set = datasets.MNIST("data", train=True, download=True, transform=transforms.ToTensor())
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4)
+    pinned_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4, pin_memory=True)
+    unused_loader = DataLoader(train_set, batch_size=64, num_workers=4)
+    """
+    train = """
+    import torch
+    from data import pinned_loader, train_loader
+
+    device = torch.device("cuda")
+    model = torch.nn.Linear(784, 10).to(device)
+    for x, y in train_loader:
+        x, y = x.to(device), y.to(device)
+        torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+    for x, y in pinned_loader:
+        x = x.to(device, non_blocking=True)
+        y = y.to(device)
+        torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+    """
+    _write(tmp_path, {"data.py": data, "train.py": train})
+    # the unpinned loader whose batches train.py moves; the blocking copy of the pinned one's batches
+    assert _findings([tmp_path / "data.py", tmp_path / "train.py"], ["TL102", "TL103"]) == [
+        ("data.py", 6, "TL102"), ("train.py", 12, "TL103")
+    ]

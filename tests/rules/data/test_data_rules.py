@@ -255,7 +255,7 @@ def test_tl102_zip_and_helper_transfers() -> None:
     assert findings(code, ["TL102"]) == [(10, "TL102")]
 
 
-def test_tl102_silent_for_in_memory_single_process_and_gpu_datasets() -> None:
+def test_tl102_in_memory_tensors_without_workers_reported_where_they_feed_a_training_step() -> None:
     code = TRAIN + textwrap.dedent(
         """
         from torch.utils.data import TensorDataset
@@ -264,12 +264,20 @@ def test_tl102_silent_for_in_memory_single_process_and_gpu_datasets() -> None:
             small = DataLoader(TensorDataset(x, y), batch_size=64)
             on_gpu = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=64, num_workers=2)
             for xb, yb in small:
-                model(xb.to(device))
+                model(xb.to(device)).sum().backward()
             for xb, yb in on_gpu:
-                model(xb.to(device))
+                model(xb.to(device)).sum().backward()
+
+        def predict(model, x):
+            results = []
+            for xb in DataLoader(TensorDataset(x), batch_size=1024):
+                results.append(model(xb[0].to(device)).cpu().numpy())
+            return results
         """
     )
-    assert findings(code, ["TL102"]) == []
+    # pinning pays without workers when the copy can overlap a training step; GPU tensors cannot be
+    # pinned; a predict loop reads each result back, so a main-thread pin has nothing to overlap
+    assert findings(code, ["TL102"]) == [(len(TRAIN.splitlines()) + 5, "TL102")]
 
 
 def test_tl102_fix_keeps_indentation_of_multiline_call() -> None:
@@ -831,3 +839,157 @@ def test_tl102_follows_batches_through_next_generators_and_helpers() -> None:
     assert _lines(helper, ["TL102"]) == [12]
     labels_only = helper.replace("images.cuda(), labels", "images, labels.cpu()")
     assert _lines(labels_only, ["TL102"]) == []
+
+
+def test_batches_followed_through_tqdm_of_enumerate_and_loops_over_their_items() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader
+    from tqdm import tqdm
+
+    class Trainer:
+        def __init__(self, dataset, device):
+            self.device = device
+            self.loader = DataLoader(dataset, batch_size=8, num_workers=4, pin_memory=True)
+
+        def fit(self, model, dataset):
+            for inputs in self.loader:
+                self.process_batch(model, inputs)
+            plain = DataLoader(dataset, batch_size=8, num_workers=4)
+            with tqdm(enumerate(plain)) as bar:
+                for _, (x, y) in bar:
+                    model(x.to(self.device)).sum().backward()
+
+        def process_batch(self, model, inputs):
+            for key, value in inputs.items():
+                inputs[key] = value.to(self.device)
+            for key in ("a", "b"):
+                print(key.to(self.device))
+            return model(inputs)
+    """
+    # a dict batch moved item by item in a method it is handed to; a loop over other names: silent
+    assert findings(code, ["TL102", "TL103"]) == [(14, "TL102"), (21, "TL103")]
+
+
+def test_tl101_hf_dataset_numericalised_ahead_through_a_helper_with_a_padding_collate_factory() -> None:
+    template = """
+    import torch
+    import datasets
+    from torch.utils.data import DataLoader
+
+    def get_collate_fn(pad_index):
+        def collate_fn(batch):
+            ids = torch.nn.utils.rnn.pad_sequence([i["ids"] for i in batch], padding_value=pad_index)
+            return {{"ids": ids, "label": torch.stack([i["label"] for i in batch])}}
+        return collate_fn
+
+    def get_data_loader(dataset, batch_size, pad_index):
+        return DataLoader(dataset, batch_size=batch_size, collate_fn=get_collate_fn(pad_index))
+
+    train_data = datasets.load_dataset("imdb", split="train")
+    train_data = train_data.map(numericalize, {keywords})
+    train_data = train_data.with_format(type="torch", columns=["ids", "label"])
+    loader = get_data_loader(train_data, 32, 0)
+    for batch in loader:
+        model(batch["ids"].cuda()).backward()
+    """
+    # `fn_kwargs` says Hugging Face's eager map: a lookup per item, a collate that pads: silent
+    assert findings(template.format(keywords='fn_kwargs={"vocab": vocab}'), ["TL101"]) == []
+    # a `.map(fn)` that may be lazy, and a collate factory whose function decodes: reported
+    unformatted = template.replace('train_data.with_format(type="torch", columns=["ids", "label"])', "train_data")
+    assert findings(unformatted.format(keywords=""), ["TL101"]) == [(13, "TL101")]
+    assert findings(unformatted.format(keywords="num_proc=4"), ["TL101"]) == []
+    decoding = template.replace("ids = torch.nn", "raw = [decode(i) for i in batch]\n            ids = torch.nn")
+    assert findings(decoding.format(keywords='fn_kwargs={"vocab": vocab}'), ["TL101"]) == [(14, "TL101")]
+
+
+def test_tl102_batches_read_every_so_many_steps_or_one_per_key_press_are_not_per_step() -> None:
+    code = """
+    import cv2
+    import torch
+    from torch.utils.data import DataLoader
+
+    def train(model, train_set, test_set, device):
+        loader = DataLoader(train_set, batch_size=64, num_workers=4)
+        test_loader = DataLoader(test_set, batch_size=64, num_workers=4)
+        every_step = DataLoader(test_set, batch_size=64, num_workers=4)
+        test_iter, step_iter = iter(test_loader), iter(every_step)
+        for step, (x, y) in enumerate(loader):
+            model(x.to(device)).sum().backward()
+            if step % 100 == 0:
+                test_x, _ = next(test_iter)
+                model(test_x.to(device))
+            extra, _ = next(step_iter)
+            model(extra.to(device))
+
+    def show(model, dataset):
+        viewer = DataLoader(dataset, batch_size=1, num_workers=1)
+        for data in viewer:
+            cv2.imshow("img", model(data.cuda()))
+            cv2.waitKey(0)
+        video = DataLoader(dataset, batch_size=1, num_workers=1)
+        for data in video:
+            cv2.imshow("img", model(data.cuda()))
+            cv2.waitKey(1)
+    """
+    # a read under a logging interval, a viewer that waits for a key: silent; a read every step, a
+    # video shown as fast as it comes: reported
+    assert findings(code, ["TL102"]) == [(7, "TL102"), (9, "TL102"), (24, "TL102")]
+
+
+def test_tl101_silent_for_a_loader_only_shown_one_batch_per_key_press() -> None:
+    code = """
+    import matplotlib.pyplot as plt
+    import torch
+    from torch.utils.data import DataLoader
+
+    if __name__ == "__main__":
+        shown = DataLoader(dataset, batch_size=4)
+        for images, labels in shown:
+            plt.imshow(images[0].cuda().cpu().numpy())
+            plt.show()
+        timed = DataLoader(dataset, batch_size=4)
+        for images, labels in timed:
+            plt.imshow(images[0].cuda().cpu().numpy())
+            plt.show(block=False)
+    """
+    assert findings(code, ["TL101"]) == [(11, "TL101")]
+
+
+def test_tl103_a_name_already_moved_in_the_same_block_copies_nothing() -> None:
+    code = """
+    from torch.utils.data import DataLoader
+
+    def validate(model, dataset):
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for input, target in loader:
+            target = target.cuda()
+            target_var = target.cuda()
+            if model.training:
+                input = input.cuda(non_blocking=True)
+            input_var = input.cuda()
+            model(input_var, target_var)
+    """
+    # a second `.cuda()` of a name moved two lines above: silent; one moved only on some path: reported
+    assert findings(code, ["TL103"]) == [(7, "TL103"), (11, "TL103")]
+
+
+def test_tl101_dataset_held_in_a_self_attribute() -> None:
+    code = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    from torchvision import datasets
+
+    class Experiment:
+        def __init__(self, x, y, root):
+            self.train_set = TensorDataset(x, y)
+            self.image_set = datasets.ImageFolder(root)
+
+        def run(self, model):
+            in_memory = DataLoader(self.train_set, batch_size=64)
+            decoded = DataLoader(self.image_set, batch_size=64)
+            for loader in (in_memory, decoded):
+                for images, labels in loader:
+                    model(images.cuda()).sum().backward()
+    """
+    assert findings(code, ["TL101"]) == [(13, "TL101")]

@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.rules.data._common import with_keyword_fix
-from torchlint.semantic.loaders import is_transfer
+from torchlint.semantic.loader_copies import is_transfer
 
 
 _CHOSEN = (
@@ -46,14 +46,17 @@ class CopyWithoutNonBlocking(Rule):
     false_positives = (
         "The loader is followed as TL102 follows it (through `iter()`, `next()` in a loop, generators that "
         "yield its batches and functions of the file the batch is handed to), and across files: a loader "
-        "built in another project file and passed to a function of this one, or returned to this file by a "
-        "function of another, counts with the settings it was built with. "
+        "built in another project file and passed to a function of this one, returned to this file by a "
+        "function of another, imported by name from another (`from data import train_loader`), or built by a "
+        "helper of another file given `**kwargs` that pin it, counts with the settings it was built with. "
         "A host-to-device copy with `non_blocking=True` is ordered on the stream before the kernels that "
         "use it, so the batch's values are the same. It would matter only if the code wrote to the pinned "
         "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "
         "another matter (the host may read before the data arrives); the rule only looks at batches going "
         "to the GPU. A loader pinned on one path only (`kwargs = {\"pin_memory\": True} if args.cuda else {}`) is "
-        "reported: on the other path `non_blocking=True` is a plain copy."
+        "reported: on the other path `non_blocking=True` is a plain copy. A `.cuda()` of a name that an earlier "
+        "statement of the same block already moved (`target = target.cuda()`, then `target_var = target.cuda()`) "
+        "copies nothing and is not reported."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (

@@ -66,24 +66,28 @@ class DataloaderNumWorkersZero(Rule):
     false_positives = (
         "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
         "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
-        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, a list built "
-        "and returned by a function of the same file, or a Dataset class of this or another project file whose "
+        "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, such data built "
+        "and returned by a function of this or another project file (or one element of a tuple it returns) or "
+        "bound at the top level of another project file, or a Dataset class of this or another project file whose "
         "`__getitem__` only indexes data it holds and converts it, with dict lookups at most; also an "
         "instance built by a classmethod of such a class, `train, dev, vocab = TextDataset.splits(root)`) and "
         "the default `collate_fn` or one that only pads and stacks the items, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
         "in-memory `TensorDataset` took 0.50 s with 2 workers against 0.13 s without); a Hugging Face `datasets` "
-        "dataset tokenized ahead of time (`.map(tokenize, batched=True)`, or `set_format(\"torch\")` / "
-        "`with_format(\"torch\")`), where an item is a row lookup in Arrow tables, unless the file shows items "
+        "dataset tokenized ahead of time (`.map(tokenize, batched=True)` or a `.map` with Hugging Face's own "
+        "keywords such as `fn_kwargs` or `num_proc`, or `set_format(\"torch\")` / `with_format(\"torch\")`), "
+        "batched by the default collate or one that only pads and stacks (also one a factory function of the "
+        "file returns), where an item is a row lookup in Arrow tables, unless the file shows items "
         "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
         "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
         "live on the GPU, which worker processes cannot reach; a loader only looked at: read by `next(iter(loader))`, "
         "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
-        "notebook cell, or handed to a function of the file that does no more with it; "
+        "notebook cell, or handed to a function of the file that does no more with it; a loader only iterated "
+        "by a viewer that waits for a person on every batch (`plt.show()`, `input()`, `cv2.waitKey(0)`); "
         "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
         "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
-        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
+        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers (or, bound at the top level, imported by files) that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
@@ -120,7 +124,8 @@ class DataloaderNumWorkersZero(Rule):
         cpu_only = not self.semantic.uses_accelerator
         # Decided once every parent is known: what the dataset is, and how the loader is used later.
         for node in self.candidates:
-            if self.semantic.loads_from_memory(node) or self.semantic.loaders.only_peeked(node) or self._never_read(node):
+            data = self.semantic.loaders
+            if self.semantic.loads_from_memory(node) or data.only_peeked(node) or data.only_shown(node) or self._never_read(node):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue

@@ -15,12 +15,9 @@ from torchlint.rules.data._common import (
     with_keyword_fix,
 )
 from torchlint.semantic.functions import returns_of
-from torchlint.semantic.loaders import (
-    MISSING,
-    Flow,
-    positive_workers,
-    setting_value,
-)
+from torchlint.semantic.loader_calls import MISSING, setting_value
+from torchlint.semantic.loader_settings import positive_workers
+from torchlint.semantic.loaders import Flow
 
 # Lightning hooks whose loader the trainer iterates once per epoch.
 _EPOCH_HOOKS = frozenset({"train_dataloader", "val_dataloader"})

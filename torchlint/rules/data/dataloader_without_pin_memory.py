@@ -16,7 +16,9 @@ from torchlint.rules.data._common import (
     snippet,
     with_keyword_fix,
 )
-from torchlint.semantic.loaders import MISSING, Flow, is_transfer
+from torchlint.semantic.loader_calls import MISSING
+from torchlint.semantic.loader_copies import is_transfer
+from torchlint.semantic.loaders import Flow
 
 
 class DataloaderWithoutPinMemory(Rule):
@@ -42,12 +44,15 @@ class DataloaderWithoutPinMemory(Rule):
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
         "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
         "function of the file the batch is handed to, or in a file that gets the loader from a function of "
-        "this one: `train_loader = get_training_dataloader(...)`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
+        "this one: `train_loader = get_training_dataloader(...)`, or imports it by name, `from data import "
+        "train_loader`, or in a class of another file the loader is "
+        "handed to, `Trainer(model, train_dataloader=loader)` whose methods iterate `self.train_data`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
         "bound to it), or copied with `buffer.copy_(batch)` into a tensor moved to the GPU. Settings passed "
         "as `**kwargs` are read when `kwargs` is a dict literal of the same file changed only by "
         "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
         "loader pins each batch as it collates it, and the copy then runs at full bus speed and can overlap "
-        "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends."
+        "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends; so does a loader "
+        "over tensors already in memory (a `TensorDataset`) whose batches feed a training step on the GPU."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"
@@ -65,12 +70,14 @@ class DataloaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`). Not reported: a loader without workers over "
-        "tensors already in memory (a `TensorDataset`, a list of ready samples), where pinning would add a "
-        "copy of each batch on the main thread with no loading for it to overlap; loaders "
-        "whose settings come through `**kwargs` the rule cannot read (a parameter, a dict passed to another "
-        "function or filled from a config), batches moved to `\"cpu\"`/`\"mps\"`, batches (or loaders) handed to "
-        "functions or methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
+        "(`MyDataset(path, device)`). Not reported: a loader without workers over tensors in memory whose "
+        "batches are read only outside a training step (a predict or evaluation loop that reads each result "
+        "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
+        "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
+        "(`cv2.waitKey(0)`, `input()`, a blocking `plt.show()`); loaders "
+        "whose settings come through `**kwargs` the rule cannot read (a dict filled from a config; a helper's "
+        "`**kwargs` is read at every call of the helper), batches moved to `\"cpu\"`/`\"mps\"`, batches "
+        "handed to methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
         "file that gets them from this one passes on to a third."
     )
     fix_safety = FixSafety.SAFE
@@ -87,13 +94,14 @@ class DataloaderWithoutPinMemory(Rule):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:
                 continue
-            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
-            if workers is not None and (MISSING in workers or 0 in workers) and self.semantic.loads_from_memory(loader):
-                # Tensors already in memory, batched on the main thread: pinning would add a copy of each
-                # batch on that same thread, with no loading for it to overlap.
-                continue
             if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
+            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
+            single = workers is not None and (MISSING in workers or 0 in workers)
+            if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):
+                # Tensors in memory batched on the main thread, read outside a training step (a predict or
+                # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
+                continue
             moved = (
                 [(self.context, c) for c in data.batch_copies(loader)]
                 or data.copies_in_importers(loader)
@@ -114,7 +122,6 @@ class DataloaderWithoutPinMemory(Rule):
                     self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=PIN_MEMORY_AT
                 )
             self.report(loader, message=message, fix=fix)
-
 
     def _dataset_on_device(self, data: Flow, loader: cst.Call) -> bool:
         """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""

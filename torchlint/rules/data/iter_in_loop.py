@@ -13,7 +13,9 @@ from torchlint.rules.data._common import (
     is_inside,
     snippet,
 )
-from torchlint.semantic.loaders import flow, is_builtin, root_name, target_names
+from torchlint.semantic.loader_calls import is_builtin, target_names
+from torchlint.semantic.loader_copies import root_name
+from torchlint.semantic.loaders import flow
 from torchlint.semantic.loops import gated, hot_loop, is_hot
 
 

@@ -9,7 +9,8 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.rules.data._common import snippet
 from torchlint.semantic.datasets import TENSOR_FACTORIES
-from torchlint.semantic.loaders import flow, is_builtin
+from torchlint.semantic.loader_calls import is_builtin
+from torchlint.semantic.loaders import flow
 
 _MAP_STYLE = frozenset(
     {"torch.utils.data.TensorDataset", "torch.utils.data.Subset", "torch.utils.data.ConcatDataset"}

@@ -1,0 +1,354 @@
+"""Where a loader's batches are read once per step: loops over it (directly, through `iter`, `tqdm` and
+generators), `next(it)` inside a loop, and loaders built in another file of the project (`Remote`,
+`CallResult`) or passed in from one."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import argument, has_star_args
+from torchlint.lint.names import last_name
+from torchlint.lint.walk import descendants
+from torchlint.semantic import project
+from torchlint.semantic.functions import is_generator, returns_of
+from torchlint.semantic.loader_calls import (
+    TQDM,
+    argument_for,
+    element_at,
+    is_builtin,
+    match_iteration,
+    next_of,
+    step_loop_of_read,
+    strict_union,
+)
+from torchlint.semantic.loader_exemptions import waits_for_a_person
+
+if TYPE_CHECKING:
+    from torchlint.semantic.loaders import Flow
+
+
+_PIN_MEMORY_AT = 7
+
+
+# One file away at most when following a parameter to the files that call its function.
+_REMOTE_HOPS = [0]
+
+
+@dataclass(frozen=True, repr=False)
+class Remote:
+    """A DataLoader(...) built in another file of the project (`flow` is that file's)."""
+
+    flow: Flow
+    call: cst.Call
+
+
+@dataclass(frozen=True, repr=False)
+class ImportedLoader:
+    """A DataLoader(...) bound at the top level of another project file and imported by name
+    (`from data import train_loader`): the same loader for every file that imports it."""
+
+    path: str  # the real path of the file that builds it
+    name: str
+
+    def resolve(self) -> Optional[list[Remote]]:
+        """The DataLoader(...) calls the name is bound to, or None when not certain."""
+        there = project.summary(self.path)
+        if there is None:
+            return None
+        values = [
+            statement.body[0].value
+            for statement in there.context.module.body
+            if isinstance(statement, cst.SimpleStatementLine)
+            and isinstance(statement.body[0], cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == self.name for t in statement.body[0].targets)
+        ]
+        loaders = there.model.loaders.loaders_of(values[0]) if len(values) == 1 else None
+        return [Remote(there.model.loaders, call) for call in loaders] if loaders else None
+
+
+@dataclass(frozen=True, repr=False)
+class CallResult:
+    """What a call, in `flow`'s file, of a function of another project file returns (element `index` of a
+    returned tuple): `get_loader(args)`."""
+
+    flow: Flow
+    call: cst.Call
+    index: Optional[int]
+
+    def resolve(self) -> Optional[list[Remote]]:
+        """The DataLoader(...) calls of the other file the function returns, or None when not certain."""
+        found = project.imported(self.flow.context, self.call.func)
+        function = found[0].definition(found[1]) if found is not None else None
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        there = found[0].model.loaders  # type: ignore[index]
+        out: list[Remote] = []
+        for ret in returns_of(function):
+            value = ret.value
+            if self.index is not None:
+                if isinstance(value, cst.Name):
+                    value = there.context.assigned_value(value) or value
+                if not isinstance(value, (cst.Tuple, cst.List)) or self.index >= len(value.elements):
+                    return None
+                value = value.elements[self.index].value
+            loaders = there.loaders_of(value) if value is not None else None
+            if loaders is None:
+                return None
+            out.extend(Remote(there, call) for call in loaders)
+        return out or None
+
+
+class LoaderBatches:
+    """Where a loader's batches are read once per step, in this file and across files (part of `Flow`)."""
+
+    def loops_over(self, loader: cst.Call) -> list[tuple[cst.For, cst.BaseExpression]]:
+        """(for-loop, the part of its target that holds the batch) for each loop iterating `loader`."""
+        if not self._loops_memo:
+            self._loops_memo[-1] = []
+            for loop in self.fors:
+                for source, target in match_iteration(self.context, loop.iter, loop.target):
+                    for found in self.loaders_of(source) or ():
+                        self._loops_memo.setdefault(id(found), []).append((loop, target))
+        return self._loops_memo.get(id(loader), [])
+
+    def batch_reads(self, loader: object) -> list[tuple[cst.CSTNode, cst.BaseExpression]]:
+        """(region, batch) for each place the loader's batches are read once per step: the body of a loop
+        over it (directly, through `iter(loader)`, or through a generator of this file that yields its
+        items, such as `infiniteloop(loader)`) with the loop's target, and the body of the loop around a
+        `next(it)` with the name it is assigned to (or the `next(...)` call itself when used inline).
+        `loader` is a DataLoader(...) call of this file, or a `Remote` or `CallResult` (see `batch_sources`)."""
+        if self._reads is None:
+            self._reads = {}
+            for loop in self.fors:
+                if waits_for_a_person(self.context, loop.body):
+                    continue  # a viewer: one batch per key press
+                for source, target in match_iteration(self.context, loop.iter, loop.target):
+                    # other files are asked only about loops that copy what they read to an accelerator
+                    self._remote = bool(self.transfers(loop.body, target))
+                    try:
+                        found_sources = self.batch_sources(source) or ()
+                    finally:
+                        self._remote = False
+                    for found in found_sources:
+                        self._reads.setdefault(found, []).append((loop.body, target))
+            for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
+                iterator = next_of(self.context, call)
+                if iterator is None:
+                    continue
+                loop = step_loop_of_read(self.context, call)
+                if loop is None or waits_for_a_person(self.context, loop.body):
+                    continue  # one batch read once, to look at, or one every so many steps
+                parent = self.context.parent(call)
+                target: cst.BaseExpression = call
+                if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
+                    target = parent.targets[0].target
+                self._remote = bool(self.transfers(loop.body, target))
+                try:
+                    found_sources = self.batch_sources(iterator) or ()
+                finally:
+                    self._remote = False
+                for found in found_sources:
+                    self._reads.setdefault(found, []).append((loop.body, target))
+        return self._reads.get(loader, [])
+
+    def read_by_training_step(self, loader: object) -> bool:
+        """Some loop of this file that reads the loader's batches trains: it runs a backward pass or an
+        optimizer step, itself or through a function of this file it calls."""
+        from torchlint.semantic import loops  # loops asks about values, which ask about loaders
+
+        for region, _ in self.batch_reads(loader):
+            loop = self.context.parent(region)
+            if isinstance(loop, (cst.For, cst.While)) and loops.is_training_loop(self.context, loop):
+                return True
+            for call in descendants(region):
+                function = self.function_called(call) if isinstance(call, cst.Call) else None
+                if function is not None and any(
+                    isinstance(n, cst.Attribute) and n.attr.value in ("backward", "step") for n in descendants(function)
+                ):
+                    return True
+        return False
+
+    def batch_sources(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[frozenset]:
+        """The DataLoader(...) calls whose batches iterating `expr` yields: `loaders_of`, and also through
+        `iter(loader)` and generators of this file that loop over a loader they are given."""
+        found = self.loaders_of(expr)
+        if found is not None or depth > 4:
+            return found
+        if id(expr) in self._sources_active:
+            return frozenset()  # `loader = sample_data(loader)`: the name's other binding says what it holds
+        self._sources_active.add(id(expr))
+        try:
+            return self._batch_sources(expr, depth)
+        finally:
+            self._sources_active.discard(id(expr))
+
+    def _batch_sources(self, expr: cst.BaseExpression, depth: int) -> Optional[frozenset]:
+        context = self.context
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            # `self.train_loader`, bound to a loader of another file, or unpacked from a project call's result
+            cls = context.enclosing(expr, cst.ClassDef)
+            key = (id(cls), expr.attr.value)
+            values, unpacked = self.self_assigns.get(key, []), self.self_unpacked.get(key, [])
+            if cls is None or not (values or unpacked):
+                return None
+            parts = [self.batch_sources(v, depth + 1) for v in values]
+            parts += [self._unpacked_result(a, expr.attr.value, attribute=True) for a in unpacked]
+            return strict_union(parts)
+        if isinstance(expr, cst.Name):
+            parts = []
+            for binding in context.lookup(expr) or ():
+                if binding.kind == "assign" and binding.value is not None:
+                    parts.append(self.batch_sources(binding.value, depth + 1))
+                elif binding.kind == "param":
+                    found = self._param_loaders(binding.node, depth)
+                    parts.append(found if found is not None else self._param_sources(binding.node, depth))
+                elif isinstance(binding.node, cst.Assign):
+                    parts.append(self._unpacked_result(binding.node, expr.value))
+                elif binding.kind == "import" and self._remote:
+                    parts.append(self._imported_loader(expr))
+                elif isinstance(binding.node, cst.WithItem):
+                    parts.append(self.batch_sources(binding.node.item, depth + 1))  # `with tqdm(...) as bar:`
+                else:
+                    return None
+            return strict_union(parts)
+        if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and project.imported(context, expr.func):
+            return frozenset([CallResult(self, expr, None)])  # `loader = get_loader(args)` of another file
+        if not isinstance(expr, cst.Call) or not expr.args or has_star_args(expr):
+            return None
+        if is_builtin(context, expr.func, "iter") and len(expr.args) == 1:
+            return self.batch_sources(expr.args[0].value, depth + 1)
+        if is_builtin(context, expr.func, "enumerate") or (
+            last_name(expr.func) in TQDM and (context.qualname(expr) or "").startswith(("tqdm", "rich"))
+        ):
+            return self.batch_sources(expr.args[0].value, depth + 1)  # `tqdm(enumerate(loader))`
+        function = self.function_called(expr)
+        if function is None or not is_generator(function):
+            return None
+        # `def infiniteloop(loader): while True: for x, y in loader: yield x`: its items are the loader's
+        parts = []
+        for loop in descendants(function.body):
+            if not isinstance(loop, cst.For) or not any(isinstance(n, cst.Yield) for n in descendants(loop.body)):
+                continue
+            iterated = loop.iter
+            if isinstance(iterated, cst.Call) and is_builtin(context, iterated.func, "iter") and iterated.args:
+                iterated = iterated.args[0].value
+            if isinstance(iterated, cst.Name):
+                arg = argument_for(context, function, expr, iterated.value)
+                if arg is not None:
+                    parts.append(self.batch_sources(arg, depth + 1))
+        return strict_union(parts) if parts else None
+
+    def _unpacked_result(self, assign: cst.Assign, name: str, attribute: bool = False) -> Optional[frozenset]:
+        """`train_loader, test_loader = data_setup.create_dataloaders(...)`: element `name` (with `attribute`,
+        `self.name`) of a project call."""
+        call = assign.value
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        if not (isinstance(call, (cst.Call, cst.Tuple, cst.List)) and isinstance(target, (cst.Tuple, cst.List))):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return None
+        kind = cst.Attribute if attribute else cst.Name
+        index = next(
+            (
+                i
+                for i, e in enumerate(target.elements)
+                if isinstance(e.value, kind) and (e.value.attr if attribute else e.value).value == name  # type: ignore[union-attr]
+            ),
+            None,
+        )
+        if index is not None and isinstance(call, (cst.Tuple, cst.List)):
+            # `train_iter, test_iter = iter(train_loader), iter(test_loader)`
+            element = element_at(call, index, len(target.elements))
+            return self.batch_sources(element) if element is not None else None
+        if index is None or not self._remote or self.function_called(call) is not None:  # type: ignore[arg-type]
+            return None
+        if not project.imported(self.context, call.func):  # type: ignore[union-attr]
+            return None
+        return frozenset([CallResult(self, call, index)])
+
+    def _imported_loader(self, name: cst.Name) -> Optional[frozenset]:
+        """`from data import train_loader`: a loader bound at the top level of another project file."""
+        found = project.imported(self.context, name)
+        if found is None or found[0].definition(found[1]) is not None:
+            return None
+        return frozenset([ImportedLoader(os.path.realpath(found[0].path), found[1])])
+
+    def _param_sources(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
+        """`batch_sources` of what this file's calls pass for a parameter, or, when none does, the files
+        that import this one."""
+        values = self._param_args(param)
+        if values is not None:
+            return strict_union([self.batch_sources(v, depth + 1) for v in values])
+        return self._remote_param(param)
+
+    def _remote_param(self, param: cst.CSTNode) -> Optional[frozenset]:
+        """The loaders that files importing this one pass for a parameter of a top-level function."""
+        function = self.context.enclosing(param, cst.FunctionDef) if isinstance(param, cst.Param) else None
+        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+            return None
+        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:
+            return None  # called here too (and that was not decided), or already one file away
+        ordered = [*function.params.posonly_params, *function.params.params]
+        position = ordered.index(param) if param in ordered else None
+        _REMOTE_HOPS[0] += 1
+        try:
+            parts: list[Optional[frozenset]] = []
+            for site in project.call_sites(self.context.source.path, function.name.value):
+                arg = argument(site.call, param.name.value, position)  # type: ignore[attr-defined]
+                caller = site.summary.model.loaders
+                caller._remote = True
+                try:
+                    found = caller.batch_sources(arg.value) if arg is not None else None
+                finally:
+                    caller._remote = False
+                if found is None:
+                    return None
+                parts.append(frozenset(Remote(caller, f) if isinstance(f, cst.Call) else f for f in found))
+        finally:
+            _REMOTE_HOPS[0] -= 1
+        return strict_union(parts)
+
+    def returned_by(self, loader: cst.Call) -> Optional[tuple[str, Optional[int]]]:
+        """(name, index) when a top-level function of this file returns the loader (as element `index` of a
+        returned tuple): `return train_loader` or `return train_loader, test_loader`."""
+        function = self.context.enclosing(loader, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+            return None
+        for ret in returns_of(function):
+            values = ret.value.elements if isinstance(ret.value, (cst.Tuple, cst.List)) else [ret.value]
+            for index, element in enumerate(values):
+                value = element.value if isinstance(element, (cst.Element, cst.StarredElement)) else element
+                if isinstance(element, cst.StarredElement) or value is None:
+                    continue
+                if loader in (self.loaders_of(value) or ()):
+                    at = index if isinstance(ret.value, (cst.Tuple, cst.List)) else None
+                    return function.name.value, at
+        return None
+
+    def pinned_options(self, source: object) -> Optional[frozenset]:
+        """The `pin_memory` values a loader (of this file, or a `Remote`/`CallResult` one) may have."""
+        if isinstance(source, cst.Call):
+            return self.setting_options(source, "pin_memory", _PIN_MEMORY_AT)
+        if isinstance(source, Remote):
+            return source.flow.setting_options(source.call, "pin_memory", _PIN_MEMORY_AT)
+        if isinstance(source, (CallResult, ImportedLoader)):
+            loaders = source.resolve()
+            if not loaders:
+                return None
+            out: set = set()
+            for loader in loaders:
+                options = loader.flow.setting_options(loader.call, "pin_memory", _PIN_MEMORY_AT)
+                if options is None:
+                    return None
+                out |= options
+            return frozenset(out)
+        return None
+
+    def sources_read(self) -> list[object]:
+        """Every loader whose batches this file reads (after `batch_reads` has indexed them)."""
+        self.batch_reads(None)
+        return list(self._reads or ())

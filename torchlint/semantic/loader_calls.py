@@ -1,0 +1,175 @@
+"""DataLoader calls and the syntax the loader analysis reads: which calls construct a DataLoader, the
+literal value of an argument, how a loop's target pairs with what it iterates (`enumerate`, `zip`, `tqdm`),
+`next(it)`, and which parameter a call's argument lands in."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, positional
+from torchlint.lint.context import UNKNOWN, Context
+from torchlint.lint.names import last_name
+
+DATALOADER = "torch.utils.data.DataLoader"
+
+
+# Drop-in replacements with the same constructor and defaults.
+_LOADERS = frozenset(
+    {
+        DATALOADER,
+        "torchdata.stateful_dataloader.StatefulDataLoader",
+        "torchdata.stateful_dataloader.stateful_dataloader.StatefulDataLoader",
+    }
+)
+
+
+def is_dataloader(context: Context, node: cst.CSTNode) -> bool:
+    """`node` is a call of torch's `DataLoader` (through any import spelling)."""
+    return isinstance(node, cst.Call) and context.qualname(node) in _LOADERS
+
+
+def is_builtin(context: Context, func: cst.BaseExpression, name: str) -> bool:
+    return isinstance(func, cst.Name) and func.value == name and context.lookup(func) is None
+
+
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
+
+
+def setting_value(context: Context, call: cst.Call, name: str, position: Optional[int]) -> object:
+    """The literal value of a DataLoader argument: its default marker MISSING, a value, or UNKNOWN."""
+    arg = argument(call, name, position)
+    if arg is None:
+        if has_star_kwargs(call) or has_star_args(call):
+            return UNKNOWN
+        if position is not None and len(positional(call)) > position:
+            return UNKNOWN
+        return MISSING
+    return context.literal(arg.value)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()
+
+
+def strict_union(parts: list[Optional[frozenset]]) -> Optional[frozenset]:
+    if not parts or any(p is None for p in parts):
+        return None
+    out: frozenset = frozenset()
+    for part in parts:
+        out |= part  # type: ignore[operator]
+    return out
+
+
+def element_at(value: cst.BaseExpression, index: int, size: int) -> Optional[cst.BaseExpression]:
+    elements = value.elements  # type: ignore[attr-defined]
+    if len(elements) != size or any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    return elements[index].value
+
+
+def is_static(function: cst.FunctionDef) -> bool:
+    return any(last_name(d.decorator) == "staticmethod" for d in function.decorators)
+
+
+def param_for(context: Context, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> Optional[cst.Name]:
+    """The name of the parameter of `function` that `arg` of `call` is passed to."""
+    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+    if context.enclosing(function, cst.ClassDef) is not None and not is_static(function):
+        params = params[1:]
+    if arg.keyword is not None:
+        matches = [p for p in params if p.name.value == arg.keyword.value]
+    else:
+        index = [a for a in call.args if not a.keyword].index(arg)
+        matches = params[index : index + 1] if index < len(function.params.posonly_params) + len(function.params.params) else []
+    return matches[0].name if matches else None
+
+
+def argument_for(
+    context: Context, function: cst.FunctionDef, call: cst.Call, param: str
+) -> Optional[cst.BaseExpression]:
+    """The expression `call` passes for `function`'s parameter `param`."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if context.enclosing(function, cst.ClassDef) is not None and not is_static(function):
+        params = params[1:]
+    names = [p.name.value for p in params]
+    position = names.index(param) if param in names else None
+    arg = argument(call, param, position)
+    return arg.value if arg is not None else None
+
+
+TQDM = frozenset({"tqdm", "track"})
+
+
+def match_iteration(
+    context: Context, iterable: cst.BaseExpression, target: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Pair what a loop iterates with the part of its target each item lands in.
+
+    `for i, (x, y) in enumerate(loader)` -> [(loader, (x, y))]; `for a, b in zip(l1, l2)` -> [(l1, a), (l2, b)];
+    `tqdm(loader)` is looked through.
+    """
+    if isinstance(iterable, cst.Call) and iterable.args and not has_star_args(iterable):
+        func = iterable.func
+        if is_builtin(context, func, "enumerate"):
+            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+                return match_iteration(context, iterable.args[0].value, target.elements[1].value)
+            return []
+        if is_builtin(context, func, "zip"):
+            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(iterable.args):
+                pairs = []
+                for arg, element in zip(iterable.args, target.elements):
+                    pairs.extend(match_iteration(context, arg.value, element.value))
+                return pairs
+            return []
+        if last_name(func) in TQDM and (context.qualname(iterable) or "").startswith(("tqdm", "rich")):
+            return match_iteration(context, iterable.args[0].value, target)
+    return [(iterable, target)]
+
+
+_LOOPS = (cst.For, cst.While)
+
+
+def enclosing_loops(context: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The `for`/`while` statements around `node` within its own function, innermost first."""
+    loops = []
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        if isinstance(ancestor, _LOOPS):
+            loops.append(ancestor)
+    return loops
+
+
+def next_of(context: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The iterator `next(it)` or `it.__next__()` advances."""
+    if is_builtin(context, call.func, "next") and call.args and not has_star_args(call):
+        return call.args[0].value
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
+        return call.func.value
+    return None
+
+
+def step_loop_of_read(context: Context, call: cst.Call) -> Optional[cst.CSTNode]:
+    """The loop that runs a `next(it)` read on every trip (its innermost one), or None: outside any loop the
+    read happens once, and under a logging interval (`if step % 100 == 0:`) only on some trips."""
+    from torchlint.semantic import (
+        loops,  # loops asks about values, which ask about loaders
+    )
+
+    loop = next(iter(enclosing_loops(context, call)), None)
+    if loop is None or loops.gated(context, call, loop):  # type: ignore[arg-type]
+        return None
+    return loop

@@ -1,0 +1,232 @@
+"""Which DataLoader(...) calls an expression may hold: through assignments, containers and dicts of
+loaders, `self.` attributes, function returns and the arguments this file passes for a parameter."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from torchlint.lint.calls import argument
+from torchlint.lint.names import last_name
+from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.loader_calls import (
+    TQDM,
+    element_at,
+    is_dataloader,
+    is_static,
+    strict_union,
+)
+
+
+class LoaderValues:
+    """Which DataLoader(...) calls of this file an expression may hold (part of `Flow`)."""
+
+    def loaders_of(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[frozenset]:
+        """The DataLoader(...) calls `expr` evaluates to, or None when that is not certain."""
+        if expr is None or depth > 6:
+            return None
+        key = id(expr)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._active:
+            return None
+        self._active.add(key)
+        try:
+            found = self._loaders_of(expr, depth)
+        finally:
+            self._active.discard(key)
+        self._memo[key] = found
+        return found
+
+    def _loaders_of(self, expr: cst.BaseExpression, depth: int) -> Optional[frozenset]:
+        context = self.context
+        if isinstance(expr, cst.Call):
+            if is_dataloader(context, expr):
+                return frozenset([expr])
+            name = last_name(expr.func)
+            if name in TQDM and (context.qualname(expr) or "").startswith(("tqdm", "rich")) and expr.args:
+                return self.loaders_of(expr.args[0].value, depth + 1)
+            function = self.function_called(expr)
+            if function is not None:
+                return self._union(r.value for r in returns_of(function))
+            return None
+        if isinstance(expr, cst.IfExp):
+            return self._union([expr.body, expr.orelse], depth)
+        if isinstance(expr, cst.Name):
+            bindings = context.lookup(expr)
+            if not bindings:
+                return None
+            parts: list[Optional[frozenset]] = []
+            for binding in bindings:
+                if binding.kind == "assign":
+                    parts.append(self.loaders_of(binding.value, depth + 1))
+                elif binding.kind == "param":
+                    parts.append(self._param_loaders(binding.node, depth))
+                elif isinstance(binding.node, cst.Assign):
+                    parts.append(self._unpacked(binding.node, expr.value, depth))
+                elif isinstance(binding.node, cst.WithItem):
+                    parts.append(self.loaders_of(binding.node.item, depth + 1))  # `with tqdm(loader) as bar:`
+                else:
+                    return None
+            return strict_union(parts)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = context.enclosing(expr, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), expr.attr.value)) if cls is not None else None
+            if not values:
+                return None
+            return self._union(values, depth)
+        if isinstance(expr, cst.Subscript):
+            # `dataloaders[phase]` where `dataloaders = {x: DataLoader(...) for x in ["train", "val"]}`
+            elements = self._elements(expr.value, depth)
+            return None if elements is None else self._union(elements, depth)
+        return None
+
+    def _elements(self, container: cst.BaseExpression, depth: int) -> Optional[list[cst.BaseExpression]]:
+        """The expressions a dict, list or tuple of loaders holds, or None when that is not certain."""
+        if depth > 6:
+            return None
+        if isinstance(container, cst.Dict):
+            if any(not isinstance(e, cst.DictElement) for e in container.elements):
+                return None
+            return [e.value for e in container.elements]  # type: ignore[union-attr]
+        if isinstance(container, cst.DictComp):
+            return [container.value]
+        if isinstance(container, cst.ListComp):
+            return [container.elt]
+        if isinstance(container, (cst.List, cst.Tuple)):
+            if any(isinstance(e, cst.StarredElement) for e in container.elements):
+                return None
+            return [e.value for e in container.elements]
+        if isinstance(container, cst.Name):
+            bindings = self.context.lookup(container)
+            if not bindings:
+                return None
+            if len(bindings) == 1 and bindings[0].kind == "param":
+                values = self._param_args(bindings[0].node)
+                return None if values is None else self._all_elements(values, depth)
+            if any(b.kind != "assign" or b.value is None for b in bindings):
+                return None
+            out = self._all_elements([b.value for b in bindings], depth)  # type: ignore[misc]
+            if out is None:
+                return None
+            targets = {id(b.node) for b in bindings}
+            for use in self._uses(container.value):
+                found = self.context.lookup(use)
+                if not found or {id(b.node) for b in found} != targets:
+                    continue
+                parent = self.context.parent(use)
+                if isinstance(parent, cst.Attribute) and parent.value is use:
+                    if parent.attr.value in ("update", "append", "extend", "insert", "setdefault", "__setitem__"):
+                        return None  # filled in a way not followed
+                elif isinstance(parent, cst.Subscript) and parent.value is use:
+                    store = self.context.parent(parent)
+                    if isinstance(store, cst.AssignTarget):
+                        assign = self.context.parent(store)
+                        if not isinstance(assign, cst.Assign):
+                            return None
+                        out.append(assign.value)  # `dataloaders["test"] = DataLoader(...)`
+                    elif isinstance(store, cst.AugAssign) and store.target is parent:
+                        return None
+            return out
+        if isinstance(container, cst.Attribute) and isinstance(container.value, cst.Name) and container.value.value == "self":
+            cls = self.context.enclosing(container, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), container.attr.value)) if cls is not None else None
+            return self._all_elements(values, depth) if values else None
+        return None
+
+    def _all_elements(self, containers: list[cst.BaseExpression], depth: int) -> Optional[list[cst.BaseExpression]]:
+        out: list[cst.BaseExpression] = []
+        for container in containers:
+            elements = self._elements(container, depth + 1)
+            if elements is None:
+                return None
+            out.extend(elements)
+        return out
+
+    def _union(self, exprs: Iterable[Optional[cst.BaseExpression]], depth: int = 0) -> Optional[frozenset]:
+        parts = [self.loaders_of(e, depth + 1) for e in exprs]
+        return strict_union(parts) if parts else None
+
+    def _unpacked(self, assign: cst.Assign, name: str, depth: int) -> Optional[frozenset]:
+        """`train, val = make_loaders()` / `a, b = DataLoader(x), DataLoader(y)`: the element bound to `name`."""
+        if len(assign.targets) != 1:
+            return None
+        target = assign.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return None
+        index = None
+        for i, element in enumerate(target.elements):
+            if isinstance(element.value, cst.Name) and element.value.value == name:
+                index = i
+        if index is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return None
+        size = len(target.elements)
+        values: list[Optional[cst.BaseExpression]] = []
+        if isinstance(assign.value, (cst.Tuple, cst.List)):
+            values = [element_at(assign.value, index, size)]
+        elif isinstance(assign.value, cst.Call):
+            function = self.function_called(assign.value)
+            if function is None:
+                return None
+            returns = list(returns_of(function))
+            if not returns:
+                return None
+            for ret in returns:
+                value = ret.value
+                if isinstance(value, cst.Name):
+                    assigned = self.context.assigned_value(value)
+                    value = assigned if isinstance(assigned, (cst.Tuple, cst.List)) else value
+                if not isinstance(value, (cst.Tuple, cst.List)):
+                    return None
+                values.append(element_at(value, index, size))
+        else:
+            return None
+        return self._union(values, depth)
+
+    def function_called(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The FunctionDef a call runs, when it is a function or a `self.` method defined in this file."""
+        return called_function(self.context, call)
+
+    def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
+        if function.name.value == "__init__":
+            cls = self.context.enclosing(function, cst.ClassDef)
+            if isinstance(cls, cst.ClassDef):
+                return [c for c in self.calls_by_name.get(cls.name.value, ()) if self._constructs(c, cls)]
+        return [c for c in self.calls_by_name.get(function.name.value, ()) if self.function_called(c) is function]
+
+    def _constructs(self, call: cst.Call, cls: cst.ClassDef) -> bool:
+        if not isinstance(call.func, cst.Name):
+            return False
+        bindings = self.context.lookup(call.func)
+        return bool(bindings) and len(bindings) == 1 and bindings[0].node is cls
+
+    def _param_loaders(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
+        values = self._param_args(param)
+        return None if values is None else self._union(values, depth)
+
+    def _param_args(self, param: cst.CSTNode) -> Optional[list[cst.BaseExpression]]:
+        """The arguments every call site of this file passes for a parameter, or None."""
+        if not isinstance(param, cst.Param):
+            return None
+        function = self.context.enclosing(param, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        ordered = [*function.params.posonly_params, *function.params.params]
+        is_method = self.context.enclosing(function, cst.ClassDef) is not None and not is_static(function)
+        if param in ordered:
+            position: Optional[int] = ordered.index(param) - (1 if is_method else 0)
+        elif param in function.params.kwonly_params:
+            position = None
+        else:
+            return None
+        sites = self.call_sites(function)
+        if not sites:
+            return None
+        values = []
+        for site in sites:
+            arg = argument(site, param.name.value, position if position is not None and position >= 0 else None)
+            if arg is None:
+                return None
+            values.append(arg.value)
+        return values

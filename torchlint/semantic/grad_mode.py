@@ -428,7 +428,7 @@ class FileFacts:
             return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
         if self.has_parameters(base):
             return True
-        return is_forward_call(self.context, call.node) and is_network_callee(base)
+        return is_network_callee(base) and is_forward_call(self.context, call.node)  # the cheap test first
 
     def has_parameters(self, target: str) -> bool:
         """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""
@@ -442,6 +442,15 @@ class FileFacts:
             self._function_names = (len(self.scopes), {s.name for s in self.scopes[1:]})
         return self._function_names[1]
 
+    def local_function(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """`called_function` (which resolves only `name(...)` and `self.name(...)`, to a `def` of that name),
+        answered at once for a call whose name no function of this file has."""
+        func = call.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if name is None or name not in self.function_names:
+            return None
+        return called_function(self.context, call)
+
     def helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
         """The function of this file `call` runs when that function runs a network itself, outside no-grad,
         and returns what it computed: `pred, true = self._process_one_batch(...)`."""
@@ -450,7 +459,7 @@ class FileFacts:
         return self._helpers[call.node]
 
     def _helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
-        function = called_function(self.context, call.node)
+        function = self.local_function(call.node)
         scope = self.by_node.get(function) if function is not None else None
         if scope is None or scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
             return None  # (it runs with the grad mode of this call: `call.covered` says whether that is off)
@@ -534,7 +543,7 @@ class FileFacts:
         of this file that we can see does not train."""
         if self._sink(call):
             return False
-        function = called_function(self.context, call)
+        function = self.local_function(call)
         if function is not None and function in self.by_node:
             return self._may_train(self.by_node[function])
         func = call.func
@@ -550,7 +559,7 @@ class FileFacts:
         for inner in scope.calls:
             if not inner.node.args or self._sink(inner.node):
                 continue
-            function = called_function(self.context, inner.node)
+            function = self.local_function(inner.node)
             if function is not None and function in self.by_node:
                 if self.by_node[function] is not scope and self._may_train(self.by_node[function], depth + 1):
                     return True
@@ -566,7 +575,7 @@ class FileFacts:
         """Strict: any call of code that is not a library's, a logger's or a plot's may train on what it is given."""
         if self._sink(call):
             return False
-        function = called_function(self.context, call)
+        function = self.local_function(call)
         if function is not None and function in self.by_node:
             return self._may_train(self.by_node[function])
         return True
@@ -582,7 +591,7 @@ class FileFacts:
             self._training_orders[scope.node] = []  # guards recursion
             through = []
             for call in scope.calls:
-                function = called_function(self.context, call.node)
+                function = self.local_function(call.node)
                 inner = self.by_node.get(function) if function is not None else None
                 if inner is not None and inner is not scope and self._steps(inner, 0):
                     through.append(call.order)
@@ -598,7 +607,7 @@ class FileFacts:
             if call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
                 return True
             if depth < 2:
-                function = called_function(self.context, call.node)
+                function = self.local_function(call.node)
                 inner = self.by_node.get(function) if function is not None else None
                 if inner is not None and inner is not scope and self._steps(inner, depth + 1):
                     return True
@@ -610,7 +619,7 @@ class FileFacts:
 
     def _trains(self, call: cst.Call) -> bool:
         """`call` runs a function of this file that trains (a backward pass or an optimizer step)."""
-        function = called_function(self.context, call)
+        function = self.local_function(call)
         scope = self.by_node.get(function) if function is not None else None
         return scope is not None and bool(scope.training)
 
@@ -871,6 +880,7 @@ def strip_mode_calls(text: str) -> str:
 
 _LOOP_TYPES = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _BLOCK_TYPES = (cst.IndentedBlock, cst.SimpleStatementSuite)
+_LEFT = frozenset((*_LOOP_TYPES, *_BLOCK_TYPES, cst.With))  # kinds whose end the walk reports
 
 
 def collect_grad_facts(context: Context) -> FileFacts:
@@ -878,35 +888,45 @@ def collect_grad_facts(context: Context) -> FileFacts:
     facts = FileFacts(context)
     parents = context.parents
     stack: list[tuple[cst.CSTNode, bool]] = [(context.module, False)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, leaving = stack.pop()
+        node, leaving = pop()
         kind = type(node)
-        if kind in _BLOCK_TYPES:
-            owner = type(parents.get(node))
-            if owner is cst.FunctionDef:
-                facts.leave_body() if leaving else facts.enter_body(parents[node])  # type: ignore[arg-type]
-            elif owner is cst.ClassDef:
-                facts.leave_class_body() if leaving else facts.enter_class_body(parents[node])  # type: ignore[arg-type]
-        elif kind is cst.With:
-            facts.leave_with(node) if leaving else facts.enter_with(node)  # type: ignore[arg-type]
-        elif kind in _LOOP_TYPES:
-            facts.leave_loop(node) if leaving else facts.enter_loop(node)
-        elif leaving:
-            pass
-        elif kind is cst.ClassDef:
-            facts.enter_class(node)  # type: ignore[arg-type]
+        if leaving:  # only the kinds in _LEFT are pushed a second time
+            if kind in _BLOCK_TYPES:
+                owner = type(parents.get(node))
+                if owner is cst.FunctionDef:
+                    facts.leave_body()
+                elif owner is cst.ClassDef:
+                    facts.leave_class_body()
+            elif kind is cst.With:
+                facts.leave_with(node)  # type: ignore[arg-type]
+            else:
+                facts.leave_loop(node)
+            continue
+        if kind is cst.Call:
+            facts.enter_call(node)  # type: ignore[arg-type]
         elif kind is cst.Attribute:
             facts.enter_attribute(node)  # type: ignore[arg-type]
+        elif kind in _LEFT:
+            if kind in _BLOCK_TYPES:
+                owner = type(parents.get(node))
+                if owner is cst.FunctionDef:
+                    facts.enter_body(parents[node])  # type: ignore[arg-type]
+                elif owner is cst.ClassDef:
+                    facts.enter_class_body(parents[node])  # type: ignore[arg-type]
+            elif kind is cst.With:
+                facts.enter_with(node)  # type: ignore[arg-type]
+            else:
+                facts.enter_loop(node)
+            push((node, True))
+        elif kind is cst.ClassDef:
+            facts.enter_class(node)  # type: ignore[arg-type]
         elif kind is cst.Yield:
             facts.enter_yield(node)
-        elif kind is cst.Call:
-            facts.enter_call(node)  # type: ignore[arg-type]
-        if leaving:
-            continue
-        stack.append((node, True))
         for child in reversed(semantic_children(node)):
             parents[child] = node
-            stack.append((child, False))
+            push((child, False))
     facts.finish()
     return facts
 

@@ -17,7 +17,6 @@ import libcst as cst
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.walk import descendants
 from torchlint.semantic.forward_flow import RETURNED
-from torchlint.semantic.functions import called_function
 
 if TYPE_CHECKING:
     from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
@@ -29,7 +28,7 @@ def evaluating_call(facts: "FileFacts", caller: "ScopeFacts", call: "CallFact") 
     to code that may train on it; else None."""
     if call.covered:
         return None
-    function = called_function(facts.context, call.node)
+    function = facts.local_function(call.node)
     scope = facts.by_node.get(function) if function is not None else None
     if scope is None or not scope.training or scope.grad_off or scope.set_grad_false:
         return None

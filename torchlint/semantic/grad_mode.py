@@ -446,8 +446,13 @@ class FileFacts:
         """`called_function` (which resolves only `name(...)` and `self.name(...)`, to a `def` of that name),
         answered at once for a call whose name no function of this file has."""
         func = call.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-        if name is None or name not in self.function_names:
+        if isinstance(func, cst.Name):
+            name = func.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            name = func.attr.value
+        else:
+            return None
+        if name not in self.function_names:
             return None
         return called_function(self.context, call)
 

@@ -54,6 +54,16 @@ _SAME_ROWS = frozenset("to cuda cpu float double long".split())
 _PIECES = frozenset("chunk split tensor_split unbind split_with_sizes hsplit vsplit dsplit meshgrid".split())
 
 
+def _may_be_called(text: str, name: str) -> bool:
+    """Whether the file's text can hold a call of `name` (`f(`, `self.f (`, `(f)(`, a comment or a line
+    continuation between), other than its `def`: a cheap test that passes wherever the syntax tree has such
+    a call (a name right after `def` is never a call)."""
+    for match in re.finditer(r"\b" + re.escape(name) + r"(?:\s|\\|\)|#[^\n]*\n)*\(", text):
+        if not text[max(0, match.start() - 64) : match.start()].rstrip(" \t").endswith("def"):
+            return True
+    return False
+
+
 class Batches:
     """Answers, for one file, whether a value is a batch and where a range bound's size comes from."""
 
@@ -237,6 +247,8 @@ class Batches:
         if param.name.value not in params:
             return False
         position = params.index(param.name.value)
+        if not _may_be_called(self.context.source.text, function.name.value):
+            return False  # no call of it in the file: the walk below would find none
         found = False
         for call in self._calls_of(function.name.value):
             if isinstance(call.func, cst.Attribute) != method:

@@ -169,9 +169,9 @@ def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.Funct
     found: Optional[cst.FunctionDef] = None
     child = node
     for ancestor in context.ancestors(node):
-        known = memo.get(child, _UNSET)
-        if known is not _UNSET:
-            found = known  # type: ignore[assignment]
+        known = memo.get(id(child))
+        if known is not None and known[0] is child:
+            found = known[1]
             break
         walked.append(child)
         if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
@@ -184,7 +184,7 @@ def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.Funct
             break
         child = ancestor
     for walked_node in walked:
-        memo[walked_node] = found
+        memo[id(walked_node)] = (walked_node, found)
     return found
 
 
@@ -226,12 +226,10 @@ class _Cache:
         self.step_functions: dict[cst.CSTNode, bool] = {}
         self.skips: dict[cst.CSTNode, tuple[Optional[int], dict[cst.CSTNode, int]]] = {}
         self.on_host: dict[cst.CSTNode, bool] = {}
-        self.hot_loops: dict[cst.CSTNode, Optional[Loop]] = {}
-        self.forwards: dict[cst.CSTNode, Optional[cst.FunctionDef]] = {}
+        # By node id, holding the node: no Python-level hash per look-up.
+        self.hot_loops: dict[int, tuple[cst.CSTNode, Optional[Loop]]] = {}
+        self.forwards: dict[int, tuple[cst.CSTNode, Optional[cst.FunctionDef]]] = {}
         self.deciding = 0  # loops whose hotness is being decided now
-
-
-_UNSET = object()
 
 
 def _cache(context: "Context") -> _Cache:
@@ -768,9 +766,9 @@ def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
     child = node
     for ancestor in context.ancestors(node):
         if memo is not None:
-            known = memo.get(child, _UNSET)
-            if known is not _UNSET:
-                found = known  # type: ignore[assignment]
+            known = memo.get(id(child))
+            if known is not None and known[0] is child:
+                found = known[1]
                 break
             walked.append(child)
         if isinstance(ancestor, _BOUNDARIES):
@@ -786,7 +784,7 @@ def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
             walked.append(child)
     if memo is not None:
         for walked_node in walked:
-            memo[walked_node] = found
+            memo[id(walked_node)] = (walked_node, found)
     return found
 
 

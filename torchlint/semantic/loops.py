@@ -163,29 +163,17 @@ def _runs_on_host(context: "Context", loop: Loop) -> bool:
 def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
     if "def forward" not in context.source.text:
         return None
-    # The answer is the innermost function's, lambda's or class's: remembered per node along the walk.
-    memo = _cache(context).forwards
-    walked = []
-    found: Optional[cst.FunctionDef] = None
-    child = node
     for ancestor in context.ancestors(node):
-        known = memo.get(id(child))
-        if known is not None and known[0] is child:
-            found = known[1]
-            break
-        walked.append(child)
         if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
-            break
+            return None
         if isinstance(ancestor, cst.FunctionDef):
-            if ancestor.name.value == "forward":
-                cls = context.enclosing(ancestor, cst.ClassDef, cst.FunctionDef)
-                if isinstance(cls, cst.ClassDef) and objects(context).is_module_class(cls):
-                    found = ancestor
-            break
-        child = ancestor
-    for walked_node in walked:
-        memo[id(walked_node)] = (walked_node, found)
-    return found
+            if ancestor.name.value != "forward":
+                return None
+            cls = context.enclosing(ancestor, cst.ClassDef, cst.FunctionDef)
+            if isinstance(cls, cst.ClassDef) and objects(context).is_module_class(cls):
+                return ancestor
+            return None
+    return None
 
 
 # Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
@@ -226,10 +214,6 @@ class _Cache:
         self.step_functions: dict[cst.CSTNode, bool] = {}
         self.skips: dict[cst.CSTNode, tuple[Optional[int], dict[cst.CSTNode, int]]] = {}
         self.on_host: dict[cst.CSTNode, bool] = {}
-        # By node id, holding the node: no Python-level hash per look-up.
-        self.hot_loops: dict[int, tuple[cst.CSTNode, Optional[Loop]]] = {}
-        self.forwards: dict[int, tuple[cst.CSTNode, Optional[cst.FunctionDef]]] = {}
-        self.deciding = 0  # loops whose hotness is being decided now
 
 
 def _cache(context: "Context") -> _Cache:
@@ -398,11 +382,7 @@ def is_hot(context: "Context", loop: Loop) -> bool:
     found = cache.hot.get(loop)
     if found is None:
         cache.hot[loop] = False  # guards recursion through nested loops
-        cache.deciding += 1
-        try:
-            found = cache.hot[loop] = _decide(context, loop)
-        finally:
-            cache.deciding -= 1
+        found = cache.hot[loop] = _decide(context, loop)
     return found
 
 
@@ -756,36 +736,16 @@ def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
     Does not cross a function, lambda or class boundary. A node in a `for` loop's iterable or in a
     loop's `else:` clause is not in that loop's body.
     """
-    # The answer for a node is its parent's verdict on it, else the answer for the parent: remembered per
-    # node along the walk, so the nodes of one statement share one walk. Not while a loop's hotness is being
-    # decided: its placeholder answer must not outlive the decision.
-    cache = _cache(context)
-    memo = cache.hot_loops if not cache.deciding else None
-    walked = []
-    found: Optional[Loop] = None
     child = node
     for ancestor in context.ancestors(node):
-        if memo is not None:
-            known = memo.get(id(child))
-            if known is not None and known[0] is child:
-                found = known[1]
-                break
-            walked.append(child)
         if isinstance(ancestor, _BOUNDARIES):
-            break
+            return None
         if isinstance(ancestor, _LOOPS):
             in_body = child is ancestor.body or (isinstance(ancestor, cst.While) and child is ancestor.test)
             if in_body and is_hot(context, ancestor):
-                found = ancestor
-                break
+                return ancestor
         child = ancestor
-    else:
-        if memo is not None:
-            walked.append(child)
-    if memo is not None:
-        for walked_node in walked:
-            memo[id(walked_node)] = (walked_node, found)
-    return found
+    return None
 
 
 # Names in an `if` test that say "only on some steps" (`if should_log:`, `if step_is_log_step():`).

@@ -13,7 +13,7 @@ import libcst as cst
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import descendants
+from torchlint.lint.walk import semantic_children
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.sample_callees import Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
@@ -52,6 +52,16 @@ _FROM_DATA = frozenset(
 _SAME_ROWS = frozenset("to cuda cpu float double long".split())
 # torch functions that cut a tensor into pieces (a tuple of tensors).
 _PIECES = frozenset("chunk split tensor_split unbind split_with_sizes hsplit vsplit dsplit meshgrid".split())
+
+
+def _may_be_called(text: str, name: str) -> bool:
+    """Whether the file's text can hold a call of `name` (`f(`, `self.f (`, `(f)(`, a comment or a line
+    continuation between), other than its `def`: a cheap test that passes wherever the syntax tree has such
+    a call (a name right after `def` is never a call)."""
+    for match in re.finditer(r"\b" + re.escape(name) + r"(?:\s|\\|\)|#[^\n]*\n)*\(", text):
+        if not text[max(0, match.start() - 64) : match.start()].rstrip(" \t").endswith("def"):
+            return True
+    return False
 
 
 class Batches:
@@ -237,6 +247,8 @@ class Batches:
         if param.name.value not in params:
             return False
         position = params.index(param.name.value)
+        if not _may_be_called(self.context.source.text, function.name.value):
+            return False  # no call of it in the file: the walk below would find none
         found = False
         for call in self._calls_of(function.name.value):
             if isinstance(call.func, cst.Attribute) != method:
@@ -263,17 +275,25 @@ class Batches:
         """Calls in this file of a function or method called `name` (`f(...)`, `self.f(...)`)."""
         if self._calls is None:
             self._calls = {}
-            for node in descendants(self.context.module):
+            # One walk, carrying the innermost function whose body holds each node (its caller).
+            stack: list[tuple[cst.CSTNode, Optional[cst.FunctionDef]]] = [
+                (child, None) for child in reversed(semantic_children(self.context.module))
+            ]
+            while stack:
+                node, caller = stack.pop()
                 if isinstance(node, cst.Call):
+                    if caller is not None:
+                        self._caller[node] = caller
                     func = node.func
                     if isinstance(func, cst.Name) or (
                         isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
                     ):
                         self._calls.setdefault(last_name(func) or "", []).append(node)
-                elif isinstance(node, cst.FunctionDef):
-                    for inner in descendants(node.body):  # outer functions first: the innermost one wins
-                        if isinstance(inner, cst.Call):
-                            self._caller[inner] = node
+                if isinstance(node, cst.FunctionDef):
+                    body = node.body
+                    stack.extend((child, node if child is body else caller) for child in reversed(semantic_children(node)))
+                else:
+                    stack.extend((child, caller) for child in reversed(semantic_children(node)))
         return self._calls.get(name, [])
 
     def loader_element(self, scope: Scope, name: str) -> bool:

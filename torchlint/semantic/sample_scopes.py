@@ -37,6 +37,19 @@ class Scope:
     methods: frozenset[str] = frozenset()  # methods of the enclosing class (self.<name>(...) is not a module)
 
 
+_TENSOR_ATTRIBUTES = frozenset(
+    {"size", "shape", "view", "reshape", "dim", "ndim", "unsqueeze", "permute", "transpose", "device", "dtype", "flatten", "to", "cuda", "float", "is_cuda"}
+)
+
+
+def _may_be_tensor(annotation: cst.BaseExpression) -> bool:
+    """Whether the annotation's code can read `Tensor` or `torch.Tensor`: only a name or an attribute called
+    `Tensor` can (a cheap test before the code is rendered)."""
+    if isinstance(annotation, cst.Name):
+        return annotation.value == "Tensor"
+    return isinstance(annotation, cst.Attribute) and annotation.attr.value == "Tensor"
+
+
 class Scopes:
     """The name facts of every function of one file, built on first use."""
 
@@ -89,20 +102,24 @@ class Scopes:
         else:
             body = node
         for child in scope_nodes(body):
-            if isinstance(child, cst.Assign):
-                for target in child.targets:
-                    self._bind_target(scope, target.target, child.value)
-            elif isinstance(child, cst.AnnAssign) and child.value is not None:
-                self._bind_target(scope, child.target, child.value)
-            elif isinstance(child, (cst.For, cst.CompFor)):
-                self._bind_loop(scope, child.target, child.iter)
-            elif isinstance(child, cst.Attribute) and isinstance(child.value, cst.Name):
-                if child.attr.value in ("size", "shape", "view", "reshape", "dim", "ndim", "unsqueeze", "permute", "transpose", "device", "dtype", "flatten", "to", "cuda", "float", "is_cuda"):
-                    scope.tensor_used.add(child.value.value)
+            kind = type(child)  # libcst's node classes have no subclasses: one lookup instead of four tests
+            if kind is cst.Assign:
+                for target in child.targets:  # type: ignore[attr-defined]
+                    self._bind_target(scope, target.target, child.value)  # type: ignore[attr-defined]
+            elif kind is cst.AnnAssign:
+                if child.value is not None:  # type: ignore[attr-defined]
+                    self._bind_target(scope, child.target, child.value)  # type: ignore[attr-defined]
+            elif kind is cst.For or kind is cst.CompFor:
+                self._bind_loop(scope, child.target, child.iter)  # type: ignore[attr-defined]
+            elif kind is cst.Attribute and isinstance(child.value, cst.Name):  # type: ignore[attr-defined]
+                if child.attr.value in _TENSOR_ATTRIBUTES:  # type: ignore[attr-defined]
+                    scope.tensor_used.add(child.value.value)  # type: ignore[attr-defined]
         if isinstance(node, cst.FunctionDef):
             for param in [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]:
                 annotation = param.annotation
-                if annotation is not None and re.fullmatch(r"(torch\.)?Tensor", self.context.code(annotation.annotation).strip()):
+                if annotation is not None and _may_be_tensor(annotation.annotation) and re.fullmatch(
+                    r"(torch\.)?Tensor", self.context.code(annotation.annotation).strip()
+                ):
                     scope.tensor_used.add(param.name.value)
         return scope
 

@@ -127,14 +127,7 @@ class LoaderBatches:
                 if waits_for_a_person(self.context, loop.body):
                     continue  # a viewer: one batch per key press
                 for source, target in match_iteration(self.context, loop.iter, loop.target):
-                    # other files are asked only about loops that copy what they read to an accelerator
-                    self._remote = bool(self.transfers(loop.body, target))
-                    try:
-                        found_sources = self.batch_sources(source) or ()
-                    finally:
-                        self._remote = False
-                    for found in found_sources:
-                        self._reads.setdefault(found, []).append((loop.body, target))
+                    self._record_read(source, loop.body, target)
             for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
                 iterator = next_of(self.context, call)
                 if iterator is None:
@@ -146,14 +139,19 @@ class LoaderBatches:
                 target: cst.BaseExpression = call
                 if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
                     target = parent.targets[0].target
-                self._remote = bool(self.transfers(loop.body, target))
-                try:
-                    found_sources = self.batch_sources(iterator) or ()
-                finally:
-                    self._remote = False
-                for found in found_sources:
-                    self._reads.setdefault(found, []).append((loop.body, target))
+                self._record_read(iterator, loop.body, target)
         return self._reads.get(loader, [])
+
+    def _record_read(self, source: cst.BaseExpression, body: cst.CSTNode, target: cst.BaseExpression) -> None:
+        """Record that `body` reads the batches of every loader `source` draws from, into `target`."""
+        # other files are asked only about loops that copy what they read to an accelerator
+        self._remote = bool(self.transfers(body, target))
+        try:
+            found_sources = self.batch_sources(source) or ()
+        finally:
+            self._remote = False
+        for found in found_sources:
+            self._reads.setdefault(found, []).append((body, target))
 
     def read_by_training_step(self, loader: object) -> bool:
         """Some loop of this file that reads the loader's batches trains: it runs a backward pass or an

@@ -10,7 +10,7 @@ maxima/minima of two of them; a batched one slices columns (`boxes[:, 0]`) and i
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import libcst as cst
 
@@ -54,12 +54,7 @@ class BoxOverlaps:
         return len(extremes) >= 2 and any(_mentions(e, names) for e in extremes)
 
     def _inside_reported(self, loop: cst.For) -> bool:
-        for ancestor in self.context.ancestors(loop):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
-            if isinstance(ancestor, cst.For) and self._per_pair(ancestor):
-                return True
-        return False
+        return inside_loop_where(self.context, loop, self._per_pair)
 
     def _single_iou_call(self, call: cst.Call, names: set[str]) -> bool:
         func = call.func
@@ -112,3 +107,14 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
 
 def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
     return any(isinstance(n, cst.Name) and n.value in names for n in [expr, *descendants(expr)])
+
+
+def inside_loop_where(context: Context, loop: cst.For, reported: Callable[[cst.For], bool]) -> bool:
+    """`loop` is nested, in the same function, in a `for` loop that `reported` says is already reported: the
+    inner loop is part of that finding."""
+    for ancestor in context.ancestors(loop):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.For) and reported(ancestor):
+            return True
+    return False

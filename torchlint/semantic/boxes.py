@@ -23,7 +23,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
-from torchlint.semantic.box_overlaps import BoxOverlaps
+from torchlint.semantic.box_overlaps import BoxOverlaps, inside_loop_where
 
 # Element-wise max/min: how an intersection of boxes is computed.
 _EXTREMES = frozenset(
@@ -105,12 +105,7 @@ class BoxLoops:
 
     def _inside_suppressing_loop(self, loop: cst.For) -> bool:
         """An inner loop of a nest already reported for its suppression calls."""
-        for ancestor in self.context.ancestors(loop):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
-            if isinstance(ancestor, cst.For) and self._calls_suppression(ancestor):
-                return True
-        return False
+        return inside_loop_where(self.context, loop, self._calls_suppression)
 
     # -- crops resized one at a time ------------------------------------------------------------
     def _resizes_crops(self, loop: cst.For) -> bool:

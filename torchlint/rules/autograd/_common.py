@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, InsertBefore, Replace, Rule
 from torchlint.lint.walk import semantic_children
-from torchlint.semantic.grad_mode import FileFacts, ScopeFacts
+from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 
 FAMILY = "Autograd and inference"
 
@@ -75,3 +75,33 @@ def decorator_fix(context: Context, facts: FileFacts, scope: ScopeFacts, torch_n
     else:
         change = InsertBefore(func, decorator)  # type: ignore[assignment]
     return Fix(f"Decorate `{scope.name}` with {decorator}", [change], safe=False, imports=("torch",))
+
+
+def wrap_fix(context: Context, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], torch_name: str,
+             anchor: cst.CSTNode) -> Optional[Fix]:
+    """Wrap the statements of `anchor`'s block from the first to the last forward pass in
+    `with torch.no_grad():`, unless they also train or switch grad themselves."""
+    block = facts.block_of(anchor)
+    if block is None:
+        return None
+    body = list(block.body)
+    indices = []
+    for call in forwards:
+        stmt = facts.top_statement_in(call.node, block)
+        if stmt is None:
+            return None
+        indices.append(body.index(stmt))
+    first, last = min(indices), max(indices)
+    statements = body[first : last + 1]
+    if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in statements):
+        return None
+    inside = [facts.orders[n] for s in statements for n in (s, *all_descendants(s)) if n in facts.orders]
+    if inside:
+        low, high = min(inside), max(inside)
+        wrapped = {c.order for c in forwards}  # (a call of a switched-off trainer is one of them)
+        if any(low <= o <= high and o not in wrapped for o in (*facts.training_orders(scope), *scope.grad_off)):
+            return None
+    changes = wrap_statements(statements, context, torch_name)
+    if not changes:
+        return None
+    return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 
@@ -11,14 +10,13 @@ from torchlint.lint.rule import Fix, FixSafety, Replace
 from torchlint.rules.autograd._common import (
     FAMILY,
     GradRule,
-    all_descendants,
     decorator_fix,
+    wrap_fix,
     wrap_statements,
 )
 from torchlint.semantic import inference
 from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.grad_mode import (
-    CallFact,
     FileFacts,
     ScopeFacts,
 )
@@ -193,7 +191,7 @@ class InferenceWithoutNoGrad(GradRule):
         for call, function in switched:
             message = f"`{function.name}` is called with its training switched off, {cost}: run the call under " \
                       f"`with {torch_name}.no_grad():`"
-            self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, call.node))
+            self.report(call.node, message, fix=wrap_fix(self.context, facts, scope, [call], torch_name, call.node))
         return False
 
     # -- an evaluation loop inside a training function ------------------------------------------------------
@@ -223,8 +221,8 @@ class InferenceWithoutNoGrad(GradRule):
                         f"recording a graph nobody uses (up to 2.6x slower, 3-6x the memory): run the validation "
                         f"forward pass under `with {torch_name}.no_grad():`"
                     )
-                    fix = self._wrap_fix(facts, scope, single, torch_name, single[0].node) or self._wrap_fix(
-                        facts, scope, single, torch_name, call_node
+                    fix = wrap_fix(self.context, facts, scope, single, torch_name, single[0].node) or wrap_fix(
+                        self.context, facts, scope, single, torch_name, call_node
                     )
                     self.report(call_node, message, fix=fix)
                 continue
@@ -262,7 +260,7 @@ class InferenceWithoutNoGrad(GradRule):
                 f"`with {torch_name}.no_grad():`"
             )
             anchor = call.loops[0] if call.loops and not scope.training else call.node  # a script's loop
-            self.report(call.node, message, fix=self._wrap_fix(facts, scope, [call], torch_name, anchor))
+            self.report(call.node, message, fix=wrap_fix(self.context, facts, scope, [call], torch_name, anchor))
 
     # -- module level ----------------------------------------------------------------------------------------
     def _module_level(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
@@ -280,34 +278,5 @@ class InferenceWithoutNoGrad(GradRule):
                 f"`{target}` is put in eval mode and then run with autograd on, recording a graph nobody uses "
                 f"(up to 2.6x slower, 3-6x the memory): run it under `with {torch_name}.no_grad():`"
             )
-            self.report(call_node, message, fix=self._wrap_fix(facts, scope, forwards, torch_name, call_node))
+            self.report(call_node, message, fix=wrap_fix(self.context, facts, scope, forwards, torch_name, call_node))
         self._unused_forwards(facts, scope, torch_name, judged)
-
-    def _wrap_fix(self, facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact], torch_name: str,
-                  anchor: cst.CSTNode) -> Optional[Fix]:
-        """Wrap the statements of `anchor`'s block from the first to the last forward pass in
-        `with torch.no_grad():`, unless they also train or switch grad themselves."""
-        block = facts.block_of(anchor)
-        if block is None:
-            return None
-        body = list(block.body)
-        indices = []
-        for call in forwards:
-            stmt = facts.top_statement_in(call.node, block)
-            if stmt is None:
-                return None
-            indices.append(body.index(stmt))
-        first, last = min(indices), max(indices)
-        statements = body[first : last + 1]
-        if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in statements):
-            return None
-        inside = [facts.orders[n] for s in statements for n in (s, *all_descendants(s)) if n in facts.orders]
-        if inside:
-            low, high = min(inside), max(inside)
-            wrapped = {c.order for c in forwards}  # (a call of a switched-off trainer is one of them)
-            if any(low <= o <= high and o not in wrapped for o in (*facts.training_orders(scope), *scope.grad_off)):
-                return None
-        changes = wrap_statements(statements, self.context, torch_name)
-        if not changes:
-            return None
-        return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))

@@ -98,6 +98,10 @@ class PerSampleLoop(Rule):
     fix_safety = FixSafety.NONE
     requires = ("torch", "model")  # a file without torch can still run a project's model once per row
 
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._reported: set[cst.CSTNode] = set()  # loops reported in this file
+
     def visit_For(self, node: cst.For) -> None:
         samples = self.semantic.per_sample_loops
         if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)) or self._inside_reported(node):
@@ -124,15 +128,9 @@ class PerSampleLoop(Rule):
             self._report_loop(node, _LIST_MESSAGE)
 
     def _report_loop(self, node: cst.CSTNode, message: str | None = None) -> None:
-        self._reported_loops().add(node)
+        self._reported.add(node)
         self.report(node, message)
 
     def _inside_reported(self, node: cst.CSTNode) -> bool:
         """A loop nested in a reported one (positions within a sample) is part of the same finding."""
-        reported = self._reported_loops()
-        return bool(reported) and any(ancestor in reported for ancestor in self.context.ancestors(node))
-
-    def _reported_loops(self) -> set[cst.CSTNode]:
-        if not hasattr(self, "_reported"):
-            self._reported: set[cst.CSTNode] = set()
-        return self._reported
+        return bool(self._reported) and any(ancestor in self._reported for ancestor in self.context.ancestors(node))

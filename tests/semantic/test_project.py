@@ -204,6 +204,18 @@ def test_a_project_too_large_to_scan_has_no_importer_index(tmp_path: Path, monke
     assert [Path(p).name for p in project.importers(str(tmp_path / "a.py"))] == ["b.py"]
 
 
+def test_a_large_project_still_finds_importers_beside_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a repository with many checkouts under it: each script folder is small, the whole is not
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, {"tool/agent.py": "class Agent:\n    def act(self, s):\n        return s\n",
+                      "tool/main.py": "import agent\nagent.Agent().act(1)\n",
+                      **{f"other/m{i}.py": "import agent\n" for i in range(4)}})
+    monkeypatch.chdir(tmp_path / "tool")
+    monkeypatch.setattr(project, "MAX_PROJECT_FILES", 3)
+    project.new_run()
+    assert [Path(p).name for p in project.importers(str(tmp_path / "tool" / "agent.py"))] == ["main.py"]
+
+
 def test_editing_a_caller_relints_the_file_it_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from torchlint.config import Settings
     from torchlint.lint import runner

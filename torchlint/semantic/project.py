@@ -147,10 +147,15 @@ class ModuleSummary:
 def import_roots(folder: str, cwd: str) -> list[str]:
     """Folders that `import x` in a file of `folder` searches for project code, nearest first: its own
     folder, the folder above its top-level package, the current directory and its `src/`."""
+    return list(dict.fromkeys([folder, package_parent(folder), cwd, os.path.join(cwd, "src")]))
+
+
+def package_parent(folder: str) -> str:
+    """The folder above the top-level package holding `folder` (`folder` itself outside packages)."""
     top = folder
     while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
         top = os.path.dirname(top)
-    return list(dict.fromkeys([folder, top, cwd, os.path.join(cwd, "src")]))
+    return top
 
 
 def module_file(from_path: str, dots: int, module: str) -> Optional[str]:
@@ -280,7 +285,7 @@ def _project_folder(folder: str) -> str:
     cwd = os.path.realpath(os.getcwd())
     if folder == cwd or folder.startswith(cwd + os.sep):
         return cwd
-    return import_roots(folder, cwd)[1]
+    return package_parent(folder)
 
 
 def _project_files(root: str) -> Optional[list[str]]:
@@ -297,8 +302,20 @@ def _project_files(root: str) -> Optional[list[str]]:
 
 
 def importers(path: str) -> list[str]:
-    """The project files that import the module `path` directly (none when the project is too large)."""
-    root = project_folder(path)
+    """The project files that import the module `path` directly. A project too large to scan (a monorepo,
+    a folder of many checkouts) is narrowed to the folder above the module's top-level package, whose files
+    are the ones that import it by its plain name."""
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
+    for root in dict.fromkeys([project_folder(path), package_parent(folder)]):
+        index = _importer_index(root)
+        if index is not None:
+            return list(index.get(real, ()))
+    return []
+
+
+def _importer_index(root: str) -> Optional[dict[str, list[str]]]:
+    """Importing files of each module under `root`; None when `root` holds too many files to scan."""
     if root not in _IMPORTERS:
         files = _project_files(root)
         index: Optional[dict[str, list[str]]] = None
@@ -308,8 +325,7 @@ def importers(path: str) -> list[str]:
                 for target in _file_imports(file):
                     index.setdefault(target, []).append(file)
         _IMPORTERS[root] = index
-    index = _IMPORTERS[root]
-    return list(index.get(os.path.realpath(path), ())) if index is not None else []
+    return _IMPORTERS[root]
 
 
 @dataclass(frozen=True)

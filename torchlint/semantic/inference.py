@@ -27,6 +27,7 @@ from torchlint.semantic.modules import (
     is_network_callee,
     words,
 )
+from torchlint.semantic.trip_counts import literal_trips
 
 # Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
 _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
@@ -208,7 +209,8 @@ def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) ->
         return False
     if scope.training and gated(facts.context, call.node, call.loops[-1]):
         return True
-    return all(_few_literal_items(facts.context, loop) for loop in call.loops)
+    # a handful of pictures, unless the function drawing them is itself called in a loop (a latent walk per seed)
+    return all(_few_literal_items(facts.context, loop) for loop in call.loops) and not facts.called_in_loop(scope)
 
 
 def never_runs(context: Context, node: cst.CSTNode) -> bool:
@@ -223,15 +225,8 @@ def never_runs(context: Context, node: cst.CSTNode) -> bool:
 
 def _few_literal_items(context: Context, loop: cst.CSTNode) -> bool:
     """`for i in range(5)`, `for net in (a, b)`: a loop over at most ten items written in the code."""
-    if not isinstance(loop, cst.For):
-        return False
-    items = loop.iter
-    if isinstance(items, (cst.List, cst.Tuple)):
-        return len(items.elements) <= 10
-    if isinstance(items, cst.Call) and isinstance(items.func, cst.Name) and items.func.value == "range" and items.args:
-        bound = context.literal(items.args[-1].value)  # a constant, or a name bound once to one
-        return isinstance(bound, int) and bound <= 10
-    return False
+    trips = literal_trips(context, loop)
+    return trips is not None and trips <= 10
 
 
 def _forwards(facts: FileFacts, scope: ScopeFacts, found: CallFact) -> list[CallFact]:

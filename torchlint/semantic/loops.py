@@ -94,6 +94,7 @@ from torchlint.semantic.objects import (
     named,
     objects,
 )
+from torchlint.semantic.trip_counts import literal_trips
 
 
 def per_step(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
@@ -656,20 +657,11 @@ def _is_small_bound(context: "Context", bound: cst.BaseExpression, function: Opt
 
 
 def few_trips(context: "Context", loop: Loop) -> bool:
-    """`for i in range(3):`, `for i in range(1, number_int + 1):` with `number_int = 10`: a loop over a small
-    literal count (a smoke test, a latent walk of a few images), not over a run's steps."""
-    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) in ("range", "trange")):
-        return False
-    args = [a.value for a in loop.iter.args if a.keyword is None]
-    if not args:
-        return False
-    stop = args[0] if len(args) == 1 else args[1]
-    value = context.literal(stop)
-    if value is UNKNOWN and isinstance(stop, cst.BinaryOperation) and isinstance(stop.operator, (cst.Add, cst.Subtract)):
-        left, right = context.literal(stop.left), context.literal(stop.right)
-        if isinstance(left, int) and isinstance(right, int):
-            value = left + right if isinstance(stop.operator, cst.Add) else left - right
-    return isinstance(value, int) and not isinstance(value, bool) and value <= _SMALL_BOUND
+    """`for i in range(3):`, `for i in range(1, number_int + 1):` with `number_int = 10`, `for net in (G, D)`:
+    a loop over a small count written in the code (a smoke test, a latent walk of a few images), not over a
+    run's steps."""
+    trips = literal_trips(context, loop)
+    return trips is not None and trips <= _SMALL_BOUND
 
 
 def _contains_hot(context: "Context", loop: Loop) -> bool:

@@ -6,14 +6,16 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import argument, positional
+from torchlint.lint.calls import argument
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
-from torchlint.semantic.objects import DATASET
+from torchlint.semantic.dataset_items import in_per_item_method
+from torchlint.semantic.trip_counts import literal_trips
 
 _LOOPS = (cst.For, cst.While)
 
 _SCOPE_EDGES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_FEW = 16  # trips of a loop whose growing costs nothing worth a finding
 
 
 # --------------------------------------------------------------------------------------------------
@@ -96,7 +98,7 @@ class CatInLoop(Rule):
         if carried is None:
             return
         loop = self._loop_of(node)
-        if loop is None or self._short_loop(loop) or self._per_item_of_dataset(node):
+        if loop is None or self._short_loop(loop) or in_per_item_method(self.context, node):
             return
         # decided when the loop has been walked: the statements after this one are needed too
         self._pending.setdefault(loop, []).append((node, value, carried, name))
@@ -158,61 +160,16 @@ class CatInLoop(Rule):
         return False
 
     def _short_loop(self, loop: cst.CSTNode) -> bool:
-        """`for i in range(3)` or a loop over a literal tuple/list: growing costs nothing worth a finding."""
-        if not isinstance(loop, cst.For):
-            return False
-        iterable = loop.iter
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate":
-            iterable = iterable.args[0].value if iterable.args else iterable
-        if isinstance(iterable, (cst.Tuple, cst.List)) or self._short_literal_everywhere(loop, iterable):
-            return True
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
-            bounds = positional(iterable)
-            if len(bounds) == 1:
-                value = self.context.literal(bounds[0].value)
-                return isinstance(value, int) and value <= 16
-        return False
-
-    def _short_literal_everywhere(self, loop: cst.For, iterable: cst.BaseExpression) -> bool:
-        """A name or `self.<attr>` whose every assignment in its function (or class) is a short literal list or
-        tuple (`self.pyramid_levels = [3, 4, 5, 6, 7]`): a loop over a few levels, heads or scales. A parameter
-        counts when its default is None and the function assigns the literal in its place."""
-        function = self.context.enclosing_function(loop)
-        if isinstance(iterable, cst.Attribute) and isinstance(iterable.value, cst.Name) and iterable.value.value == "self":
-            scope: Optional[cst.CSTNode] = self.context.enclosing(loop, cst.ClassDef)
-            attr = iterable.attr.value
-            values = [
-                n.value for n in descendants(scope) if isinstance(n, cst.Assign) and len(n.targets) == 1
-                and isinstance(n.targets[0].target, cst.Attribute) and n.targets[0].target.attr.value == attr
-                and isinstance(n.targets[0].target.value, cst.Name) and n.targets[0].target.value.value == "self"
-            ] if scope is not None else []
-        elif isinstance(iterable, cst.Name) and function is not None:
-            name = iterable.value
-            values = [
-                n.value for n in descendants(function.body) if isinstance(n, cst.Assign) and len(n.targets) == 1
-                and isinstance(n.targets[0].target, cst.Name) and n.targets[0].target.value == name
-            ]
-            params = [p for p in function.params.params if p.name.value == name]
-            if params and not (params[0].default is not None and self.context.literal(params[0].default) is None):
-                return False
-        else:
-            return False
-        return bool(values) and all(isinstance(v, (cst.List, cst.Tuple)) and len(v.elements) <= 16 for v in values)
-
-    def _per_item_of_dataset(self, node: cst.CSTNode) -> bool:
-        """In a method of a Dataset class that runs per item (not `__init__`, nor called from it): the handful of
-        annotations of one sample, grown in a loader worker."""
-        function = self.context.enclosing_function(node)
-        cls = self.context.enclosing(node, cst.ClassDef)
-        if function is None or cls is None or function.name.value == "__init__":
-            return False
-        if self.semantic.objects.class_kind(cls) != DATASET:
-            return False
-        init = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None)
-        called_from_init = init is not None and any(
-            isinstance(n, cst.Attribute) and n.attr.value == function.name.value for n in descendants(init)
-        )
-        return not called_from_init
+        """`for i in range(3)`, a loop over a literal tuple/list or over a few levels: growing costs nothing
+        worth a finding."""
+        if isinstance(loop, cst.For):
+            items = loop.iter
+            if isinstance(items, cst.Call) and isinstance(items.func, cst.Name) and items.func.value == "enumerate" and items.args:
+                items = items.args[0].value
+            if isinstance(items, (cst.Tuple, cst.List)):
+                return True  # written out in the code, however long
+        trips = literal_trips(self.context, loop)
+        return trips is not None and trips <= _FEW
 
     def _only_grown(self, loop: cst.CSTNode, assign: cst.Assign, carried: cst.Name, name: str) -> bool:
         """In the loop, `name` is read only by the growing call(s) and `is None` checks (its value is not needed)."""

@@ -24,6 +24,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic.box_overlaps import BoxOverlaps, inside_loop_where
+from torchlint.semantic.values import PY, value_kinds
 
 # Element-wise max/min: how an intersection of boxes is computed.
 _EXTREMES = frozenset(
@@ -96,8 +97,10 @@ class BoxLoops:
 
     def _is_suppression(self, call: cst.Call) -> bool:
         name = last_name(call.func) or ""
-        if name in _BATCHED or "batched" in name:
-            return False
+        if name in _BATCHED or "batched" in name or "soft" in name.lower():
+            return False  # already batched, or soft-NMS (decays scores: no torchvision equivalent)
+        if call.args and value_kinds(self.context).kind(call.args[0].value) == PY:
+            return False  # boxes in a NumPy array: host code with its own suppression routine
         qualname = self.context.qualname(call) or ""
         if qualname.startswith("torchvision.ops"):
             return name == "nms"

@@ -285,3 +285,21 @@ def test_tl407_rows_read_by_index(bound: str, expected: list[int]) -> None:
             print(out[i, 4].item(), int(out[i][0]))
     """
     assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [("order.numel()", [4]), ("len(order)", [4]), ("order.shape[0] > 0", [4]), ("order.numel() != 0", [4]),
+     ("order.numel() > 1", []), ("keep_going", [])],
+)
+def test_tl406_greedy_suppression_loop_tests(test: str, expected: list[int]) -> None:
+    source = f"""
+    def suppress(boxes, order, t, keep_going):
+        keep = []
+        while {test}:
+            keep.append(order[0])
+            ious = box_iou(boxes[order[:1]], boxes[order[1:]])[0]
+            order = order[1:][ious <= t]
+        return keep
+    """
+    assert lines("TL406", source) == expected

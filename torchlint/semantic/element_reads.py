@@ -33,6 +33,9 @@ _CONVERSIONS = frozenset({"int", "float", "bool", "round"})
 # Methods that keep an element a tensor on its way to a conversion (`det[4].cpu().item()`).
 _ELEMENT_METHODS = frozenset({"cpu", "detach", "squeeze"})
 
+READ = "read"  # elements converted to Python numbers
+COMPARE = "compare"  # elements compared to branch or count
+
 _Comprehension = Union[cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp]
 
 
@@ -42,24 +45,42 @@ class ElementReads:
     def __init__(self, context: Context) -> None:
         self.context = context
 
-    def loop(self, node: cst.For) -> bool:
+    def loop(self, node: cst.For) -> Optional[str]:
+        """READ or COMPARE when the loop reads a device tensor back element by element; None otherwise."""
         if node.orelse is not None or _stops_early(node.body):
-            return False
+            return None
         rows = self._row_names(node.target, node.iter)
         if rows:
-            return not _keeps_rows(node.body, rows) and self._reads_in(node.body, rows)
+            if _keeps_rows(node.body, rows):
+                return None
+            if self._reads_in(node.body, rows, comparisons=False):
+                return READ
+            return COMPARE if self._reads_in(node.body, rows) else None
         index = self._index_over_tensor(node)
-        return index is not None and self._reads_indexed(node.body, *index)
+        return READ if index is not None and self._reads_indexed(node.body, *index) else None
 
-    def comprehension(self, node: _Comprehension) -> bool:
+    def comprehension(self, node: _Comprehension) -> Optional[str]:
         for_in = node.for_in
-        if for_in.inner_for_in is not None or for_in.ifs:
-            return False
+        if for_in.inner_for_in is not None:
+            return None
         rows = self._row_names(for_in.target, for_in.iter)
         if not rows:
-            return False
+            return None
+        if for_in.ifs:
+            # `sum(1 for p, t in zip(preds, labels) if p == t)`: elements compared one at a time to count
+            if not self._counted(node):
+                return None
+            if any(self._reads_in(i.test, rows, comparisons=False) for i in for_in.ifs):
+                return READ
+            return COMPARE if any(_compares(i.test, rows) for i in for_in.ifs) else None
         parts = [node.key, node.value] if isinstance(node, cst.DictComp) else [node.elt]
-        return any(self._reads_in(part, rows) for part in parts)
+        return READ if any(self._reads_in(part, rows) for part in parts) else None
+
+    def _counted(self, node: _Comprehension) -> bool:
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            parent = self.context.parent(parent)
+        return isinstance(parent, cst.Call) and isinstance(parent.func, cst.Name) and parent.func.value in ("sum", "len")
 
     # -- what is iterated -------------------------------------------------------------------------
     def _device_tensor(self, expr: cst.BaseExpression) -> bool:
@@ -73,6 +94,16 @@ class ElementReads:
             if not iterable.args or not isinstance(target, cst.Tuple) or len(target.elements) != 2:
                 return set()
             iterable, target = iterable.args[0].value, target.elements[1].value
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "zip":
+            # `for p, t in zip(preds, labels)`: the names bound to a device tensor's rows
+            if not isinstance(target, cst.Tuple) or len(target.elements) != len(iterable.args):
+                return set()
+            return {
+                name
+                for element, arg in zip(target.elements, iterable.args)
+                if arg.keyword is None and not arg.star and self._device_tensor(arg.value)
+                for name in flatten_names(element.value)
+            }
         if not self._device_tensor(iterable):
             return set()
         return set(flatten_names(target))
@@ -97,8 +128,10 @@ class ElementReads:
         return node.target.value, self.context.code(tensor)
 
     # -- what the body reads ----------------------------------------------------------------------
-    def _reads_in(self, body: cst.CSTNode, rows: set[str], depth: int = 1) -> bool:
+    def _reads_in(self, body: cst.CSTNode, rows: set[str], depth: int = 1, comparisons: bool = True) -> bool:
         for node in [body, *descendants(body)]:
+            if comparisons and isinstance(node, (cst.If, cst.While)) and _compares(node.test, rows):
+                return True  # `if det[4] > t:`: Python needs the element's value
             if not isinstance(node, cst.Call):
                 continue
             if self._converts(node, lambda e: _refers_to(e, rows)):
@@ -168,6 +201,15 @@ def _refers_to(expr: cst.BaseExpression, rows: set[str]) -> bool:
     while isinstance(expr, cst.Subscript):
         expr = expr.value
     return isinstance(expr, cst.Name) and expr.value in rows
+
+
+def _compares(test: cst.BaseExpression, rows: set[str]) -> bool:
+    """`p == t`, `det[4] > 0.5`: an element of a row compared, which Python must read to branch."""
+    if not isinstance(test, cst.Comparison) or any(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons
+    ):
+        return False
+    return any(_refers_to(_strip_methods(side), rows) for side in [test.left, *(c.comparator for c in test.comparisons)])
 
 
 def _keeps_rows(body: cst.CSTNode, rows: set[str]) -> bool:

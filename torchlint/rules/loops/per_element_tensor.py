@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
-from torchlint.semantic.element_reads import element_reads
+from torchlint.semantic.element_reads import READ, element_reads
 from torchlint.semantic.placement import is_device_argument
 
 # torch calls that build a tensor from Python or NumPy data.
@@ -121,7 +121,10 @@ class PerElementTensor(Rule):
         "knows may live on the accelerator (or over `range(len(t))`, `range(t.size(0))`) whose body converts "
         "an element of the row with `int()`, `float()`, `bool()`, `round()` or `.item()`, directly or through "
         "a function of the same file given the row; not when the tensor was moved to the host first "
-        "(`.cpu()`, `.numpy()`, `.tolist()`) and not when the loop stops early (`break`, `return`)."
+        "(`.cpu()`, `.numpy()`, `.tolist()`), not when the loop stops early (`break`, `return`) and not when it "
+        "keeps the rows themselves (`if det[4] > t: kept.append(det)`: a filter). Elements compared one at a "
+        "time are reported for a loop that branches on them (`for p, t in zip(preds, labels): if p == t:`) "
+        "and for a count, `sum(1 for p, t in zip(preds, labels) if p == t)`."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch",)
@@ -141,8 +144,8 @@ class PerElementTensor(Rule):
         """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element."""
         reads = element_reads(self.context)
         found = reads.loop(node) if isinstance(node, cst.For) else reads.comprehension(node)
-        if found:
-            self._report_once(node, _ROWS_MESSAGE)
+        if found is not None:
+            self._report_once(node, _ROWS_MESSAGE if found == READ else _COMPARE_MESSAGE)
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
         self._check_rows(node)

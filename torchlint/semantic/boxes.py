@@ -120,12 +120,13 @@ class BoxLoops:
         name = last_name(call.func) or ""
         if name in _BATCHED or "batched" in name or "soft" in name.lower():
             return False  # already batched, or soft-NMS (decays scores: no torchvision equivalent)
-        if call.args and value_kinds(self.context).kind(call.args[0].value) == PY:
-            return False  # boxes in a NumPy array: host code with its own suppression routine
         qualname = self.context.qualname(call) or ""
         if qualname.startswith("torchvision.ops"):
             return name == "nms"
-        return name in ("nms", "non_max_suppression") or name.endswith("_nms") or name.startswith("nms_")
+        if not (name in ("nms", "non_max_suppression") or name.endswith("_nms") or name.startswith("nms_")):
+            return False
+        # boxes in a NumPy array: host code with its own suppression routine
+        return not call.args or value_kinds(self.context).kind(call.args[0].value) != PY
 
     def _inside_suppressing_loop(self, loop: cst.For) -> bool:
         """An inner loop of a nest already reported for its suppression calls."""

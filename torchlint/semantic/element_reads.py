@@ -24,6 +24,8 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.loops import is_forward_call
+from torchlint.semantic.placement import is_device_argument
 from torchlint.semantic.sample_syntax import flatten_names
 from torchlint.semantic.values import value_kinds
 
@@ -84,9 +86,32 @@ class ElementReads:
 
     # -- what is iterated -------------------------------------------------------------------------
     def _device_tensor(self, expr: cst.BaseExpression) -> bool:
+        """A tensor the value model places on the device, made by a model's forward pass or moved there in
+        this function (torch ops on a parameter of unknown placement prove nothing: it may be a host copy)."""
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "reversed" and expr.args:
             expr = expr.args[0].value
-        return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and value_kinds(self.context).is_tensor(expr)
+        if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+            return False
+        return value_kinds(self.context).is_tensor(expr) and self._device_evidence(expr, 0)
+
+    def _device_evidence(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """`model(x)`, `.cuda()`, `.to(device)` in the expression or in the values its names were bound to."""
+        if depth > 4:
+            return False
+        for node in [expr, *descendants(expr)]:
+            if isinstance(node, cst.Call):
+                func = node.func
+                if is_forward_call(self.context, node) or isinstance(func, cst.Attribute) and (
+                    func.attr.value == "cuda"
+                    or func.attr.value == "to" and any(is_device_argument(self.context, a.value) for a in node.args)
+                ):
+                    return True
+            elif isinstance(node, cst.Name):
+                for binding in self.context.lookup(node) or ():
+                    value = _bound_value(binding)
+                    if value is not None and value is not expr and self._device_evidence(value, depth + 1):
+                        return True
+        return False
 
     def _row_names(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
         """The names bound to a row (or to the row's elements) of a device tensor iterated directly."""
@@ -174,6 +199,16 @@ class ElementReads:
 
 def element_reads(context: Context) -> ElementReads:
     return context.shared(ElementReads)
+
+
+def _bound_value(binding: object) -> Optional[cst.BaseExpression]:
+    """The value a name was bound to by an assignment (also one unpacked: `pred, _ = model(x)`)."""
+    if getattr(binding, "kind", None) == "assign" and getattr(binding, "value", None) is not None:
+        return getattr(binding, "value")
+    node = getattr(binding, "node", None)
+    if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+        return node.value
+    return None
 
 
 def _converted(call: cst.Call) -> Optional[cst.BaseExpression]:

@@ -272,6 +272,10 @@ def test_tl407_rows_of_a_device_tensor_read_element_by_element(dets: str, body: 
         dets = {dets}
         for det in dets:
             {body}
+
+    def run(model, loader):
+        for x in loader:
+            show(model, x)
     """
     assert lines("TL407", source) == expected
 
@@ -283,6 +287,10 @@ def test_tl407_rows_read_by_index(bound: str, expected: list[int]) -> None:
         out = model(x.cuda())
         for i in range({bound}):
             print(out[i, 4].item(), int(out[i][0]))
+
+    def run(model, loader):
+        for x in loader:
+            show(model, x, 8)
     """
     assert lines("TL407", source) == expected
 
@@ -303,3 +311,17 @@ def test_tl406_greedy_suppression_loop_tests(test: str, expected: list[int]) -> 
         return keep
     """
     assert lines("TL406", source) == expected
+
+
+@pytest.mark.parametrize(("caller", "expected"), [("for x in loader:\n            show(model, x)", [4]), ("show(model, x)", [])])
+def test_tl407_rows_read_once_are_noise(caller: str, expected: list[int]) -> None:
+    source = f"""
+    def show(model, x):
+        dets = model(x.cuda())[0]
+        for det in dets:
+            print(int(det[0]), det[4].item())
+
+    def main(model, loader, x):
+        {caller}
+    """
+    assert lines("TL407", source) == expected

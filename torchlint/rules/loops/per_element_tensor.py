@@ -117,8 +117,10 @@ class PerElementTensor(Rule):
         "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item, and for a `for` loop over such a "
         "tensor whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
         "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved. Rows read back one "
-        "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor the model "
-        "knows may live on the accelerator (or over `range(len(t))`, `range(t.size(0))`) whose body converts "
+        "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor made "
+        "by a model's forward pass or moved to the device (`.cuda()`, `.to(device)`) in the same function (or "
+        "over `range(len(t))`, `range(t.size(0))`), on a path that runs every step of a program that uses an "
+        "accelerator (a printout after training is left alone), whose body converts "
         "an element of the row with `int()`, `float()`, `bool()`, `round()` or `.item()`, directly or through "
         "a function of the same file given the row; not when the tensor was moved to the host first "
         "(`.cpu()`, `.numpy()`, `.tolist()`), not when the loop stops early (`break`, `return`) and not when it "
@@ -140,12 +142,22 @@ class PerElementTensor(Rule):
         self._reported.add(node)
         self.report(node, message)
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self._rows: list[tuple[cst.CSTNode, str]] = []
+
+    def leave_Module(self, node: cst.Module) -> None:
+        # Decided once the walk is over: whether a function runs per step depends on calls further down.
+        for loop, message in self._rows:
+            if self.semantic.on_accelerator_at(loop) and self.semantic.on_hot_path(loop):
+                self._report_once(loop, message)
+
     def _check_rows(self, node: cst.CSTNode) -> None:
-        """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element."""
+        """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element, in a
+        program that uses an accelerator, on every step (a one-off print after training is noise)."""
         reads = element_reads(self.context)
         found = reads.loop(node) if isinstance(node, cst.For) else reads.comprehension(node)
         if found is not None:
-            self._report_once(node, _ROWS_MESSAGE if found == READ else _COMPARE_MESSAGE)
+            self._rows.append((node, _ROWS_MESSAGE if found == READ else _COMPARE_MESSAGE))
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
         self._check_rows(node)

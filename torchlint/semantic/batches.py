@@ -136,8 +136,8 @@ class Batches:
             return self._is_batch_name(scope, expr.value, sequence, depth)
         if isinstance(expr, cst.Call):
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS:
-                return self.is_batch(scope, func.value, sequence=sequence, depth=depth + 1)
+            if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS and not self.context.qualname(expr):
+                return self.is_batch(scope, func.value, sequence=sequence, depth=depth + 1)  # `x.float()`, not `torch.relu(x)`
             if self.callees.is_module_call(scope, expr):
                 if not sequence:
                     return True  # a module's output: batch dimension first

@@ -24,6 +24,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic.box_overlaps import BoxOverlaps, inside_loop_where
+from torchlint.semantic.values import PY, value_kinds
 
 # Element-wise max/min: how an intersection of boxes is computed.
 _EXTREMES = frozenset(
@@ -60,6 +61,8 @@ class BoxLoops:
         if isinstance(loop, cst.For):
             if self._calls_suppression(loop) and not self._inside_suppressing_loop(loop):
                 return PER_GROUP
+            if self._suppresses_one_by_one(loop):
+                return NMS
             if self._resizes_crops(loop):
                 return CROPS
             if self._overlaps.loop(loop):
@@ -90,18 +93,40 @@ class BoxLoops:
             a.keyword is not None and a.keyword.value in ("min", "max") for a in call.args
         )
 
+    def _suppresses_one_by_one(self, loop: cst.For) -> bool:
+        """`for i in range(len(dets)): ious = bbox_iou(dets[i].unsqueeze(0), dets[i + 1:]); dets[i + 1:] *=
+        (ious < t)`: greedy suppression over box indices, the overlap of box `i` with the boxes after it
+        compared to a threshold (matching boxes against another set, `box_iou(gt[i:i + 1], anchors)`, is not)."""
+        index = _loop_index(loop)
+        if index is None:
+            return False
+        nodes = list(descendants(loop.body))
+        kinds = value_kinds(self.context)
+        for call in nodes:
+            if not (isinstance(call, cst.Call) and _is_overlap_call(call)) or len(call.args) < 2:
+                continue
+            rests = [_rest_after(a.value, index) for a in call.args]
+            if any(rest is not None and kinds.kind(rest) != PY and any(
+                _same_boxes(other.value, rest, index) for other in call.args if other.value is not a.value
+            ) for a, rest in zip(call.args, rests)):
+                return any(isinstance(n, cst.Comparison) and _thresholds(n) for n in nodes)
+        return False
+
     # -- suppression per class or image ---------------------------------------------------------
     def _calls_suppression(self, loop: cst.For) -> bool:
         return any(isinstance(n, cst.Call) and self._is_suppression(n) for n in descendants(loop.body))
 
     def _is_suppression(self, call: cst.Call) -> bool:
         name = last_name(call.func) or ""
-        if name in _BATCHED or "batched" in name:
-            return False
+        if name in _BATCHED or "batched" in name or "soft" in name.lower():
+            return False  # already batched, or soft-NMS (decays scores: no torchvision equivalent)
         qualname = self.context.qualname(call) or ""
         if qualname.startswith("torchvision.ops"):
             return name == "nms"
-        return name in ("nms", "non_max_suppression") or name.endswith("_nms") or name.startswith("nms_")
+        if not (name in ("nms", "non_max_suppression") or name.endswith("_nms") or name.startswith("nms_")):
+            return False
+        # boxes in a NumPy array: host code with its own suppression routine
+        return not call.args or value_kinds(self.context).kind(call.args[0].value) != PY
 
     def _inside_suppressing_loop(self, loop: cst.For) -> bool:
         """An inner loop of a nest already reported for its suppression calls."""
@@ -147,16 +172,23 @@ def box_loops(context: Context) -> BoxLoops:
 
 
 def _non_empty_test(test: cst.BaseExpression) -> Optional[str]:
-    """`order` for `order.numel() > 0`, `order.size(0) > 0`, `len(order) > 0` (a NumPy loop, `order.size > 0`
-    with `np.maximum`, is host code that torchvision's tensor ops do not replace one for one)."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
-        return None
-    comparison = test.comparisons[0]
-    if not isinstance(comparison.operator, cst.GreaterThan) or not (
-        isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value == "0"
-    ):
-        return None
-    left = test.left
+    """`order` for `order.numel() > 0`, `order.size(0) > 0`, `len(order) != 0`, or the count alone
+    (`while detections.size(0):`, `while len(order):`) (a NumPy loop, `order.size > 0` with `np.maximum`, is
+    host code that torchvision's tensor ops do not replace one for one)."""
+    if isinstance(test, cst.Comparison):
+        if len(test.comparisons) != 1:
+            return None
+        comparison = test.comparisons[0]
+        if not isinstance(comparison.operator, (cst.GreaterThan, cst.NotEqual)) or not (
+            isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value == "0"
+        ):
+            return None
+        left = test.left
+    else:
+        left = test
+    if isinstance(left, cst.Subscript) and isinstance(left.value, cst.Attribute) and left.value.attr.value == "shape":
+        owner = left.value.value  # `detections.shape[0]`
+        return owner.value if isinstance(owner, cst.Name) else None
     if isinstance(left, cst.Call):
         func = left.func
         if isinstance(func, cst.Name) and func.value == "len" and len(left.args) == 1:
@@ -172,6 +204,40 @@ def _is_overlap_call(call: cst.Call) -> bool:
     """`box_iou(a, b)`, `bbox_overlaps(a, b)`, `jaccard(a, b)`: a function that computes overlaps of boxes."""
     name = (last_name(call.func) or "").lower()
     return "iou" in name.split("_") or name in ("jaccard", "bbox_overlaps", "box_overlaps", "compute_overlap")
+
+
+def _rest_after(expr: cst.BaseExpression, index: str) -> Optional[cst.BaseExpression]:
+    """`dets` for `dets[i + 1:]` (or `dets[i + 1:, :4]`): the boxes after box `index`."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        expr = expr.func.value  # `dets[i + 1:].float()`
+    if not (isinstance(expr, cst.Subscript) and expr.slice):
+        return None
+    first = expr.slice[0].slice
+    if isinstance(first, cst.Slice) and first.upper is None and first.lower is not None and any(
+        isinstance(n, cst.Name) and n.value == index for n in [first.lower, *descendants(first.lower)]
+    ):
+        return expr.value
+    return None
+
+
+def _same_boxes(expr: cst.BaseExpression, boxes: cst.BaseExpression, index: str) -> bool:
+    """`dets[i]`, `dets[i].unsqueeze(0)`, `dets[i:i + 1, :4]`: box `index` of the same tensor."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        expr = expr.func.value
+    if not (isinstance(expr, cst.Subscript) and expr.slice and isinstance(boxes, cst.Name)):
+        return False
+    base = expr.value
+    while isinstance(base, cst.Subscript):
+        base = base.value
+    first = expr.slice[0].slice
+    at_index = isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value == index
+    at_index = at_index or isinstance(first, cst.Slice) and isinstance(first.lower, cst.Name) and first.lower.value == index
+    return at_index and isinstance(base, cst.Name) and base.value == boxes.value
+
+
+def _thresholds(comparison: cst.Comparison) -> bool:
+    """`ious < nms_thresh`, `iou > 0.5`: an overlap compared to a threshold."""
+    return any(isinstance(c.operator, (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual)) for c in comparison.comparisons)
 
 
 def _filters_by_threshold(node: cst.CSTNode, candidates: str) -> bool:

@@ -13,6 +13,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets
 from torchlint.lint.walk import descendants
 from torchlint.semantic.sample_syntax import flatten_names, names_in, statements_of
+from torchlint.semantic.values import value_kinds
 
 _LOSSES = frozenset(
     "torch.nn.functional." + name
@@ -70,7 +71,7 @@ def elementwise_list_loop(context: Context, node: cst.For) -> bool:
             return False
     if not collectors and not sums:
         return False
-    if sums and not _PER_STEP.search(context.code(node.iter)):
+    if sums and not _walks_steps(context, node.iter):
         return False  # `total += w * loss` over a few task losses: a weighted sum, not a trajectory
     return all(_stacked_after(context, node, name) for name in collectors) and all(
         _backpropagated_after(context, node, name) for name in sums
@@ -89,6 +90,37 @@ def elementwise_list_comprehension(context: Context, node: Union[cst.ListComp, c
     call = context.parent(parent) if isinstance(parent, cst.Arg) else None
     return isinstance(call, cst.Call) and call.args[0] is parent and _stacks(context, call)
 
+
+
+def _walks_steps(context: Context, iterable: cst.BaseExpression) -> bool:
+    """The loop walks an episode: lists named as per-step values, a tensor read one element at a time
+    (`zip(returns_tensor, self.log_probs)`), or a list attribute the class fills step by step
+    (`self.action_memory.append(log_prob)` in another method)."""
+    if _PER_STEP.search(context.code(iterable)):
+        return True
+    lists = [a.value for a in iterable.args] if isinstance(iterable, cst.Call) else [iterable]
+    kinds = value_kinds(context)
+    return any(kinds.is_tensor(e) or _filled_by_class(context, e) for e in lists)
+
+
+def _filled_by_class(context: Context, expr: cst.BaseExpression) -> bool:
+    """`self.memory` appended to in a method of the enclosing class other than the one that walks it."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+        return False
+    walker = context.enclosing(expr, cst.FunctionDef)
+    owner = context.enclosing(expr, cst.ClassDef)
+    if owner is None:
+        return False
+    for method in owner.body.body:
+        if not isinstance(method, cst.FunctionDef) or method is walker:
+            continue
+        for node in descendants(method.body):
+            if (
+                isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append"
+                and isinstance(node.func.value, cst.Attribute) and context.code(node.func.value) == context.code(expr)
+            ):
+                return True
+    return False
 
 
 def _stacked_after(context: Context, loop: cst.For, name: str) -> bool:

@@ -253,3 +253,75 @@ def test_tl401_elements_named_as_pieces_of_a_sequence(element: str, expected: li
             return torch.stack([self.decoder({element}) for {element} in codes])
     """
     assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("dets", "body", "expected"),
+    [
+        ("model(x.cuda())[0]", "print(int(det[0]), det[4].item())", [4]),
+        ("model(x.cuda())[0]", "print(det[4].cpu().item())", [4]),
+        ("model(x.cuda())[0].cpu()", "print(int(det[0]), det[4].item())", []),
+        ("model(x.cuda())[0].tolist()", "print(int(det[0]), det[4])", []),
+        ("model(x.cuda())[0]", "print(int(det.shape[0]))", []),
+        ("model(x.cuda())[0]", "if det[4].item() > 0.5:\n                break", []),
+    ],
+)
+def test_tl407_rows_of_a_device_tensor_read_element_by_element(dets: str, body: str, expected: list[int]) -> None:
+    source = f"""
+    def show(model, x):
+        dets = {dets}
+        for det in dets:
+            {body}
+
+    def run(model, loader):
+        for x in loader:
+            show(model, x)
+    """
+    assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(("bound", "expected"), [("len(out)", [4]), ("out.size(0)", [4]), ("out.shape[0]", [4]), ("n", [])])
+def test_tl407_rows_read_by_index(bound: str, expected: list[int]) -> None:
+    source = f"""
+    def show(model, x, n):
+        out = model(x.cuda())
+        for i in range({bound}):
+            print(out[i, 4].item(), int(out[i][0]))
+
+    def run(model, loader):
+        for x in loader:
+            show(model, x, 8)
+    """
+    assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [("order.numel()", [4]), ("len(order)", [4]), ("order.shape[0] > 0", [4]), ("order.numel() != 0", [4]),
+     ("order.numel() > 1", []), ("keep_going", [])],
+)
+def test_tl406_greedy_suppression_loop_tests(test: str, expected: list[int]) -> None:
+    source = f"""
+    def suppress(boxes, order, t, keep_going):
+        keep = []
+        while {test}:
+            keep.append(order[0])
+            ious = box_iou(boxes[order[:1]], boxes[order[1:]])[0]
+            order = order[1:][ious <= t]
+        return keep
+    """
+    assert lines("TL406", source) == expected
+
+
+@pytest.mark.parametrize(("caller", "expected"), [("for x in loader:\n            show(model, x)", [4]), ("show(model, x)", [])])
+def test_tl407_rows_read_once_are_noise(caller: str, expected: list[int]) -> None:
+    source = f"""
+    def show(model, x):
+        dets = model(x.cuda())[0]
+        for det in dets:
+            print(int(det[0]), det[4].item())
+
+    def main(model, loader, x):
+        {caller}
+    """
+    assert lines("TL407", source) == expected

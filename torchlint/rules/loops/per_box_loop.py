@@ -71,9 +71,12 @@ class PerBoxLoop(Rule):
     false_positives = (
         "The rule looks for three shapes: a `while` loop that runs while a tensor of candidate indices is "
         "not empty, computes an intersection with at least two element-wise max/min/clamp calls (or calls an "
-        "IoU function such as `box_iou`) and rebinds the candidates to a subset of themselves; a `for` loop "
+        "IoU function such as `box_iou`) and rebinds the candidates to a subset of themselves (the test may be "
+        "the count alone: `while detections.size(0):`); a `for` loop over box indices that compares the IoU "
+        "of box `i` with the boxes after it (`box_iou(dets[i:i + 1], dets[i + 1:]) < t`) to a threshold; a `for` loop "
         "whose body calls an NMS routine (`torchvision.ops.nms`, or a function called `nms`, `*_nms`, "
-        "`non_max_suppression`), but not `batched_nms`; or a `for` loop that slices a tensor by two per-box "
+        "`non_max_suppression`), but not `batched_nms`, soft-NMS (it decays scores, which `batched_nms` does "
+        "not) or a routine given a NumPy array; or a `for` loop that slices a tensor by two per-box "
         "bounds (`img[:, y1[k]:y2[k], x1[k]:x2[k]]`), resizes the slice with `interpolate` or adaptive "
         "pooling (directly or through a function of the same file) and collects it. Crops resized on the "
         "host (PIL, OpenCV) are not reported. `roi_align` samples bilinearly: where a model was trained on "
@@ -87,7 +90,7 @@ class PerBoxLoop(Rule):
         "Python numbers) is left alone."
     )
     fix_safety = FixSafety.NONE
-    requires = ("nms", "clamp", "clip", "max", "min", "interpolate", "adaptive_")
+    requires = ("nms", "iou", "clamp", "clip", "max", "min", "interpolate", "adaptive_")
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node)

@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
+from torchlint.semantic.element_reads import READ, element_reads
 from torchlint.semantic.placement import is_device_argument
 
 # torch calls that build a tensor from Python or NumPy data.
@@ -22,6 +23,11 @@ _COMBINE = frozenset("torch.stack torch.cat torch.concat torch.concatenate torch
 _READ_MESSAGE = (
     "Tensor read back one element at a time (a device-to-host copy and a sync each on GPU): convert it "
     "once with .tolist()"
+)
+
+_ROWS_MESSAGE = (
+    "Device tensor read back element by element in a loop (a copy and a sync per read on GPU): move it to "
+    "the host once before the loop, e.g. rows = dets.tolist() (or dets.cpu().numpy())"
 )
 
 _COMPARE_MESSAGE = (
@@ -68,7 +74,9 @@ class PerElementTensor(Rule):
         "list and copies it to the device, one element at a time (directly or through a function of the same "
         "file); or a list comprehension or loop that reads a tensor back one element at a time "
         "(`[p.item() for p in preds]`, `for p in preds: out.append(p.item())`) or compares it one element at "
-        "a time to count (`for v in t: if v.item() > 0: n += 1`)."
+        "a time to count (`for v in t: if v.item() > 0: n += 1`); or a loop or comprehension over the rows "
+        "of a device tensor that converts each row's elements to Python numbers (`for det in dets: x1 = "
+        "int(det[0]); score = det[4].item()`)."
     )
     message = (
         "Tensor built and copied to the device one element at a time: build one tensor from the whole list "
@@ -88,10 +96,14 @@ class PerElementTensor(Rule):
     bad = (
         "states = torch.stack([torch.tensor(s).float().to(device) for s in episode_states])\n"
         "labels = [p.item() for p in preds]  # preds on the GPU\n"
+        "for det in dets:  # dets on the GPU\n"
+        "    x1, score = int(det[0]), det[4].item()\n"
     )
     good = (
         "states = torch.as_tensor(np.asarray(episode_states), dtype=torch.float32).to(device)\n"
         "labels = preds.tolist()\n"
+        "for det in dets.tolist():\n"
+        "    x1, score = int(det[0]), det[4]\n"
     )
     false_positives = (
         "The rule needs all of: a list or generator comprehension that is the first argument of `torch.stack`/"
@@ -104,10 +116,51 @@ class PerElementTensor(Rule):
         "comprehension over a tensor the model knows may live on the accelerator, whose element is "
         "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item, and for a `for` loop over such a "
         "tensor whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
-        "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved."
+        "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved. Rows read back one "
+        "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor made "
+        "by a model's forward pass or moved to the device (`.cuda()`, `.to(device)`) in the same function (or "
+        "over `range(len(t))`, `range(t.size(0))`), on a path that runs every step of a program that uses an "
+        "accelerator (a printout after training is left alone), whose body converts "
+        "an element of the row with `int()`, `float()`, `bool()`, `round()` or `.item()`, directly or through "
+        "a function of the same file given the row; not when the tensor was moved to the host first "
+        "(`.cpu()`, `.numpy()`, `.tolist()`), not when the loop stops early (`break`, `return`) and not when it "
+        "keeps the rows themselves (`if det[4] > t: kept.append(det)`: a filter). Elements compared one at a "
+        "time are reported for a loop that branches on them (`for p, t in zip(preds, labels): if p == t:`) "
+        "and for a count, `sum(1 for p, t in zip(preds, labels) if p == t)`."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch",)
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._reported: set[cst.CSTNode] = set()  # loops reported in this file
+
+    def _report_once(self, node: cst.CSTNode, message: Optional[str] = None) -> None:
+        """One finding per loop nest: a loop or comprehension inside a reported one is part of it."""
+        if node in self._reported or any(a in self._reported for a in self.context.ancestors(node)):
+            return
+        self._reported.add(node)
+        self.report(node, message)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._rows: list[tuple[cst.CSTNode, str]] = []
+
+    def leave_Module(self, node: cst.Module) -> None:
+        # Decided once the walk is over: whether a function runs per step depends on calls further down.
+        for loop, message in self._rows:
+            if self.semantic.on_accelerator_at(loop) and self.semantic.on_hot_path(loop):
+                self._report_once(loop, message)
+
+    def _check_rows(self, node: cst.CSTNode) -> None:
+        """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element, in a
+        program that uses an accelerator, on every step (a one-off print after training is noise)."""
+        reads = element_reads(self.context)
+        found = reads.loop(node) if isinstance(node, cst.For) else reads.comprehension(node)
+        if found is not None:
+            self._rows.append((node, _ROWS_MESSAGE if found == READ else _COMPARE_MESSAGE))
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._check_rows(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         if (self.context.qualname(node) or "") not in _COMBINE or not node.args:
@@ -124,6 +177,10 @@ class PerElementTensor(Rule):
             self.report(comprehension)
 
     def visit_For(self, node: cst.For) -> None:
+        self._check_for(node)
+        self._check_rows(node)
+
+    def _check_for(self, node: cst.For) -> None:
         # `for p in preds: labels.append(p.item())`, `for v in t: if v.item() > 0: n += 1`
         if not isinstance(node.target, cst.Name) or node.orelse is not None:
             return
@@ -140,13 +197,17 @@ class PerElementTensor(Rule):
                 call = small.value
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
                     if _converts(call.args[0].value, item):
-                        self.report(node, _READ_MESSAGE)
+                        self._report_once(node, _READ_MESSAGE)
             elif isinstance(small, cst.AugAssign) and _converts(small.value, item):
-                self.report(node, _READ_MESSAGE)
+                self._report_once(node, _READ_MESSAGE)
         elif isinstance(statement, cst.If) and statement.orelse is None and _counts(statement, item):
-            self.report(node, _COMPARE_MESSAGE)
+            self._report_once(node, _COMPARE_MESSAGE)
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._check_list(node)
+        self._check_rows(node)
+
+    def _check_list(self, node: cst.ListComp) -> None:
         # `[p.item() for p in preds]`, `[int(v) for v in labels]`: one read back per element
         for_in = node.for_in
         if for_in.inner_for_in is not None or for_in.ifs or not isinstance(for_in.target, cst.Name):
@@ -154,7 +215,7 @@ class PerElementTensor(Rule):
         if not isinstance(for_in.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(for_in.iter):
             return
         if _converts(node.elt, for_in.target.value):
-            self.report(node, _READ_MESSAGE)
+            self._report_once(node, _READ_MESSAGE)
 
     def _tensor(self, iterable: cst.BaseExpression) -> bool:
         if self.semantic.values.kind(iterable) in ("tensor", "cpu"):

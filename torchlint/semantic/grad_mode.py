@@ -390,9 +390,11 @@ class FileFacts:
     def method_network(self, call: CallFact) -> bool:
         """`call` is `receiver.method(...)` whose method runs the receiver network (`network_methods`)."""
         func = call.node.func
-        if not isinstance(func, cst.Attribute) or _FORWARD_METHODS.match(func.attr.value):
+        if not isinstance(func, cst.Attribute):
             return False
         receiver = func.value
+        if _FORWARD_METHODS.match(func.attr.value) and not (func.attr.value != "forward" and _self_attribute(receiver)):
+            return False  # a network's own forward methods; a helper object's `self.extractor.forward_pass(x)` is read
         if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
             return False  # a method of this class: judged as a helper of its own
         key = (call.node, "method")
@@ -934,6 +936,11 @@ def collect_grad_facts(context: Context) -> FileFacts:
             push((child, False))
     facts.finish()
     return facts
+
+
+def _self_attribute(expr: cst.BaseExpression) -> bool:
+    """`self.<attr>`: an object the enclosing class holds."""
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
 def _framework_decorated(scope: ScopeFacts) -> bool:

@@ -281,3 +281,42 @@ def test_an_agent_method_is_reported_at_its_def_not_at_every_call() -> None:
             state, reward, done, _ = env.step(agent.select_action(state))
     """
     assert lines(code) == [20]
+
+
+PREDICTOR = """
+import torch
+
+class Predictor:
+    def __init__(self, path):
+        self.model = Net().cuda().eval()
+        self.model.load_state_dict(torch.load(path))
+
+    def __call__(self, img):
+        return self.model(img.cuda()).argmax(1).cpu().numpy()
+
+predictor = Predictor("weights.pt")
+for img in images:
+    print(predictor(img))
+"""
+
+
+def test_a_wrapper_object_called_in_a_loop_runs_its_call_method() -> None:
+    assert lines(PREDICTOR) == [9]
+
+
+def test_a_wrapper_object_called_under_no_grad_stays_silent() -> None:
+    guarded = PREDICTOR.replace("for img in images:\n    print(predictor(img))",
+                                "with torch.no_grad():\n    for img in images:\n        print(predictor(img))")
+    assert lines(guarded) == []
+
+
+def test_on_the_cpu_a_name_alone_does_not_make_a_network() -> None:
+    code = """
+    import torch
+    from fp16_utils import *
+
+    def to_master_grads(model_groups, master_groups):
+        for model_params, master_params in zip(model_groups, master_groups):
+            model_grads_to_master_grads(model_params, master_params)
+    """
+    assert lines(code) == []

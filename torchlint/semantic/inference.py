@@ -20,6 +20,7 @@ from torchlint.semantic import network_methods, switched_training
 from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated, is_loader_expr
+from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.modules import (
     eval_name_strength,
     is_model_like,
@@ -127,7 +128,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
         return None  # a method that hands back its output to other objects' code (a network's `sample`, an
         # extractor's `forward_pass`): judged where it is called
     if not accelerator and not any(
-        not _few_literal_items(facts.context, loop) for call in forwards for loop in _repeating_loops(call)
+        _known_network(facts, call) and not _few_literal_items(facts.context, loop)
+        for call in forwards for loop in _repeating_loops(call)
     ):
         return None  # on the CPU, five greedy decoding steps of a toy sentence cost nothing worth a change
     if not looped and not facts.called_in_loop(scope):
@@ -135,6 +137,12 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     if any(facts.result_reaches(scope, call.node) for call in forwards):
         return None  # returned to code that may train on it
     return f"`{what}`", forwards
+
+
+def _known_network(facts: FileFacts, call: CallFact) -> bool:
+    """The call runs a network known by what it is (a module by its binding, a method read in its class), not
+    only by its name: on the CPU, where a name is all that makes `flatten_model(m)` look like one."""
+    return facts.method_network(call) or objects(facts.context).kind(call.node.func) == MODULE
 
 
 def _called_on_objects(facts: FileFacts, scope: ScopeFacts) -> bool:

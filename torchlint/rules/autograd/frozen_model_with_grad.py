@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.lint.walk import descendants
 from torchlint.rules.autograd._common import FAMILY, GradRule
 from torchlint.semantic import frozen_networks
+from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.grad_mode import FileFacts
 from torchlint.semantic.modules import is_model_like
@@ -48,7 +49,7 @@ class FrozenModelWithGrad(GradRule):
         "optimizer reads. Reported when the network is called by a plain name that the file builds, the file "
         "builds an optimizer but never takes this network's `.parameters()`, never calls its `.train()`, "
         "never touches `requires_grad` and never hands the network to another constructor or container (where "
-        "it could be part of a trained model); its class, when it can be read in the project, does not freeze "
+        "it could be part of a trained model) or to a helper that builds an optimizer from it; its class, when it can be read in the project, does not freeze "
         "its own parameters; what it is given derives from loop variables (a batch) through copies and moves "
         "only; and its output reaches the backward pass."
     )
@@ -69,7 +70,7 @@ class FrozenModelWithGrad(GradRule):
     requires = ("detach", ".backward(")
 
     def gate(self, text: str) -> bool:
-        return (".detach()" in text or ".backward(" in text) and not _FREEZES.search(text)
+        return (".detach()" in text or ".backward(" in text) and not _FREEZES.search(text) and uses_torch(text)
 
     def check(self, facts: FileFacts) -> None:
         text = self.context.source.text

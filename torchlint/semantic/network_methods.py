@@ -115,7 +115,7 @@ def receiver_classes(
                     annotation = binding.node.annotation.annotation  # `decoder: Decoder`: as if built by `Decoder()`
                     if isinstance(annotation, cst.Name):
                         values.append((facts, cst.Call(func=annotation)))
-                elif depth < _MAX_DEPTH:
+                elif depth == 0:  # one hop into the callers: deeper chains cost more than they find
                     passed.extend(call_arguments.passed_for(facts, binding.node))
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         cls = context.enclosing(expr, cst.ClassDef)

@@ -390,9 +390,11 @@ class FileFacts:
     def method_network(self, call: CallFact) -> bool:
         """`call` is `receiver.method(...)` whose method runs the receiver network (`network_methods`)."""
         func = call.node.func
-        if not isinstance(func, cst.Attribute) or _FORWARD_METHODS.match(func.attr.value):
+        if not isinstance(func, cst.Attribute):
             return False
         receiver = func.value
+        if _FORWARD_METHODS.match(func.attr.value) and not (func.attr.value != "forward" and _self_attribute(receiver)):
+            return False  # a network's own forward methods; a helper object's `self.extractor.forward_pass(x)` is read
         if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
             return False  # a method of this class: judged as a helper of its own
         key = (call.node, "method")
@@ -641,12 +643,29 @@ class FileFacts:
             for s, c in self.callers(scope.name)
             if isinstance(c.node.func, cst.Attribute) == method
         ]
-        self._sites[scope.node] = found
+        self._sites[scope.node] = found  # (before the instance calls: their receivers may lead back here)
+        if scope.name == "__call__" and scope.cls is not None:
+            found.extend(self._instance_calls(scope.cls))
         for site in _project_call_sites(self.context, scope):
             facts = site.summary.model.grad
             located = facts.call_fact(site.call)
             if located is not None:
                 found.append((facts, located[0], located[1]))
+        return found
+
+    def _instance_calls(self, cls: cst.ClassDef) -> list[tuple["FileFacts", ScopeFacts, CallFact]]:
+        """Calls in this file of objects of `cls` (`predictor(img)`), which run its `__call__`."""
+        name = cls.name.value
+        if self.context.source.text.count(name) < 2:
+            return []  # never built here
+        found = []
+        for scope in self.scopes:
+            for call in scope.calls:
+                func = call.node.func
+                if not isinstance(func, cst.Name) or func.value == name or func.value in self.function_names:
+                    continue
+                if any(c is cls for _, c in network_methods.receiver_classes(self, func)):
+                    found.append((self, scope, call))
         return found
 
     def passed_as_value(self, scope: ScopeFacts) -> bool:
@@ -741,7 +760,9 @@ class FileFacts:
         if not scope.is_method:
             return False
         name = scope.name
-        return name.endswith(_HOOK_SUFFIXES) or name.startswith("on_") or name in ("forward", "__call__")
+        if name == "__call__":  # a network's, run as `net(x)` anywhere; a wrapper object's is its entry point
+            return scope.cls is None or network_methods.is_network_class(self, scope.cls)
+        return name.endswith(_HOOK_SUFFIXES) or name.startswith("on_") or name == "forward"
 
     def is_test_case(self, scope: ScopeFacts) -> bool:
         if self.is_test_file:
@@ -934,6 +955,11 @@ def collect_grad_facts(context: Context) -> FileFacts:
             push((child, False))
     facts.finish()
     return facts
+
+
+def _self_attribute(expr: cst.BaseExpression) -> bool:
+    """`self.<attr>`: an object the enclosing class holds."""
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
 def _framework_decorated(scope: ScopeFacts) -> bool:

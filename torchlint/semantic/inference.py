@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
-from torchlint.semantic import switched_training
+from torchlint.semantic import network_methods, switched_training
 from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated, is_loader_expr
@@ -98,16 +98,16 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     """(what, forward calls) when the function runs networks (itself or through a helper of this file whose
     result is trained on elsewhere) whose results never reach a backward pass, followed through its return
     value into its callers, and something makes them run repeatedly: a loop here, or a caller that calls
-    the function in a loop."""
-    if not accelerator:
-        return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
-    own_method = scope.is_method and _network_class(facts, scope.cls)  # `get_action`, `tile_predict`
+    the function in a loop. In a program that never uses an accelerator only a loop here counts: one forward
+    per call (an action picked by a small MLP) is a CPU toy, nothing worth a change."""
     forwards: list[CallFact] = []
     what = None
     for call in scope.calls:
         if call.covered:
             continue
         if facts.is_network_call(call):
+            if facts.method_network(call) and network_methods.judged_where_defined(facts, call):
+                continue  # an agent's `select_action(state)`: judged at its own `def`
             name = call.callee
         else:
             helper = facts.helper_forward(call)
@@ -120,13 +120,58 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
             continue
         forwards.append(call)
         what = what or name
-    if not forwards or (own_method and not any(call.loops for call in forwards)):
-        return None  # (a network's method run per call, `get_action`, is judged where it is called)
-    if not any(call.loops for call in forwards) and not facts.called_in_loop(scope):
+    looped = any(_repeating_loops(call) for call in forwards)
+    if not forwards:
+        return None
+    if scope.is_method and not looped and _called_on_objects(facts, scope) and any(
+        RETURNED in facts.result_reaches(scope, c.node, False) for c in forwards
+    ):
+        return None  # a method that hands back its output to other objects' code (a network's `sample`, an
+        # extractor's `forward_pass`): judged where it is called
+    if not accelerator and not any(
+        _known_network(facts, call) and not _few_literal_items(facts.context, loop)
+        for call in forwards for loop in _repeating_loops(call)
+    ):
+        return None  # on the CPU, five greedy decoding steps of a toy sentence cost nothing worth a change
+    if not looped and not facts.called_in_loop(scope):
         return None
     if any(facts.result_reaches(scope, call.node) for call in forwards):
         return None  # returned to code that may train on it
     return f"`{what}`", forwards
+
+
+def _known_network(facts: FileFacts, call: CallFact) -> bool:
+    """The call runs a network known by what it is (a module by its binding, a method read in its class), not
+    only by its name: on the CPU, where a name is all that makes `flatten_model(m)` look like one."""
+    return facts.method_network(call) or objects(facts.context).kind(call.node.func) == MODULE
+
+
+def _called_on_objects(facts: FileFacts, scope: ScopeFacts) -> bool:
+    """The method is called only on objects (`net.sample(x)`, `self.extractor.forward_pass(x)`), never as a
+    helper of its own class (`self._predict_batch(x)`, judged at its `def`)."""
+    sites = facts.call_sites(scope)
+    return all(
+        isinstance(call.node.func, cst.Attribute)
+        and not (isinstance(call.node.func.value, cst.Name) and call.node.func.value.value == "self")
+        for _, _, call in sites
+    )
+
+
+def _repeating_loops(call: CallFact) -> list[cst.CSTNode]:
+    """The loops around `call` that repeat its forward pass: not a loop whose own target is the network called
+    (`for layer in self.features: x = layer(x)` runs one forward pass, layer by layer)."""
+    callee = call.node.func
+    if not isinstance(callee, cst.Name):
+        return list(call.loops)
+    return [loop for loop in call.loops if not (isinstance(loop, cst.For) and _binds(loop.target, callee.value))]
+
+
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds(element.value, name) for element in target.elements)
+    return False
 
 
 def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], accelerator: bool) -> list[CallFact]:
@@ -143,6 +188,8 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
     for call in scope.calls:
         if call.covered or call.node in judged or not facts.is_network_call(call):
             continue
+        if facts.method_network(call) and network_methods.judged_where_defined(facts, call):
+            continue  # an agent's `select_action(state)`: judged at its own `def`
         if not training and not call.loops:
             continue
         if training and not accelerator and not _evaluation_loop(facts, scope, call):
@@ -157,16 +204,6 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         found.append(call)
     return found
-
-
-def _network_class(facts: FileFacts, cls: Optional[cst.ClassDef]) -> bool:
-    """`cls` is a network: an `nn.Module` subclass by its bases, or a class that defines `forward`."""
-    if cls is None:
-        return False
-    if objects(facts.context).class_kind(cls) == MODULE:
-        return True
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body)
 
 
 def _evaluation_loop(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:

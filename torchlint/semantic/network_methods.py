@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
-from torchlint.semantic import project
+from torchlint.semantic import call_arguments, project
 from torchlint.semantic.functions import method_named
 from torchlint.semantic.modules import words
-from torchlint.semantic.objects import objects
+from torchlint.semantic.objects import MODULE, objects
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -64,45 +64,97 @@ def runs_network(
     return inference_named(name) and is_network(receiver, func.value)
 
 
+def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
+    """`call` runs a method that hands back no graph (an agent's `select_action`, a network's
+    `encode_features` that returns NumPy arrays): the method is judged at its own `def`, not again at every
+    call."""
+    func = call.node.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    for owner, cls in receiver_classes(facts, func.value):
+        method = _method_of(owner, cls, func.attr.value)
+        scope = owner.by_node.get(method) if method is not None else None
+        if scope is None:
+            continue
+        inner = [c for c in scope.calls if not c.covered and owner.is_network_call(c)]
+        if inner and not any("returned" in owner.result_reaches(scope, c.node, follow_callers=False) for c in inner):
+            return True  # (a method that runs `self(x)` or `self.forward(x)` is judged where it is called)
+    return False
+
+
+def is_network_class(facts: "FileFacts", cls: cst.ClassDef) -> bool:
+    """`cls` is a network: an `nn.Module` subclass by its bases, or a class that defines `forward`."""
+    if objects(facts.context).class_kind(cls) == MODULE:
+        return True
+    return method_named(cls, "forward") is not None
+
+
 def inference_named(method: str) -> bool:
     """`get_action`, `predict`, `decode_step`, `sample`: a method name that says it runs a network."""
     return any(w in _INFERENCE_WORDS for w in words(method))
 
 
-def receiver_classes(facts: "FileFacts", expr: cst.BaseExpression) -> list[tuple["FileFacts", cst.ClassDef]]:
+def receiver_classes(
+    facts: "FileFacts", expr: cst.BaseExpression, depth: int = 0
+) -> list[tuple["FileFacts", cst.ClassDef]]:
     """The classes (with the grad facts of the file that defines each) `expr` is built from: a name or a
-    `self.<attr>` assigned `Cls(...)` (through `.to(device)`-style chains), a class of this file or one
-    imported from a project module."""
+    `self.<attr>` assigned `Cls(...)` (through `.to(device)`-style chains and `.module` of a data-parallel
+    wrapper), a class of this file or one imported from a project module; a value returned by a helper of the
+    project (`model = create_model(opt)`), or a parameter whose callers pass such an object."""
     context = facts.context
-    values: list[cst.BaseExpression] = []
+    while isinstance(expr, cst.Attribute) and expr.attr.value == "module":
+        expr = expr.value  # `model.module.encode(x)`: the network inside `nn.DataParallel(model)`
+    values: list[tuple["FileFacts", cst.BaseExpression]] = []
+    passed: list[tuple["FileFacts", cst.BaseExpression]] = []
     if isinstance(expr, cst.Name):
         for binding in context.lookup(expr) or ():
             if binding.kind == "assign" and binding.value is not None:
-                values.append(binding.value)
-            elif binding.kind == "param" and isinstance(binding.node, cst.Param) and binding.node.annotation is not None:
-                annotation = binding.node.annotation.annotation  # `decoder: Decoder`: as if built by `Decoder()`
-                if isinstance(annotation, cst.Name):
-                    values.append(cst.Call(func=annotation))
+                values.append((facts, binding.value))
+            elif binding.kind == "param" and isinstance(binding.node, cst.Param):
+                if binding.node.annotation is not None:
+                    annotation = binding.node.annotation.annotation  # `decoder: Decoder`: as if built by `Decoder()`
+                    if isinstance(annotation, cst.Name):
+                        values.append((facts, cst.Call(func=annotation)))
+                elif depth == 0:  # one hop into the callers: deeper chains cost more than they find
+                    passed.extend(call_arguments.passed_for(facts, binding.node))
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         cls = context.enclosing(expr, cst.ClassDef)
         if cls is not None:
-            values = list(objects(context).self_assignments(cls).get(expr.attr.value, ()))  # type: ignore[arg-type]
-    found = []
-    for value in values:
+            values = [(facts, v) for v in objects(context).self_assignments(cls).get(expr.attr.value, ())]  # type: ignore[misc]
+    found: list[tuple["FileFacts", cst.ClassDef]] = []
+    for owner, argument in passed:  # an argument a caller passes: resolved where it is written
+        found.extend(c for c in receiver_classes(owner, argument, depth + 1) if c not in found)
+    for _, value in values:
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
             value = value.func.value
-        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
-            continue
-        local = objects(context).classes().get(value.func.value)
-        if local is not None:
-            found.append((facts, local))
-            continue
-        origin = project.imported(context, value.func, (value.func.value,))
-        if origin is not None:
-            definition = origin[0].definition(origin[1])
-            if isinstance(definition, cst.ClassDef):
-                found.append((origin[0].model.grad, definition))
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            found.extend(c for c in _built_by(facts, value.func, depth) if c not in found)
     return found
+
+
+def _built_by(facts: "FileFacts", func: cst.Name, depth: int) -> list[tuple["FileFacts", cst.ClassDef]]:
+    """The classes a call of `func` builds: the class itself, or what a project helper of that name returns."""
+    context = facts.context
+    local = objects(context).classes().get(func.value)
+    if local is not None:
+        return [(facts, local)]
+    definition: Optional[cst.CSTNode] = None
+    owner = facts
+    origin = project.imported(context, func, (func.value,))
+    if origin is not None:
+        definition, owner = origin[0].definition(origin[1]), origin[0].model.grad
+    else:
+        bindings = context.lookup(func) or ()
+        if len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
+            definition = bindings[0].node
+    if isinstance(definition, cst.ClassDef):
+        return [(owner, definition)]
+    if isinstance(definition, cst.FunctionDef) and depth < _MAX_DEPTH:
+        found: list[tuple["FileFacts", cst.ClassDef]] = []
+        for returned in call_arguments.returned_values(definition):
+            found.extend(c for c in receiver_classes(owner, returned, depth + 1) if c not in found)
+        return found
+    return []
 
 
 def _built_by_library(context: "Context", expr: cst.BaseExpression) -> bool:
@@ -145,10 +197,14 @@ def _runs_itself(facts: "FileFacts", scope: "ScopeFacts", depth: int) -> bool:
             continue
         if callee in ("self", "self.forward"):
             return True
-        if callee.count(".") != 1 or not callee.startswith("self."):
+        if callee.endswith(".forward"):
+            callee = callee[: -len(".forward")]  # `self.netG.forward(x)`: the sub-module `self.netG` runs
+        if not callee.startswith("self."):
             continue
         if facts.is_network_call(inner):
-            return True
+            return True  # `self.net(x)`, `self.model.classifier(x)`
+        if callee.count(".") != 1:
+            continue
         method = _method_of(facts, scope.cls, callee[5:]) if scope.cls is not None else None
         if method is not None and depth < _MAX_DEPTH and method in facts.by_node and method is not scope.node:
             if _runs_itself(facts, facts.by_node[method], depth + 1):

@@ -354,16 +354,25 @@ def method_call_sites(path: str, method: str) -> list[CallSite]:
     """Calls `<expr>.method(...)`, in the files that import `path`, by the method's name alone (the receiver
     is for the asker to confirm)."""
     found: list[CallSite] = []
-    for caller in _caller_summaries(os.path.realpath(path), method):
+    target = os.path.realpath(path)
+    for caller in _caller_summaries(target, method):
         found.extend(CallSite(caller, node) for node in caller.calls_named(method) if isinstance(node.func, cst.Attribute))
+    if not found:  # objects built by a factory module (`model = create_model(opt)`): the factory's importers
+        files = list(dict.fromkeys(f for factory in importers(target)[:MAX_CALLER_FILES] for f in importers(factory)))
+        for caller in _summaries_spelling(files, method, target):
+            found.extend(CallSite(caller, node) for node in caller.calls_named(method) if isinstance(node.func, cst.Attribute))
     return found
 
 
 def _caller_summaries(target: str, name: str) -> list["ModuleSummary"]:
     """Summaries of the files that import `target` and spell `name` (the others cannot call it)."""
+    return _summaries_spelling(importers(target), name, target)
+
+
+def _summaries_spelling(files: list[str], name: str, target: str) -> list["ModuleSummary"]:
     found = []
-    for file in importers(target)[:MAX_CALLER_FILES]:
-        if name in _text(file):
+    for file in files[:MAX_CALLER_FILES]:
+        if file != target and name in _text(file):
             caller = summary(file)
             if caller is not None:
                 found.append(caller)

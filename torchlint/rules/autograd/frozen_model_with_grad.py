@@ -8,8 +8,14 @@ import libcst as cst
 
 from torchlint.lint.walk import descendants
 from torchlint.rules.autograd._common import FAMILY, GradRule
+from torchlint.semantic import frozen_networks
+from torchlint.semantic.file_kind import uses_torch
+from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.grad_mode import FileFacts
 from torchlint.semantic.modules import is_model_like
+
+
+_FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
 
 
 class FrozenModelWithGrad(GradRule):
@@ -17,8 +23,9 @@ class FrozenModelWithGrad(GradRule):
     name = "frozen-model-with-grad"
     family = FAMILY
     summary = (
-        "A network that is never trained in this file (a target network, teacher or loss network) run with "
-        "autograd on, its output immediately `.detach()`ed."
+        "A network that is never trained in this file (a target network, teacher, loss network or pretrained "
+        "encoder) run with autograd on: its output immediately `.detach()`ed, or fed from a batch into a "
+        "training step that backpropagates through it for nothing."
     )
     message = (
         "This network is never optimised here, yet it runs with autograd on and its output is detached: call it "
@@ -34,7 +41,17 @@ class FrozenModelWithGrad(GradRule):
         "The rule reports `.detach()` applied (directly, or through indexing and method calls) to the result of "
         "calling a network when the call is not under no-grad, the network is bound in this file, its "
         "`.parameters()` are never used (so it is not in an optimizer), nothing in the file freezes "
-        "parameters, and the call runs more than once (not one demo batch in a script or notebook)."
+        "parameters, and the call runs more than once (not one demo batch in a script or notebook).\n\n"
+        "It also reports a network run on a batch inside a training step when nothing trains it: a pretrained "
+        "CNN encoder in front of a captioning decoder that is the only thing the optimizer updates "
+        "(`optimizer = Adam(decoder.parameters())`, then `features = encoder(images)` every step). The "
+        "decoder's `loss.backward()` then runs back through the whole encoder to compute weight gradients no "
+        "optimizer reads. Reported when the network is called by a plain name that the file builds, the file "
+        "builds an optimizer but never takes this network's `.parameters()`, never calls its `.train()`, "
+        "never touches `requires_grad` and never hands the network to another constructor or container (where "
+        "it could be part of a trained model) or to a helper that builds an optimizer from it; its class, when it can be read in the project, does not freeze "
+        "its own parameters; what it is given derives from loop variables (a batch) through copies and moves "
+        "only; and its output reaches the backward pass."
     )
     bad = (
         "next_values = target_net(next_states).max(1)[0].detach()\n"
@@ -45,12 +62,15 @@ class FrozenModelWithGrad(GradRule):
     )
     false_positives = (
         "A network trained through an optimizer built in another file (from its parameters there), or one whose "
-        "parameters are frozen in another file (then no graph is built and the detach is only redundant)."
+        "parameters are frozen in another file (then no graph is built and the detach is only redundant). A "
+        "network fed the output of a trained one (a VGG perceptual loss on generated images) is left alone: "
+        "the gradient has to flow through it back to the generator, so only freezing its weights "
+        "(`requires_grad_(False)`) would help, not `no_grad`."
     )
-    requires = ("detach",)
+    requires = ("detach", ".backward(")
 
     def gate(self, text: str) -> bool:
-        return ".detach()" in text and not re.search(r"requires_grad(_\(\s*False|\s*=\s*False)", text)
+        return (".detach()" in text or ".backward(" in text) and not _FREEZES.search(text) and uses_torch(text)
 
     def check(self, facts: FileFacts) -> None:
         text = self.context.source.text
@@ -58,6 +78,7 @@ class FrozenModelWithGrad(GradRule):
         for scope in facts.scopes:
             if facts.is_grad_free(scope) or scope.decorated_other_grad:
                 continue
+            trains = bool(facts.training_orders(scope))
             for call in scope.calls:
                 if call.covered or call.callee is None:
                     continue
@@ -70,13 +91,33 @@ class FrozenModelWithGrad(GradRule):
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
                 detach = facts.detached_result(call.node)
-                if detach is None or facts.runs_once(scope, call):
-                    continue  # not detached, or run once (one demo batch): too little to matter
+                if detach is None:
+                    if trains and self._trained_through(facts, scope, call):
+                        self.report(
+                            call.node,
+                            f"`{callee}` is never optimised here, yet it runs on a batch with autograd on inside "
+                            f"the training step, so the backward pass runs through it for weight gradients "
+                            f"nobody uses: call it under `with torch.no_grad():` (or freeze it with "
+                            f".requires_grad_(False))",
+                        )
+                    continue
+                if facts.runs_once(scope, call):
+                    continue  # run once (one demo batch): too little to matter
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
                     f"call it under `with torch.no_grad():` so no graph is built",
                 )
+
+    @staticmethod
+    def _trained_through(facts: FileFacts, scope, call) -> bool:
+        """`call` runs a network the file never trains, on data, and its result reaches the backward pass."""
+        func = call.node.func
+        if not isinstance(func, cst.Name) or not frozen_networks.untrained(facts, func.value):
+            return False
+        if not frozen_networks.input_is_data(facts, call) or frozen_networks.class_freezes(facts, func):
+            return False
+        return BACKWARD in facts.result_reaches(scope, call.node, follow_callers=False)
 
 
 def _bound_names(module: cst.Module) -> set[str]:

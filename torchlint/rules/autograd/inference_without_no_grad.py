@@ -24,6 +24,8 @@ from torchlint.semantic.grad_mode import (
 _TL301_GATE = re.compile(
     r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)"
     r"|\.(numpy|item|tolist|detach)\(|\.data\b|save_image|imsave|imwrite"  # where a forward's result may end
+    r"|^for\s",  # a script's top-level loop
+    re.M,
 )
 
 
@@ -69,6 +71,14 @@ class InferenceWithoutNoGrad(GradRule):
         "`q_network.get_action(obs)`, `self.policy.sample(state)`, `decoder.decode_step(...)` (the method is read "
         "in the class, in this file or a project module, and must run the module itself; a class that cannot be "
         "found needs a network receiver and a method named for inference: `predict`, `sample`, `act`, `decode`). "
+        "The receiver's class is found through what builds it: `model = create_model(opt)`, a helper of another "
+        "file that returns one of several classes; a parameter, from what its callers pass; `model.module` of a "
+        "data-parallel wrapper; `self.extractor`, a helper object the class holds (`self.extractor.forward_pass(x)`"
+        " in a Score-CAM loop). A method that hands back no graph (an agent's `select_action` returning NumPy "
+        "values, a network's `encode_features` returning arrays) is reported once, at its `def`, and not again at "
+        "every call; one that returns its output is judged where it is called. The `__call__` of a wrapper object "
+        "that is no network itself (`predictor = Predictor(path)`, then `predictor(img)` in a loop) is judged like "
+        "any method, its calls being the calls of its objects. "
         "A shared `run_epoch(..., train=True)` whose backward pass sits under `if train:` evaluates when called "
         "with `train=False`: that call (or a function that only makes such calls) is reported. A function "
         "whose every caller, in any file, already runs it under no-grad is left alone."
@@ -112,7 +122,11 @@ class InferenceWithoutNoGrad(GradRule):
         "costs far less than drawing; and, in a program that never uses an accelerator, a single evaluation "
         "forward on a batch held in memory between training steps or plots (a CPU toy on a few hundred points: "
         "the graph is cheap there and the change would not be noticed). A forward pass in a loop over data or "
-        "decoding steps is reported even on the CPU."
+        "decoding steps is reported even on the CPU when the network is known by what it is, not only by its name "
+        "(one Score-CAM forward per channel), but not a handful of "
+        "literal steps (`for i in range(5)`: greedy decoding of a toy sentence), nor a loop over the layers "
+        "of one network (`for layer in self.features: x = layer(x)`), which is a single forward pass. One-off "
+        "single-batch plotting is left alone on purpose: its graph costs less than drawing the figure."
     )
     fix_safety = FixSafety.UNSAFE
     fix_notes = (

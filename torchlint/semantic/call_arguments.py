@@ -1,0 +1,60 @@
+"""Call arguments and return values: what flows into a function's parameter and out of its `return`.
+
+A network often reaches the code that runs it through a parameter (`def extract(loader, model): ...` called
+as `extract(loader, VQVAE().cuda())`) or out of a helper (`model = create_model(opt)`, which builds one of
+several classes and returns it). `passed_for` finds the expressions the callers of a function pass for one
+of its parameters (callers in this file and in the project files that import it); `returned_values` the
+expressions a function returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+
+if TYPE_CHECKING:
+    from torchlint.semantic.grad_mode import FileFacts
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", cst.BaseExpression]]:
+    """The argument expressions, each with the grad facts of the caller's file, that the calls of the function
+    owning `param` pass for it (by keyword or by position; a method's `self` is not passed)."""
+    function = facts.context.enclosing(param, cst.FunctionDef)
+    scope = facts.by_node.get(function) if function is not None else None
+    if scope is None or isinstance(scope.node, cst.Module):
+        return []
+    positional = list(function.params.posonly_params) + list(function.params.params)  # type: ignore[union-attr]
+    if param not in positional and param not in function.params.kwonly_params:  # type: ignore[union-attr]
+        return []
+    index = positional.index(param) if param in positional else None
+    if index is not None and scope.cls is not None:
+        index -= 1  # `obj.method(a)`: `a` is the second parameter
+    name = param.name.value
+    found = []
+    for site_facts, _, call in facts.call_sites(scope):
+        for position, arg in enumerate(call.node.args):
+            if arg.star:
+                break
+            if (arg.keyword is not None and arg.keyword.value == name) or (arg.keyword is None and position == index):
+                found.append((site_facts, arg.value))
+                break
+    return found
+
+
+def returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The expressions the `return` statements of `function` itself (not of nested functions) return."""
+    found = []
+    stack = list(function.body.children)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, cst.Return) and node.value is not None:
+            found.append(node.value)
+        stack.extend(node.children)
+    return found
+

@@ -1,0 +1,128 @@
+"""Frozen networks: a network the program never trains, run with autograd on inside a training step.
+
+A captioning model that trains only its decoder (`optimizer = Adam(decoder.parameters())`) still runs the
+pretrained encoder with autograd on: `feats = encoder(images)` records the encoder's graph, and the
+decoder's `loss.backward()` runs back through the whole CNN to compute weight gradients no optimizer reads.
+Running the encoder under `torch.no_grad()` loses nothing when its input is data (a batch from the loader),
+since no gradient has to reach that input.
+
+`untrained` says whether the file shows a network is never trained: the file builds an optimizer (it takes
+some `.parameters()`), never takes this network's, never switches it to training mode or touches its
+`requires_grad`, never hands it to another constructor or container (where it could be a sub-module of a
+trained model), and its class, when it can be read, does not freeze its own parameters.
+`input_is_data` says whether what a forward pass is given derives from data alone (loop variables over a
+loader, their `.to(device)` copies), not from another network's output, whose gradient may be wanted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.lint.walk import descendants
+from torchlint.semantic import network_methods
+
+if TYPE_CHECKING:
+    from torchlint.semantic.grad_mode import CallFact, FileFacts
+
+_FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
+# Calls that copy or move a tensor without making it depend on anything else.
+_DATA_METHODS = frozenset({"to", "cuda", "float", "half", "long", "contiguous", "view", "reshape", "permute",
+                           "unsqueeze", "squeeze", "clone", "detach"})
+_DATA_FUNCTIONS = frozenset({"Variable", "torch.autograd.Variable", "torch.autograd.variable.Variable"})
+
+
+def untrained(facts: "FileFacts", name: str) -> bool:
+    """The network bound to the plain name `name` is never trained by this file (see the module docstring)."""
+    text = facts.context.source.text
+    if not re.search(r"\.\s*(named_)?parameters\s*\(", text):
+        return False  # no optimizer built here: it may be trained where we cannot see
+    if facts.has_parameters(name) or re.search(rf"\b{re.escape(name)}\s*\.\s*(train\s*\(|requires_grad)", text):
+        return False
+    if _FREEZES.search(text) or _handed_to_constructor(facts, name):
+        return False
+    return True
+
+
+def class_freezes(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
+    """The class the network `expr` is built from (when it can be read) freezes its parameters itself."""
+    for owner, cls in network_methods.receiver_classes(facts, expr):
+        if _FREEZES.search(owner.context.code(cls)):
+            return True
+    return False
+
+
+def input_is_data(facts: "FileFacts", call: "CallFact") -> bool:
+    """Every argument of the forward pass `call` derives from loop variables (batches) through copies and
+    moves only."""
+    args = call.node.args
+    return bool(args) and all(_from_data(facts, arg.value, set(), 0) for arg in args)
+
+
+def _from_data(facts: "FileFacts", expr: cst.BaseExpression, seen: set, depth: int) -> bool:
+    """`expr` derives from loop variables through copies and moves only (`seen`: assignments being followed,
+    `imgs = imgs.cuda()` refers to itself)."""
+    if depth > 6:
+        return False
+    context = facts.context
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(expr, cst.Subscript):
+        return _from_data(facts, expr.value, seen, depth + 1)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _DATA_METHODS:
+            return _from_data(facts, func.value, seen, depth + 1)
+        if (context.qualname(func) or context.code(func)) in _DATA_FUNCTIONS and expr.args:
+            return _from_data(facts, expr.args[0].value, seen, depth + 1)
+        return False
+    if not isinstance(expr, cst.Name):
+        return False
+    bindings = context.lookup(expr) or ()
+    if not bindings:
+        return False
+    for binding in bindings:
+        if binding.kind == "loop":
+            continue  # a loop variable: a batch, or part of one
+        if binding.node in seen:
+            continue
+        value = _element_for(binding.node, expr.value) if isinstance(binding.node, cst.Assign) else None
+        if value is None or not _from_data(facts, value, seen | {binding.node}, depth + 1):
+            return False
+    return True
+
+
+def _element_for(node: cst.Assign, name: str) -> "cst.BaseExpression | None":
+    """The expression `node` assigns to `name`, element by element for a tuple target
+    (`imgs, caps = imgs.cuda(), caps.cuda()`)."""
+    if len(node.targets) != 1:
+        return None
+    target, value = node.targets[0].target, node.value
+    if isinstance(target, cst.Name):
+        return value
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        for element, item in zip(target.elements, value.elements):
+            if isinstance(element.value, cst.Name) and element.value.value == name:
+                return item.value
+    return None
+
+
+def _handed_to_constructor(facts: "FileFacts", name: str) -> bool:
+    """`name` is passed to a class or a container (`Seq2Seq(encoder, decoder)`, `nn.ModuleList([encoder])`),
+    where it may become part of a model that is trained, or to a helper that builds an optimizer from it
+    (`build_optimizer(cfg, encoder)`)."""
+    for node in descendants(facts.context.module):
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if not last[:1].isupper() and not re.search(r"optim|param", last, re.I):
+            continue  # a class or a container; or a helper that builds an optimizer from it
+        for arg in node.args:
+            value = arg.value
+            items = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+            if any(isinstance(item, cst.Name) and item.value == name for item in items):
+                return True  # the network itself, not one of its attributes (`Decoder(vocab, encoder.dim)`)
+    return False

@@ -25,7 +25,7 @@ from torchlint.semantic.loader_calls import (
     step_loop_of_read,
     strict_union,
 )
-from torchlint.semantic.loader_exemptions import waits_for_a_person
+from torchlint.semantic.loader_exemptions import after_an_exit, waits_for_a_person
 
 if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
@@ -124,8 +124,8 @@ class LoaderBatches:
         if self._reads is None:
             self._reads = {}
             for loop in self.fors:
-                if waits_for_a_person(self.context, loop.body):
-                    continue  # a viewer: one batch per key press
+                if waits_for_a_person(self.context, loop.body) or after_an_exit(self.context, loop):
+                    continue  # a viewer (one batch per key press), or a loop that never runs
                 for source, target in match_iteration(self.context, loop.iter, loop.target):
                     self._record_read(source, loop.body, target)
             for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
@@ -133,7 +133,7 @@ class LoaderBatches:
                 if iterator is None:
                     continue
                 loop = step_loop_of_read(self.context, call)
-                if loop is None or waits_for_a_person(self.context, loop.body):
+                if loop is None or waits_for_a_person(self.context, loop.body) or after_an_exit(self.context, call):
                     continue  # one batch read once, to look at, or one every so many steps
                 parent = self.context.parent(call)
                 target: cst.BaseExpression = call
@@ -224,6 +224,8 @@ class LoaderBatches:
         ):
             return self.batch_sources(expr.args[0].value, depth + 1)  # `tqdm(enumerate(loader))`
         function = self.function_called(expr)
+        if function is not None and not is_generator(function) and self._remote:
+            return self._returned_sources(function, None, 0)  # `loader = self.get_loader()`
         if function is None or not is_generator(function):
             return None
         # `def infiniteloop(loader): while True: for x, y in loader: yield x`: its items are the loader's
@@ -262,11 +264,28 @@ class LoaderBatches:
             # `train_iter, test_iter = iter(train_loader), iter(test_loader)`
             element = element_at(call, index, len(target.elements))
             return self.batch_sources(element) if element is not None else None
-        if index is None or not self._remote or self.function_called(call) is not None:  # type: ignore[arg-type]
+        if index is None or not self._remote:
             return None
+        function = self.function_called(call)  # type: ignore[arg-type]
+        if function is not None:
+            # `data_set, data_loader = self._get_data(flag)`: element `index` of what this file's function returns
+            return self._returned_sources(function, index, len(target.elements))
         if not project.imported(self.context, call.func):  # type: ignore[union-attr]
             return None
         return frozenset([CallResult(self, call, index)])
+
+    def _returned_sources(self, function: cst.FunctionDef, index: Optional[int], size: int) -> Optional[frozenset]:
+        """`batch_sources` of what a function of this file returns (element `index` of a returned tuple)."""
+        parts: list[Optional[frozenset]] = []
+        for ret in returns_of(function):
+            value = ret.value
+            if index is not None:
+                if isinstance(value, cst.Name):
+                    assigned = self.context.assigned_value(value)
+                    value = assigned if isinstance(assigned, (cst.Tuple, cst.List)) else value
+                value = element_at(value, index, size) if isinstance(value, (cst.Tuple, cst.List)) else None
+            parts.append(self.batch_sources(value) if value is not None else None)
+        return strict_union(parts) if parts else None
 
     def _imported_loader(self, name: cst.Name) -> Optional[frozenset]:
         """`from data import train_loader`: a loader bound at the top level of another project file."""

@@ -198,3 +198,22 @@ def waits_for_a_person(context: Context, region: cst.CSTNode) -> bool:
             if block is None or context.literal(block.value) is not False:
                 return True
     return False
+
+
+def after_an_exit(context: Context, node: cst.CSTNode) -> bool:
+    """`node` follows a `return` or `raise` of its own block or an enclosing one in the same function
+    (`def test(self): return` left above an old evaluation loop): code that never runs."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)):
+            return False
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if isinstance(statement, cst.SimpleStatementLine) and any(
+                    isinstance(s, (cst.Return, cst.Raise)) for s in statement.body
+                ):
+                    return True
+        child = ancestor
+    return False

@@ -1,0 +1,138 @@
+"""Loaders built by a factory function of another file: settings given through the factory's parameters,
+and batches read through a method of this file that returns the factory's result."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.lint.api import lint_paths
+
+
+def _findings(root: Path, files: dict[str, str], select: list[str]) -> list[tuple[str, int, str]]:
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    results = lint_paths([str(root / name) for name in files], select=select)
+    assert all(r.error is None for r in results), [(r.path, r.error) for r in results]
+    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)
+
+
+FACTORY = """
+import torch.utils.data as data
+import torchvision.datasets as datasets
+
+def loader(path, batch_size=32, num_workers=4, pin_memory={pin}):
+    return data.DataLoader(datasets.ImageFolder(path), batch_size=batch_size, shuffle=True,
+                           num_workers=num_workers, pin_memory=pin_memory)
+"""
+
+FINE_TUNER = """
+import torch
+import dataset
+
+class FineTuner:
+    def __init__(self, train_path, test_path, model):
+        self.train_data_loader = dataset.loader(train_path{extra})
+        self.test_data_loader = dataset.loader(test_path{extra})
+        self.model = model
+        self.criterion = torch.nn.CrossEntropyLoss()
+
+    def test(self):
+        return
+        for batch, label in self.test_data_loader:
+            print(self.model(batch.cuda()).argmax(1).eq(label).sum())
+
+    def train_batch(self, optimizer, batch, label):
+        if args.use_cuda:
+            batch = batch.cuda()
+            label = label.cuda()
+        self.criterion(self.model(batch), label).backward()
+        optimizer.step()
+
+    def train_epoch(self, optimizer):
+        for i, (batch, label) in enumerate(self.train_data_loader):
+            self.train_batch(optimizer, batch, label)
+"""
+
+
+def test_pinned_by_the_factory_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {"dataset.py": FACTORY.format(pin="True"), "finetune.py": FINE_TUNER.format(extra="")}
+    # both copies of the training batch, made in the method the loop hands them to; the loop after
+    # `return` in `test` never runs
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("finetune.py", 19, "TL103"), ("finetune.py", 20, "TL103")]
+
+
+def test_unpinned_by_the_factory_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {"dataset.py": FACTORY.format(pin="False"), "finetune.py": FINE_TUNER.format(extra="")}
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("dataset.py", 6, "TL102")]
+
+
+@pytest.mark.parametrize("extra", [", pin_memory=True", ", pin_memory=args.pin_memory"])
+def test_callers_that_pass_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str) -> None:
+    # every caller pins (or passes a value that may pin): not a TL102; only a pinned one is a TL103
+    monkeypatch.chdir(tmp_path)
+    files = {"dataset.py": FACTORY.format(pin="False"), "finetune.py": FINE_TUNER.format(extra=extra)}
+    expected = [("finetune.py", 19, "TL103"), ("finetune.py", 20, "TL103")] if "True" in extra else []
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == expected
+
+
+DATA_FACTORY = """
+from torch.utils.data import DataLoader
+from data_loader import SeriesDataset
+
+def data_provider(args, flag):
+    data_set = SeriesDataset(args.root_path, flag=flag)
+    data_loader = DataLoader(data_set, batch_size=args.batch_size, shuffle=flag == "train",
+                             num_workers=args.num_workers, drop_last=True{pin})
+    return data_set, data_loader
+"""
+
+SERIES = """
+import pandas as pd
+from torch.utils.data import Dataset
+
+class SeriesDataset(Dataset):
+    def __init__(self, root_path, flag="train"):
+        self.data = pd.read_csv(root_path).values
+
+    def __getitem__(self, index):
+        return self.data[index:index + 96], self.data[index + 96:index + 120]
+
+    def __len__(self):
+        return len(self.data) - 120
+"""
+
+EXPERIMENT = """
+import torch
+from data_factory import data_provider
+
+class Exp:
+    def __init__(self, args):
+        self.args = args
+        self.device = torch.device("cuda:{}".format(args.gpu)) if args.use_gpu else torch.device("cpu")
+        self.model = torch.nn.Linear(96, 24).to(self.device)
+
+    def _get_data(self, flag):
+        data_set, data_loader = data_provider(self.args, flag)
+        return data_set, data_loader
+
+    def train(self, optimizer):
+        train_data, train_loader = self._get_data(flag="train")
+        for i, (batch_x, batch_y) in enumerate(train_loader):
+            batch_x = batch_x.float().to(self.device)
+            batch_y = batch_y.float().to(self.device)
+            ((self.model(batch_x) - batch_y) ** 2).mean().backward()
+            optimizer.step()
+"""
+
+
+def test_loader_returned_through_a_method_of_the_experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {"data_factory.py": DATA_FACTORY.format(pin=""), "data_loader.py": SERIES, "exp.py": EXPERIMENT}
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("data_factory.py", 7, "TL102")]
+    files["data_factory.py"] = DATA_FACTORY.format(pin=", pin_memory=True")
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("exp.py", 18, "TL103"), ("exp.py", 19, "TL103")]

@@ -21,6 +21,7 @@ from torchlint.semantic.loader_calls import (
     TQDM,
     is_builtin,
     is_static,
+    is_transfer,
     match_iteration,
     next_of,
     param_for,
@@ -78,10 +79,6 @@ def _values_target(iterable: cst.BaseExpression, target: cst.BaseExpression) -> 
     ):
         return target.elements[1].value
     return target
-
-
-def is_transfer(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda")
 
 
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:

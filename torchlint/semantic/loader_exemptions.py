@@ -13,7 +13,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import method_named
-from torchlint.semantic.loader_calls import enclosing_loops, is_builtin, param_for
+from torchlint.semantic.loader_calls import enclosing_loops, is_builtin, is_transfer, param_for
 
 if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
@@ -145,6 +145,27 @@ class LoaderExemptions:
             isinstance(call, cst.Call)
             and is_builtin(self.context, call.func, "next")
             and not enclosing_loops(self.context, call)
+        )
+
+    def collate_on_device(self, loader: cst.Call) -> bool:
+        """The loader's `collate_fn` is a function of this file that moves the batch to an accelerator: its
+        batches arrive on the GPU, so there is nothing to pin, and worker processes could not run it."""
+        arg = keyword(loader, "collate_fn")
+        value = arg.value if arg is not None else None
+        if isinstance(value, cst.Call) and (self.context.qualname(value) or "") == "functools.partial" and value.args:
+            value = value.args[0].value  # `collate_fn=partial(collate, device=device)`
+        body: Optional[cst.CSTNode] = None
+        if isinstance(value, cst.Lambda):
+            body = value.body
+        elif isinstance(value, cst.Name):
+            bindings = self.context.lookup(value) or []
+            if len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
+                body = bindings[0].node
+        elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
+            cls = self.context.enclosing(value, cst.ClassDef)
+            body = method_named(cls, value.attr.value) if cls is not None else None
+        return body is not None and any(
+            isinstance(n, cst.Call) and is_transfer(n) and self.to_accelerator(n) for n in descendants(body)
         )
 
     def callers_on_accelerator(self, loader: cst.Call) -> Optional[bool]:

@@ -80,7 +80,8 @@ class DataloaderNumWorkersZero(Rule):
         "file returns), where an item is a row lookup in Arrow tables, unless the file shows items "
         "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
         "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
-        "live on the GPU, which worker processes cannot reach; a loader only looked at: read by `next(iter(loader))`, "
+        "live on the GPU, which worker processes cannot reach; a loader whose `collate_fn` (a function or lambda "
+        "of the file, or a `partial` of one) moves the batch to the GPU, which a worker process cannot do; a loader only looked at: read by `next(iter(loader))`, "
         "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
         "notebook cell, or handed to a function of the file that does no more with it; a loader only iterated "
         "by a viewer that waits for a person on every batch (`plt.show()`, `input()`, `cv2.waitKey(0)`); "
@@ -129,6 +130,8 @@ class DataloaderNumWorkersZero(Rule):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue
+            if data.collate_on_device(node):
+                continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
             if cpu_only and (self._consumed_here(node) or self.semantic.loaders.callers_on_accelerator(node) is False):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             self._report(node)

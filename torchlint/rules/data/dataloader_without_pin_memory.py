@@ -70,7 +70,7 @@ class DataloaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`). Not reported: a loader without workers over tensors in memory whose "
+        "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported: a loader without workers over tensors in memory whose "
         "batches are read only outside a training step (a predict or evaluation loop that reads each result "
         "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
@@ -94,7 +94,7 @@ class DataloaderWithoutPinMemory(Rule):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:
                 continue
-            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
+            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader) or data.collate_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
             workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
             single = workers is not None and (MISSING in workers or 0 in workers)

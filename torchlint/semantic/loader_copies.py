@@ -256,8 +256,34 @@ class LoaderCopies:
             elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
                 found.append(node)
             elif depth < 2 and batch:
-                found.extend(self._handed_to_function(node, batch, depth))
+                moved = self._handed_to_function(node, batch, depth)
+                found.extend(moved)
+                if not moved and self._moved_by_imported_function(node, batch, depth):
+                    found.append(node)
         return found
+
+    def _moved_by_imported_function(self, call: cst.Call, batch: set[str], depth: int) -> bool:
+        """A function of another project file moves the batch parts it is given: `x, y = to_device(batch)`
+        with `def to_device(batch): return [b.to(device) for b in batch]` in utils.py."""
+        if has_star_args(call) or has_star_kwargs(call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return False
+        if not any(root_name(arg.value, conversions=True) in batch for arg in call.args):
+            return False
+        found = project.imported(self.context, call.func)
+        function = found[0].definition(found[1]) if found is not None else None
+        if not isinstance(function, cst.FunctionDef) or is_generator(function):
+            return False
+        params = [*function.params.posonly_params, *function.params.params]
+        names = set()
+        for index, arg in enumerate(call.args):
+            if root_name(arg.value, conversions=True) not in batch:
+                continue
+            if arg.keyword is not None:
+                names.add(arg.keyword.value)
+            elif index < len(params):
+                names.add(params[index].name.value)
+        there = found[0].model.loaders  # type: ignore[index]
+        return bool(names) and bool(there._find_transfers(function.body, names, None, depth + 1))
 
     def _already_moved(self, call: cst.Call) -> bool:
         """`target_var = target.cuda()` after `target = target.cuda()` in the same block: the name already

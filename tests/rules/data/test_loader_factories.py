@@ -136,3 +136,54 @@ def test_loader_returned_through_a_method_of_the_experiment(tmp_path: Path, monk
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("data_factory.py", 7, "TL102")]
     files["data_factory.py"] = DATA_FACTORY.format(pin=", pin_memory=True")
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("exp.py", 18, "TL103"), ("exp.py", 19, "TL103")]
+
+
+MOVE_HELPERS = """
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+def to_device(batch):
+    return [b.to(device) for b in batch]
+
+def describe(batch):
+    return [b.shape for b in batch]
+"""
+
+LOADERS = """
+from torch.utils.data import DataLoader
+from torchvision import datasets
+
+def get_loader(root, batch_size):
+    return DataLoader(datasets.ImageFolder(root), batch_size=batch_size, shuffle=True, num_workers=4)
+
+def build_dataloader(cfg):
+    return DataLoader(datasets.ImageFolder(cfg.root), batch_size=cfg.batch_size, num_workers=cfg.workers,
+                      pin_memory=cfg.pin_memory)
+"""
+
+TRAIN = """
+import torch
+from data import get_loader, build_dataloader
+from utils import to_device, describe
+
+def main(args, cfg, model):
+    for batch in get_loader(args.root, 32):
+        print(describe(batch))
+    for batch in get_loader(args.root, 32):
+        x, y = to_device(batch)
+        model(x).sum().backward()
+    for batch in build_dataloader(cfg):
+        x, y = to_device(batch)
+        model(x).sum().backward()
+"""
+
+
+def test_batches_moved_by_a_helper_of_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {"utils.py": MOVE_HELPERS, "data.py": LOADERS, "train.py": TRAIN}
+    # the loader of `get_loader` is reported once, for the loop whose helper moves its batches; the one whose
+    # pin_memory comes from the config may be pinned already
+    assert _findings(tmp_path, files, ["TL102"]) == [("data.py", 6, "TL102")]
+    files["train.py"] = TRAIN.replace("x, y = to_device(batch)", "x, y = describe(batch)")
+    assert _findings(tmp_path, files, ["TL102"]) == []

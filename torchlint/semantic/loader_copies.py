@@ -35,6 +35,10 @@ _TENSOR_VIEWS = frozenset({"items", "values"})
 SAME_TENSOR = frozenset({"float", "long", "half", "double", "int", "bool", "contiguous", "bfloat16"})
 
 
+# Reshapes of a batch: `images.reshape(-1, 28 * 28).to(device)` still copies the batch (a view of its memory).
+_RESHAPES = frozenset({"reshape", "view", "flatten", "unsqueeze", "squeeze", "permute", "transpose"})
+
+
 _MOVE_HELPERS = ("to_device", "to_cuda", "to_gpu", "move_to")
 
 
@@ -58,7 +62,7 @@ def root_name(expr: cst.BaseExpression, *, conversions: bool) -> Optional[str]:
             conversions
             and isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in (SAME_TENSOR | _TENSOR_VIEWS)
+            and expr.func.attr.value in (SAME_TENSOR | _TENSOR_VIEWS | _RESHAPES)
         ):
             expr = expr.func.value
             continue

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keyword, positional
+from torchlint.lint.calls import argument, has_star_args, keyword, positional
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.semantic import project
-from torchlint.semantic.loader_calls import MISSING, is_builtin, is_static
+from torchlint.semantic.loader_calls import MISSING, is_builtin
 
 if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
@@ -100,50 +100,6 @@ class LoaderSettings:
             present |= options - {MISSING}
             always_missing = always_missing and MISSING in options
         return frozenset(present | ({MISSING} if always_missing else set()))
-
-    def value_options(self, expr: cst.BaseExpression) -> frozenset:
-        """The values `setting=expr` may take: its literal (`UNKNOWN` when not one), or, for a parameter of the
-        enclosing function, what its calls pass and its default where they leave it out:
-        `def loader(path, pin_memory=True)` called as `loader(path)` gives {True}."""
-        value = self.context.literal(expr)
-        bindings = self.context.lookup(expr) if isinstance(expr, cst.Name) and value is UNKNOWN else None
-        if not bindings or len(bindings) != 1 or bindings[0].kind != "param":
-            return frozenset([value])
-        return self._param_options(bindings[0].node) or frozenset([value])
-
-    def _param_options(self, param: cst.CSTNode) -> Optional[frozenset]:
-        function = self.context.enclosing(param, cst.FunctionDef)
-        if not isinstance(param, cst.Param) or not isinstance(function, cst.FunctionDef):
-            return None
-        ordered = [*function.params.posonly_params, *function.params.params]
-        is_method = self.context.enclosing(function, cst.ClassDef) is not None and not is_static(function)
-        if param in ordered:
-            position: Optional[int] = max(ordered.index(param) - (1 if is_method else 0), -1)
-        elif param in function.params.kwonly_params:
-            position = None
-        else:
-            return None
-        sites = [(self.context, call) for call in self.call_sites(function)]
-        if not sites and function in self.context.module.body:
-            sites = [
-                (site.summary.model.loaders.context, site.call)
-                for site in project.call_sites(self.context.source.path, function.name.value)
-            ]
-        default = self.context.literal(param.default) if param.default is not None else None
-        options: set = set()
-        for context, call in sites:
-            arg = argument(call, param.name.value, position if position is not None and position >= 0 else None)
-            if arg is not None:
-                options.add(context.literal(arg.value))
-            elif has_star_args(call) or has_star_kwargs(call) or param.default is None:
-                options.add(UNKNOWN)  # passed in a way not read here, or a call this reading gets wrong
-            else:
-                options.add(default)
-        if not sites:
-            if param.default is None:
-                return None
-            options.add(default)  # called nowhere this project shows: what a call that leaves it out gets
-        return frozenset(options)
 
     def dict_facts(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[dict[str, frozenset]]:
         """key -> the values it may hold (`MISSING` where it may be absent); keys not listed are absent."""

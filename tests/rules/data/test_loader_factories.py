@@ -187,3 +187,29 @@ def test_batches_moved_by_a_helper_of_another_file(tmp_path: Path, monkeypatch: 
     assert _findings(tmp_path, files, ["TL102"]) == [("data.py", 6, "TL102")]
     files["train.py"] = TRAIN.replace("x, y = to_device(batch)", "x, y = describe(batch)")
     assert _findings(tmp_path, files, ["TL102"]) == []
+
+
+SWITCHES = """
+import argparse
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--pin_memory", action="store_true")
+parser.add_argument("--pin-default", type=bool, default=False)
+args = parser.parse_args()
+
+def main(dataset, model, device):
+    switched = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=args.pin_memory)
+    for x, y in switched:
+        model(x.to(device)).sum().backward()
+    by_default = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=args.pin_default)
+    for x, y in by_default:
+        model(x.to(device)).sum().backward()
+"""
+
+
+def test_pin_memory_from_a_command_line_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a switch pins on one path: non_blocking pays there (TL103) and pin_memory=True would override the
+    # user's choice (no TL102); a typed option may be given any value: nothing is said
+    monkeypatch.chdir(tmp_path)
+    assert _findings(tmp_path, {"train.py": SWITCHES}, ["TL102", "TL103"]) == [("train.py", 13, "TL103")]

@@ -14,7 +14,7 @@ from torchlint.lint.calls import argument, has_star_args
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.functions import is_generator, returns_of
+from torchlint.semantic.functions import is_generator, method_named, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
     argument_for,
@@ -81,11 +81,10 @@ class CallResult:
 
     def resolve(self) -> Optional[list[Remote]]:
         """The DataLoader(...) calls of the other file the function returns, or None when not certain."""
-        found = project.imported(self.flow.context, self.call.func)
-        function = found[0].definition(found[1]) if found is not None else None
-        if not isinstance(function, cst.FunctionDef):
+        target = self.flow.imported_function(self.call)
+        if target is None:
             return None
-        there = found[0].model.loaders  # type: ignore[index]
+        there, function = target[0].model.loaders, target[1]
         out: list[Remote] = []
         for ret in returns_of(function):
             value = ret.value
@@ -213,8 +212,9 @@ class LoaderBatches:
                 else:
                     return None
             return strict_union(parts)
-        if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and project.imported(context, expr.func):
-            return frozenset([CallResult(self, expr, None)])  # `loader = get_loader(args)` of another file
+        if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and self.imported_function(expr):
+            # `loader = get_loader(args)` of another file, or `data.train_dataloader()` of a class of another file
+            return frozenset([CallResult(self, expr, None)])
         if not isinstance(expr, cst.Call) or not expr.args or has_star_args(expr):
             return None
         if is_builtin(context, expr.func, "iter") and len(expr.args) == 1:
@@ -286,6 +286,25 @@ class LoaderBatches:
                 value = element_at(value, index, size) if isinstance(value, (cst.Tuple, cst.List)) else None
             parts.append(self.batch_sources(value) if value is not None else None)
         return strict_union(parts) if parts else None
+
+    def imported_function(self, call: cst.Call) -> Optional[tuple[project.ModuleSummary, cst.FunctionDef]]:
+        """The function of another project file a call runs: one imported from it (`get_loader(args)`), or a
+        method of an instance of a class imported from it (`data = CIFARData(args)`, `data.train_dataloader()`)."""
+        found = project.imported(self.context, call.func)
+        definition = found[0].definition(found[1]) if found is not None else None
+        if found is not None and isinstance(definition, cst.FunctionDef):
+            return found[0], definition
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        bindings = self.context.lookup(func.value) or []
+        value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+        if not isinstance(value, cst.Call) or self.function_called(value) is not None:
+            return None
+        found = project.imported(self.context, value.func)
+        cls = found[0].definition(found[1]) if found is not None else None
+        method = method_named(cls, func.attr.value) if isinstance(cls, cst.ClassDef) else None
+        return (found[0], method) if found is not None and method is not None else None
 
     def _imported_loader(self, name: cst.Name) -> Optional[frozenset]:
         """`from data import train_loader`: a loader bound at the top level of another project file."""

@@ -15,7 +15,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
-from torchlint.semantic.functions import is_generator
+from torchlint.semantic.functions import is_generator, method_named, returns_of
 from torchlint.semantic.loader_batches import CallResult, ImportedLoader
 from torchlint.semantic.loader_calls import (
     TQDM,
@@ -113,7 +113,7 @@ class LoaderCopies:
         or that import it by name when it is bound at the top level of this file."""
         returned = self.returned_by(loader)
         if returned is None:
-            return self._copies_where_imported(loader)
+            return self._copies_where_imported(loader) or self._copies_of_method_result(loader)
         name, index = returned
         found: list[tuple[Context, cst.Call]] = []
         for site in project.call_sites(self.context.source.path, name):
@@ -121,6 +121,27 @@ class LoaderCopies:
             result = CallResult(caller, site.call, index)
             copies = [(caller.context, c) for c in caller.batch_copies(result)]
             found.extend(copies or caller.copies_in_callees(result))
+        return found
+
+    def _copies_of_method_result(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
+        """Copies in the files that call the method of a top-level class of this file that returns the loader:
+        `data.train_dataloader()` where `data = CIFARData(args)`."""
+        method = self.context.enclosing(loader, cst.FunctionDef)
+        cls = self.context.enclosing(method, cst.ClassDef) if method is not None else None
+        if not isinstance(method, cst.FunctionDef) or cls not in self.context.module.body:
+            return []
+        if not any(loader in (self.loaders_of(r.value) or ()) for r in returns_of(method) if r.value is not None):
+            return []
+        here = os.path.realpath(self.context.source.path)
+        found: list[tuple[Context, cst.Call]] = []
+        for site in project.method_call_sites(self.context.source.path, method.name.value):
+            caller = site.summary.model.loaders
+            target = caller.imported_function(site.call)
+            if target is None or os.path.realpath(target[0].path) != here:
+                continue  # a method of the same name on something else
+            if method_named(target[0].definition(cls.name.value), method.name.value) is not target[1]:  # type: ignore[arg-type]
+                continue  # the same method name on another class of this file
+            found.extend((caller.context, c) for c in caller.batch_copies(CallResult(caller, site.call, None)))
         return found
 
     def _copies_where_imported(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:

@@ -213,3 +213,41 @@ def test_pin_memory_from_a_command_line_switch(tmp_path: Path, monkeypatch: pyte
     # user's choice (no TL102); a typed option may be given any value: nothing is said
     monkeypatch.chdir(tmp_path)
     assert _findings(tmp_path, {"train.py": SWITCHES}, ["TL102", "TL103"]) == [("train.py", 13, "TL103")]
+
+
+DATA_MODULE = """
+from torch.utils.data import DataLoader
+from torchvision import datasets
+
+class CIFARData:
+    def __init__(self, args):
+        self.args = args
+
+    def train_dataloader(self):
+        return DataLoader(datasets.CIFAR10(self.args.root), batch_size=self.args.batch_size, num_workers=4{pin})
+
+class MNISTData:
+    def train_dataloader(self):
+        return DataLoader(datasets.MNIST("."), batch_size=8, num_workers=2)
+"""
+
+FIT = """
+import torch
+from datamodule import CIFARData
+
+def main(args, model):
+    data = CIFARData(args)
+    loader = data.train_dataloader()
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        model(x).sum().backward()
+"""
+
+
+def test_loader_returned_by_a_method_of_a_class_of_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {"datamodule.py": DATA_MODULE.format(pin=""), "fit.py": FIT}
+    # only the loader of the class the program builds; the other class's method of the same name is never called
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("datamodule.py", 10, "TL102")]
+    files["datamodule.py"] = DATA_MODULE.format(pin=", pin_memory=True")
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("fit.py", 9, "TL103"), ("fit.py", 9, "TL103")]

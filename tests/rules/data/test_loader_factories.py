@@ -251,3 +251,34 @@ def test_loader_returned_by_a_method_of_a_class_of_another_file(tmp_path: Path, 
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("datamodule.py", 10, "TL102")]
     files["datamodule.py"] = DATA_MODULE.format(pin=", pin_memory=True")
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("fit.py", 9, "TL103"), ("fit.py", 9, "TL103")]
+
+
+WORKER_FACTORIES = """
+from torch.utils.data import DataLoader
+from torchvision import datasets
+
+def get_dataloader(root, batch_size=32, num_workers=0):
+    return DataLoader(datasets.ImageFolder(root), batch_size=batch_size, shuffle=True, num_workers=num_workers)
+
+def get_test_loader(root, batch_size=32, num_workers=0):
+    return DataLoader(datasets.ImageFolder(root), batch_size=batch_size, num_workers=num_workers)
+"""
+
+WORKER_CALLERS = """
+from utils import get_dataloader, get_test_loader
+
+def main(model):
+    for x, y in get_dataloader("train"):
+        model(x.cuda()).sum().backward()
+    for x, y in get_test_loader("test", num_workers=4):
+        model(x.cuda())
+"""
+
+
+def test_num_workers_from_the_factory_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {"utils.py": WORKER_FACTORIES, "train.py": WORKER_CALLERS}
+    # the caller that leaves the default loads in the main process; the one that passes 4 does not
+    assert _findings(tmp_path, files, ["TL101"]) == [("utils.py", 6, "TL101")]
+    results = lint_paths([str(tmp_path / "utils.py")], select=["TL101"])
+    assert results[0].findings and results[0].findings[0].fix is None  # the callers choose, not that line

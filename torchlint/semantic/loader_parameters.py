@@ -63,8 +63,10 @@ class LoaderParameters:
             arg = argument(call, param.name.value, position if position is not None and position >= 0 else None)
             if arg is not None:
                 options.add(context.literal(arg.value))
-            elif has_star_args(call) or has_star_kwargs(call) or param.default is None:
-                options.add(UNKNOWN)  # passed in a way not read here, or a call this reading gets wrong
+            elif has_star_args(call) or has_star_kwargs(call):
+                options.update({UNKNOWN, default})  # `get_loaders(**config)`: the default unless the dict holds it
+            elif param.default is None:
+                options.add(UNKNOWN)  # a call this reading gets wrong
             else:
                 options.add(default)
         if not sites:

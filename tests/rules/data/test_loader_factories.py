@@ -282,3 +282,33 @@ def test_num_workers_from_the_factory_default(tmp_path: Path, monkeypatch: pytes
     assert _findings(tmp_path, files, ["TL101"]) == [("utils.py", 6, "TL101")]
     results = lint_paths([str(tmp_path / "utils.py")], select=["TL101"])
     assert results[0].findings and results[0].findings[0].fix is None  # the callers choose, not that line
+
+
+KWARGS_FACTORY = """
+from torch.utils.data import DataLoader
+from torchvision import datasets
+
+def get_data_loader(data_root=None, batch_size=64, num_workers=8, pin_memory={pin}, **kwargs):
+    loader_kwargs = {{"num_workers": num_workers, "pin_memory": pin_memory}}
+    return DataLoader(datasets.ImageFolder(data_root), batch_size=batch_size, shuffle=True, **loader_kwargs)
+"""
+
+KWARGS_CALLER = """
+from utils import get_data_loader
+
+def run(config, G, device):
+    loader = get_data_loader(**config)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        G(x, y).mean().backward()
+"""
+
+
+def test_factory_called_with_a_config_dict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `**config` may or may not hold pin_memory: pinned by default is pinned on some path (TL103); unpinned
+    # by default may be pinned by the config (no TL102)
+    monkeypatch.chdir(tmp_path)
+    files = {"utils.py": KWARGS_FACTORY.format(pin="True"), "train.py": KWARGS_CALLER}
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("train.py", 7, "TL103"), ("train.py", 7, "TL103")]
+    files["utils.py"] = KWARGS_FACTORY.format(pin="False")
+    assert _findings(tmp_path, files, ["TL102", "TL103"]) == []

@@ -73,7 +73,9 @@ class DataloaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported: a loader without workers over tensors in memory whose "
+        "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported either: a loader whose `collate_fn` pads "
+        "token ids to a padding index (`get_collate_fn(pad_index)`, `partial(padded_collate_sft, padding_idx=...)`): "
+        "a few hundred KB of integers per batch, where a pinned copy saves microseconds on a step of a language model. Not reported: a loader without workers over tensors in memory whose "
         "batches are read only outside a training step (a predict or evaluation loop that reads each result "
         "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
@@ -99,6 +101,8 @@ class DataloaderWithoutPinMemory(Rule):
                 continue
             if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader) or data.collate_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
+            if data.collates_token_ids(loader):
+                continue  # padded token ids: too few bytes per step for pinning to show
             workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
             single = workers is not None and (MISSING in workers or 0 in workers)
             if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):

@@ -14,7 +14,7 @@ from torchlint.lint.calls import argument, has_star_args
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.functions import is_generator, returns_of
+from torchlint.semantic.functions import is_generator, method_named, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
     argument_for,
@@ -25,7 +25,7 @@ from torchlint.semantic.loader_calls import (
     step_loop_of_read,
     strict_union,
 )
-from torchlint.semantic.loader_exemptions import waits_for_a_person
+from torchlint.semantic.loader_exemptions import after_an_exit, waits_for_a_person
 
 if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
@@ -81,11 +81,10 @@ class CallResult:
 
     def resolve(self) -> Optional[list[Remote]]:
         """The DataLoader(...) calls of the other file the function returns, or None when not certain."""
-        found = project.imported(self.flow.context, self.call.func)
-        function = found[0].definition(found[1]) if found is not None else None
-        if not isinstance(function, cst.FunctionDef):
+        target = self.flow.imported_function(self.call)
+        if target is None:
             return None
-        there = found[0].model.loaders  # type: ignore[index]
+        there, function = target[0].model.loaders, target[1]
         out: list[Remote] = []
         for ret in returns_of(function):
             value = ret.value
@@ -124,8 +123,8 @@ class LoaderBatches:
         if self._reads is None:
             self._reads = {}
             for loop in self.fors:
-                if waits_for_a_person(self.context, loop.body):
-                    continue  # a viewer: one batch per key press
+                if waits_for_a_person(self.context, loop.body) or after_an_exit(self.context, loop):
+                    continue  # a viewer (one batch per key press), or a loop that never runs
                 for source, target in match_iteration(self.context, loop.iter, loop.target):
                     self._record_read(source, loop.body, target)
             for call in [*self.calls_by_name.get("next", ()), *self.calls_by_name.get("__next__", ())]:
@@ -133,7 +132,7 @@ class LoaderBatches:
                 if iterator is None:
                     continue
                 loop = step_loop_of_read(self.context, call)
-                if loop is None or waits_for_a_person(self.context, loop.body):
+                if loop is None or waits_for_a_person(self.context, loop.body) or after_an_exit(self.context, call):
                     continue  # one batch read once, to look at, or one every so many steps
                 parent = self.context.parent(call)
                 target: cst.BaseExpression = call
@@ -213,8 +212,9 @@ class LoaderBatches:
                 else:
                     return None
             return strict_union(parts)
-        if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and project.imported(context, expr.func):
-            return frozenset([CallResult(self, expr, None)])  # `loader = get_loader(args)` of another file
+        if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and self.imported_function(expr):
+            # `loader = get_loader(args)` of another file, or `data.train_dataloader()` of a class of another file
+            return frozenset([CallResult(self, expr, None)])
         if not isinstance(expr, cst.Call) or not expr.args or has_star_args(expr):
             return None
         if is_builtin(context, expr.func, "iter") and len(expr.args) == 1:
@@ -224,6 +224,8 @@ class LoaderBatches:
         ):
             return self.batch_sources(expr.args[0].value, depth + 1)  # `tqdm(enumerate(loader))`
         function = self.function_called(expr)
+        if function is not None and not is_generator(function) and self._remote:
+            return self._returned_sources(function, None, 0)  # `loader = self.get_loader()`
         if function is None or not is_generator(function):
             return None
         # `def infiniteloop(loader): while True: for x, y in loader: yield x`: its items are the loader's
@@ -262,11 +264,47 @@ class LoaderBatches:
             # `train_iter, test_iter = iter(train_loader), iter(test_loader)`
             element = element_at(call, index, len(target.elements))
             return self.batch_sources(element) if element is not None else None
-        if index is None or not self._remote or self.function_called(call) is not None:  # type: ignore[arg-type]
+        if index is None or not self._remote:
             return None
+        function = self.function_called(call)  # type: ignore[arg-type]
+        if function is not None:
+            # `data_set, data_loader = self._get_data(flag)`: element `index` of what this file's function returns
+            return self._returned_sources(function, index, len(target.elements))
         if not project.imported(self.context, call.func):  # type: ignore[union-attr]
             return None
         return frozenset([CallResult(self, call, index)])
+
+    def _returned_sources(self, function: cst.FunctionDef, index: Optional[int], size: int) -> Optional[frozenset]:
+        """`batch_sources` of what a function of this file returns (element `index` of a returned tuple)."""
+        parts: list[Optional[frozenset]] = []
+        for ret in returns_of(function):
+            value = ret.value
+            if index is not None:
+                if isinstance(value, cst.Name):
+                    assigned = self.context.assigned_value(value)
+                    value = assigned if isinstance(assigned, (cst.Tuple, cst.List)) else value
+                value = element_at(value, index, size) if isinstance(value, (cst.Tuple, cst.List)) else None
+            parts.append(self.batch_sources(value) if value is not None else None)
+        return strict_union(parts) if parts else None
+
+    def imported_function(self, call: cst.Call) -> Optional[tuple[project.ModuleSummary, cst.FunctionDef]]:
+        """The function of another project file a call runs: one imported from it (`get_loader(args)`), or a
+        method of an instance of a class imported from it (`data = CIFARData(args)`, `data.train_dataloader()`)."""
+        found = project.imported(self.context, call.func)
+        definition = found[0].definition(found[1]) if found is not None else None
+        if found is not None and isinstance(definition, cst.FunctionDef):
+            return found[0], definition
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        bindings = self.context.lookup(func.value) or []
+        value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+        if not isinstance(value, cst.Call) or self.function_called(value) is not None:
+            return None
+        found = project.imported(self.context, value.func)
+        cls = found[0].definition(found[1]) if found is not None else None
+        method = method_named(cls, func.attr.value) if isinstance(cls, cst.ClassDef) else None
+        return (found[0], method) if found is not None and method is not None else None
 
     def _imported_loader(self, name: cst.Name) -> Optional[frozenset]:
         """`from data import train_loader`: a loader bound at the top level of another project file."""

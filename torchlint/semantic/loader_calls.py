@@ -80,6 +80,11 @@ def element_at(value: cst.BaseExpression, index: int, size: int) -> Optional[cst
     return elements[index].value
 
 
+def is_transfer(call: cst.Call) -> bool:
+    """`x.to(...)` or `x.cuda(...)`: a copy that may go to an accelerator (`to_accelerator` tells)."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda")
+
+
 def is_static(function: cst.FunctionDef) -> bool:
     return any(last_name(d.decorator) == "staticmethod" for d in function.decorators)
 

@@ -15,12 +15,13 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
-from torchlint.semantic.functions import is_generator
+from torchlint.semantic.functions import is_generator, method_named, returns_of
 from torchlint.semantic.loader_batches import CallResult, ImportedLoader
 from torchlint.semantic.loader_calls import (
     TQDM,
     is_builtin,
     is_static,
+    is_transfer,
     match_iteration,
     next_of,
     param_for,
@@ -32,6 +33,10 @@ _TENSOR_VIEWS = frozenset({"items", "values"})
 
 
 SAME_TENSOR = frozenset({"float", "long", "half", "double", "int", "bool", "contiguous", "bfloat16"})
+
+
+# Reshapes of a batch: `images.reshape(-1, 28 * 28).to(device)` still copies the batch (a view of its memory).
+_RESHAPES = frozenset({"reshape", "view", "flatten", "unsqueeze", "squeeze", "permute", "transpose"})
 
 
 _MOVE_HELPERS = ("to_device", "to_cuda", "to_gpu", "move_to")
@@ -57,7 +62,7 @@ def root_name(expr: cst.BaseExpression, *, conversions: bool) -> Optional[str]:
             conversions
             and isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in (SAME_TENSOR | _TENSOR_VIEWS)
+            and expr.func.attr.value in (SAME_TENSOR | _TENSOR_VIEWS | _RESHAPES)
         ):
             expr = expr.func.value
             continue
@@ -78,10 +83,6 @@ def _values_target(iterable: cst.BaseExpression, target: cst.BaseExpression) -> 
     ):
         return target.elements[1].value
     return target
-
-
-def is_transfer(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda")
 
 
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -112,7 +113,7 @@ class LoaderCopies:
         or that import it by name when it is bound at the top level of this file."""
         returned = self.returned_by(loader)
         if returned is None:
-            return self._copies_where_imported(loader)
+            return self._copies_where_imported(loader) or self._copies_of_method_result(loader)
         name, index = returned
         found: list[tuple[Context, cst.Call]] = []
         for site in project.call_sites(self.context.source.path, name):
@@ -120,6 +121,27 @@ class LoaderCopies:
             result = CallResult(caller, site.call, index)
             copies = [(caller.context, c) for c in caller.batch_copies(result)]
             found.extend(copies or caller.copies_in_callees(result))
+        return found
+
+    def _copies_of_method_result(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
+        """Copies in the files that call the method of a top-level class of this file that returns the loader:
+        `data.train_dataloader()` where `data = CIFARData(args)`."""
+        method = self.context.enclosing(loader, cst.FunctionDef)
+        cls = self.context.enclosing(method, cst.ClassDef) if method is not None else None
+        if not isinstance(method, cst.FunctionDef) or cls not in self.context.module.body:
+            return []
+        if not any(loader in (self.loaders_of(r.value) or ()) for r in returns_of(method) if r.value is not None):
+            return []
+        here = os.path.realpath(self.context.source.path)
+        found: list[tuple[Context, cst.Call]] = []
+        for site in project.method_call_sites(self.context.source.path, method.name.value):
+            caller = site.summary.model.loaders
+            target = caller.imported_function(site.call)
+            if target is None or os.path.realpath(target[0].path) != here:
+                continue  # a method of the same name on something else
+            if method_named(target[0].definition(cls.name.value), method.name.value) is not target[1]:  # type: ignore[arg-type]
+                continue  # the same method name on another class of this file
+            found.extend((caller.context, c) for c in caller.batch_copies(CallResult(caller, site.call, None)))
         return found
 
     def _copies_where_imported(self, loader: cst.Call) -> list[tuple[Context, cst.Call]]:
@@ -259,8 +281,34 @@ class LoaderCopies:
             elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
                 found.append(node)
             elif depth < 2 and batch:
-                found.extend(self._handed_to_function(node, batch, depth))
+                moved = self._handed_to_function(node, batch, depth)
+                found.extend(moved)
+                if not moved and self._moved_by_imported_function(node, batch, depth):
+                    found.append(node)
         return found
+
+    def _moved_by_imported_function(self, call: cst.Call, batch: set[str], depth: int) -> bool:
+        """A function of another project file moves the batch parts it is given: `x, y = to_device(batch)`
+        with `def to_device(batch): return [b.to(device) for b in batch]` in utils.py."""
+        if has_star_args(call) or has_star_kwargs(call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return False
+        if not any(root_name(arg.value, conversions=True) in batch for arg in call.args):
+            return False
+        found = project.imported(self.context, call.func)
+        function = found[0].definition(found[1]) if found is not None else None
+        if not isinstance(function, cst.FunctionDef) or is_generator(function):
+            return False
+        params = [*function.params.posonly_params, *function.params.params]
+        names = set()
+        for index, arg in enumerate(call.args):
+            if root_name(arg.value, conversions=True) not in batch:
+                continue
+            if arg.keyword is not None:
+                names.add(arg.keyword.value)
+            elif index < len(params):
+                names.add(params[index].name.value)
+        there = found[0].model.loaders  # type: ignore[index]
+        return bool(names) and bool(there._find_transfers(function.body, names, None, depth + 1))
 
     def _already_moved(self, call: cst.Call) -> bool:
         """`target_var = target.cuda()` after `target = target.cuda()` in the same block: the name already

@@ -4,6 +4,8 @@ nothing on an accelerator."""
 
 from __future__ import annotations
 
+import re
+
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -13,10 +15,14 @@ from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import method_named
-from torchlint.semantic.loader_calls import enclosing_loops, is_builtin, param_for
+from torchlint.semantic.loader_calls import enclosing_loops, is_builtin, is_transfer, param_for
 
 if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
+
+
+# A padding token index given to a collate function: its batches are token ids.
+_TOKEN_PADDING = re.compile(r"\bpad(ding)?_(idx|index|id|token_id)\b|padded_collate")
 
 
 class LoaderExemptions:
@@ -147,6 +153,37 @@ class LoaderExemptions:
             and not enclosing_loops(self.context, call)
         )
 
+    def collate_on_device(self, loader: cst.Call) -> bool:
+        """The loader's `collate_fn` is a function of this file that moves the batch to an accelerator: its
+        batches arrive on the GPU, so there is nothing to pin, and worker processes could not run it."""
+        arg = keyword(loader, "collate_fn")
+        value = arg.value if arg is not None else None
+        if isinstance(value, cst.Call) and (self.context.qualname(value) or "") == "functools.partial" and value.args:
+            value = value.args[0].value  # `collate_fn=partial(collate, device=device)`
+        body: Optional[cst.CSTNode] = None
+        if isinstance(value, cst.Lambda):
+            body = value.body
+        elif isinstance(value, cst.Name):
+            bindings = self.context.lookup(value) or []
+            if len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
+                body = bindings[0].node
+        elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
+            cls = self.context.enclosing(value, cst.ClassDef)
+            body = method_named(cls, value.attr.value) if cls is not None else None
+        return body is not None and any(
+            isinstance(n, cst.Call) and is_transfer(n) and self.to_accelerator(n) for n in descendants(body)
+        )
+
+    def collates_token_ids(self, loader: cst.Call) -> bool:
+        """The loader's `collate_fn` pads sequences of token ids to a padding index (`get_collate_fn(pad_index)`,
+        `partial(padded_collate_sft, padding_idx=tokenizer.pad_id)`): a few hundred KB of integers per batch,
+        where a pinned copy saves microseconds on a step of a language model."""
+        arg = keyword(loader, "collate_fn")
+        value = arg.value if arg is not None else None
+        if isinstance(value, cst.Name):
+            value = self.context.assigned_value(value) or value  # `collate_fn = get_collate_fn(pad_index)`
+        return value is not None and _TOKEN_PADDING.search(self.context.code(value)) is not None
+
     def callers_on_accelerator(self, loader: cst.Call) -> Optional[bool]:
         """Whether the program around the loader puts anything on an accelerator: the files calling the
         function that returns it or, for a loader bound at the top level of the file, the files importing
@@ -197,4 +234,23 @@ def waits_for_a_person(context: Context, region: cst.CSTNode) -> bool:
             block = keyword(node, "block")
             if block is None or context.literal(block.value) is not False:
                 return True
+    return False
+
+
+def after_an_exit(context: Context, node: cst.CSTNode) -> bool:
+    """`node` follows a `return` or `raise` of its own block or an enclosing one in the same function
+    (`def test(self): return` left above an old evaluation loop): code that never runs."""
+    child = node
+    for ancestor in context.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)):
+            return False
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if isinstance(statement, cst.SimpleStatementLine) and any(
+                    isinstance(s, (cst.Return, cst.Raise)) for s in statement.body
+                ):
+                    return True
+        child = ancestor
     return False

@@ -85,7 +85,7 @@ class LoaderSettings:
         """
         arg = argument(call, name, position)
         if arg is not None:
-            return frozenset([self.context.literal(arg.value)])
+            return self.value_options(arg.value)
         if has_star_args(call) or (position is not None and len(positional(call)) > position):
             return None
         present: set = set()
@@ -118,13 +118,13 @@ class LoaderSettings:
                 key = context.literal(element.key)
                 if not isinstance(key, str):
                     return None
-                facts[key] = frozenset([context.literal(element.value)])
+                facts[key] = self.value_options(element.value)
             return facts
         if isinstance(expr, cst.Call) and is_builtin(context, expr.func, "dict"):
             facts = {}
             for given in expr.args:
                 if given.keyword is not None and not given.star:
-                    facts[given.keyword.value] = frozenset([context.literal(given.value)])
+                    facts[given.keyword.value] = self.value_options(given.value)
                 elif given.keyword is None and not given.star and given is expr.args[0]:
                     inner = self.dict_facts(given.value, depth + 1)
                     if inner is None:

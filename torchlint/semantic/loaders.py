@@ -1,6 +1,6 @@
 """DataLoaders of a file, in one object the rules share (`Flow`): the file is indexed once here, and each
 question lives in its own module: which loaders an expression holds (`loader_values.py`), their settings
-(`loader_settings.py`), where their batches are read (`loader_batches.py`) and copied to a device
+(`loader_settings.py`, `loader_parameters.py`), where their batches are read (`loader_batches.py`) and copied to a device
 (`loader_copies.py`), and the loaders that cost nothing per step (`loader_exemptions.py`); the syntax they
 share is in `loader_calls.py`.
 """
@@ -18,11 +18,12 @@ from torchlint.semantic.loader_batches import LoaderBatches
 from torchlint.semantic.loader_calls import is_dataloader
 from torchlint.semantic.loader_copies import LoaderCopies
 from torchlint.semantic.loader_exemptions import LoaderExemptions
+from torchlint.semantic.loader_parameters import LoaderParameters
 from torchlint.semantic.loader_settings import LoaderSettings
 from torchlint.semantic.loader_values import LoaderValues
 
 
-class Flow(LoaderValues, LoaderSettings, LoaderBatches, LoaderCopies, LoaderExemptions):
+class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, LoaderCopies, LoaderExemptions):
     """Per-file facts about DataLoaders and the loops that consume them (built once, shared by the rules).
     Each concept lives in its own module; this class indexes the file once for all of them."""
 

@@ -80,7 +80,8 @@ class DataloaderNumWorkersZero(Rule):
         "file returns), where an item is a row lookup in Arrow tables, unless the file shows items "
         "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
         "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
-        "live on the GPU, which worker processes cannot reach; a loader only looked at: read by `next(iter(loader))`, "
+        "live on the GPU, which worker processes cannot reach; a loader whose `collate_fn` (a function or lambda "
+        "of the file, or a `partial` of one) moves the batch to the GPU, which a worker process cannot do; a loader only looked at: read by `next(iter(loader))`, "
         "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
         "notebook cell, or handed to a function of the file that does no more with it; a loader only iterated "
         "by a viewer that waits for a person on every batch (`plt.show()`, `input()`, `cv2.waitKey(0)`); "
@@ -95,7 +96,9 @@ class DataloaderNumWorkersZero(Rule):
     )
     fix_safety = FixSafety.UNSAFE
     fix_notes = (
-        "Sets `num_workers=min(8, os.cpu_count() or 1)` and adds `import os`. Unsafe: worker processes need a "
+        "Sets `num_workers=min(8, os.cpu_count() or 1)` and adds `import os`; no fix where the value is a "
+        "parameter of the function building the loader (`num_workers=num_workers`, reported when every call "
+        "leaves its default of 0 or passes 0): the callers choose it. Unsafe: worker processes need a "
         "picklable dataset and `collate_fn`, each worker holds its own copy of the dataset (and its own random "
         "state), and on Windows and macOS workers re-import the script, so its training code must sit under "
         "`if __name__ == \"__main__\":` (the message says so for a script without that guard)."
@@ -114,8 +117,9 @@ class DataloaderNumWorkersZero(Rule):
         arg = argument(node, "num_workers", position=NUM_WORKERS_AT)
         if arg is None and len(positional(node)) > NUM_WORKERS_AT:
             return  # passed positionally through *args
-        if arg is not None and (self.context.literal(arg.value) != 0 or self._explained(arg)):
+        if arg is not None and (self.semantic.loaders.value_options(arg.value) != {0} or self._explained(arg)):
             return  # a non-zero value, one that cannot be decided, or a commented choice
+        # (a parameter of the function building the loader counts with what its calls pass, or its default)
         self.candidates.append(node)
 
     def leave_Module(self, module: cst.Module) -> None:
@@ -129,6 +133,8 @@ class DataloaderNumWorkersZero(Rule):
                 continue
             if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
                 continue
+            if data.collate_on_device(node):
+                continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
             if cpu_only and (self._consumed_here(node) or self.semantic.loaders.callers_on_accelerator(node) is False):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             self._report(node)
@@ -152,6 +158,9 @@ class DataloaderNumWorkersZero(Rule):
         self.report(node, message=message, fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> Optional[Fix]:
+        given = argument(node, "num_workers", position=NUM_WORKERS_AT)
+        if given is not None and self.context.literal(given.value) != 0:
+            return None  # `num_workers=num_workers`: the parameter's callers choose, not this line
         value = "min(8, os.cpu_count() or 1)"
         change = Replace(node, set_argument(node, "num_workers", value, NUM_WORKERS_AT))
         return Fix(f"Set num_workers={value}", [change], safe=False, imports=("os",))

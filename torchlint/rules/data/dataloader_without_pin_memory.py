@@ -43,13 +43,16 @@ class DataloaderWithoutPinMemory(Rule):
         "loaders read as `dataloaders[phase]`, `iter(loader)` and `next(it)` inside a loop, and generators "
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
         "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
-        "function of the file the batch is handed to, or in a file that gets the loader from a function of "
-        "this one: `train_loader = get_training_dataloader(...)`, or imports it by name, `from data import "
+        "function of the file the batch is handed to or a function of another project file it is handed to, "
+        "`x, y = to_device(batch)`, or in a file that gets the loader from a function of "
+        "this one: `train_loader = get_training_dataloader(...)`, or from a method of a class of this one, "
+        "`data = CIFARData(args)` then `data.train_dataloader()`, or imports it by name, `from data import "
         "train_loader`, or in a class of another file the loader is "
         "handed to, `Trainer(model, train_dataloader=loader)` whose methods iterate `self.train_data`), cast with `.type(torch.cuda.FloatTensor)` (or a name "
         "bound to it), or copied with `buffer.copy_(batch)` into a tensor moved to the GPU. Settings passed "
         "as `**kwargs` are read when `kwargs` is a dict literal of the same file changed only by "
-        "`kwargs.update(...)` or `kwargs[\"key\"] = ...`. Pinning pays without worker processes too: the "
+        "`kwargs.update(...)` or `kwargs[\"key\"] = ...`; a setting given as a parameter of the function that "
+        "builds the loader (`def loader(path, pin_memory=False)`) takes the values its calls pass, or its default. Pinning pays without worker processes too: the "
         "loader pins each batch as it collates it, and the copy then runs at full bus speed and can overlap "
         "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends; so does a loader "
         "over tensors already in memory (a `TensorDataset`) whose batches feed a training step on the GPU."
@@ -70,7 +73,9 @@ class DataloaderWithoutPinMemory(Rule):
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
         "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
         "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`). Not reported: a loader without workers over tensors in memory whose "
+        "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported either: a loader whose `collate_fn` pads "
+        "token ids to a padding index (`get_collate_fn(pad_index)`, `partial(padded_collate_sft, padding_idx=...)`): "
+        "a few hundred KB of integers per batch, where a pinned copy saves microseconds on a step of a language model. Not reported: a loader without workers over tensors in memory whose "
         "batches are read only outside a training step (a predict or evaluation loop that reads each result "
         "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
@@ -94,8 +99,10 @@ class DataloaderWithoutPinMemory(Rule):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:
                 continue
-            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader):
+            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader) or data.collate_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
+            if data.collates_token_ids(loader):
+                continue  # padded token ids: too few bytes per step for pinning to show
             workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
             single = workers is not None and (MISSING in workers or 0 in workers)
             if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):

@@ -93,9 +93,14 @@ class Context:
         found = self.parents.get(node)
         if found is None and node is not self.module:
             # The walk records parents as it goes down; a rule looking below the node being visited
-            # gets that node's subtree filled in on demand.
+            # gets that node's subtree filled in on demand, and a question about a node the walk has not
+            # reached yet (a helper defined further down) gets the whole file: otherwise the answer would
+            # depend on when it was first asked, that is on which rules run.
             self._fill(self.current)
             found = self.parents.get(node)
+            if found is None:
+                self._fill(self.module)
+                found = self.parents.get(node)
         return found
 
     def _fill(self, top: Optional[cst.CSTNode]) -> None:

@@ -62,6 +62,9 @@ class CycleSafeMemo(Generic[K, V]):
         outer_cut, stack.lowest_cut = stack.lowest_cut, _NONE
         try:
             found = answer(key)
+        except BaseException:  # the questions above see the cuts made below, even when a rule fails
+            stack.lowest_cut = min(outer_cut, stack.lowest_cut)
+            raise
         finally:
             del self._depths[key]
             stack.size -= 1

@@ -140,24 +140,37 @@ def main(argv: Optional[list[str]] = None) -> int:
     codes = args.select.split(",") if args.select else default_codes()
     files = _files(args.paths, held_out_folders())
     started = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(_work, [(f, codes) for f in files], chunksize=1))
-    else:
-        results = [_work((f, codes)) for f in files]
-    pairs = [d for per_file in results for d in per_file]
-    for path, code, only_all, only_alone in pairs:
-        print(f"{path}: {code}: {len(only_all)} only with all rules, {len(only_alone)} only alone")
-        if not args.quiet:
-            for line, column, _, message in sorted(only_all):
-                print(f"    all   {line}:{column} {message}")
-            for line, column, _, message in sorted(only_alone):
-                print(f"    alone {line}:{column} {message}")
+    pairs = []
+    with ProcessPoolExecutor(args.jobs) if args.jobs > 1 else _InProcess() as pool:
+        # printed as each file is done, so that a run cut short still tells what it found
+        for done, per_file in enumerate(pool.map(_work, [(f, codes) for f in files], chunksize=1), 1):
+            print(f"{done}/{len(files)} {files[done - 1]}", file=sys.stderr, flush=True)
+            for path, code, only_all, only_alone in per_file:
+                print(f"{path}: {code}: {len(only_all)} only with all rules, {len(only_alone)} only alone", flush=True)
+                if not args.quiet:
+                    for line, column, _, message in sorted(only_all):
+                        print(f"    all   {line}:{column} {message}", flush=True)
+                    for line, column, _, message in sorted(only_alone):
+                        print(f"    alone {line}:{column} {message}", flush=True)
+            pairs.extend(per_file)
     print(
         f"{len(files)} files x {len(codes)} rules: {len(pairs)} (file, rule) pairs differ "
         f"in {len({p[0] for p in pairs})} files ({time.perf_counter() - started:.0f} s)"
     )
     return 1 if pairs else 0
+
+
+class _InProcess:
+    """`map` in this process (one job), with the pool's interface."""
+
+    def __enter__(self) -> "_InProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, function, items, chunksize=1):
+        return map(function, items)
 
 
 if __name__ == "__main__":

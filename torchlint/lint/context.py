@@ -52,6 +52,7 @@ class Context:
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.current: Optional[cst.CSTNode] = None  # the node the engine is visiting or leaving
         self._filled: set[cst.CSTNode] = set()
+        self._complete = False  # every node's parent is known
         self.raw_findings: list[RawFinding] = []
         self._scopes: dict[cst.CSTNode, ScopeBindings] = {}
         self._shared: dict[Callable[["Context"], Any], Any] = {}
@@ -93,13 +94,33 @@ class Context:
         found = self.parents.get(node)
         if found is None and node is not self.module:
             # The walk records parents as it goes down; a rule looking below the node being visited
-            # gets that node's subtree filled in on demand.
+            # gets that node's subtree filled in on demand, and a question about a node the walk has not
+            # reached yet (a helper defined further down) gets the whole file: otherwise the answer would
+            # depend on when it was first asked, that is on which rules run.
+            if self._complete:
+                return None
             self._fill(self.current)
             found = self.parents.get(node)
+            if found is None:
+                self._fill_all()
+                found = self.parents.get(node)
         return found
 
+    def _fill_all(self) -> None:
+        """Every node's parent, once (no subtree bookkeeping: nothing is left to fill after it)."""
+        from torchlint.lint.walk import semantic_children
+
+        self._complete = True
+        parents = self.parents
+        stack = [self.module]
+        while stack:
+            node = stack.pop()
+            for child in semantic_children(node):
+                parents[child] = node
+                stack.append(child)
+
     def _fill(self, top: Optional[cst.CSTNode]) -> None:
-        if top is None or top in self._filled:
+        if top is None or self._complete or top in self._filled:
             return
         from torchlint.lint.walk import semantic_children
 
@@ -200,6 +221,7 @@ class Context:
         """Drop everything this file's analysis holds (the engine calls it when the file is done)."""
         self.parents.clear()
         self._filled.clear()
+        self._complete = False
         self._scopes.clear()
         self._shared.clear()
         self.raw_findings.clear()

@@ -15,6 +15,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.loops import is_loader_expr
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.sample_callees import Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
@@ -71,7 +72,7 @@ class Batches:
         self.context = context
         self.scopes = scopes
         self.callees = callees
-        self._batch_memo: dict[tuple[int, str], bool] = {}
+        self._batch_memo: CycleSafeMemo[tuple[int, str], bool] = CycleSafeMemo(False, question_stack(context))
         self._calls: Optional[dict[str, list[cst.Call]]] = None  # calls by the name of the function they run
         self._caller: dict[cst.Call, cst.FunctionDef] = {}  # the function each call is made in
 
@@ -180,12 +181,7 @@ class Batches:
 
     def _is_batch_name(self, scope: Scope, name: str, sequence: bool, depth: int) -> bool:
         key = (id(scope.node), name + ("/seq" if sequence else ""))
-        if key in self._batch_memo:
-            return self._batch_memo[key]
-        self._batch_memo[key] = False  # recursion guard
-        found = self._batch_name_uncached(scope, name, sequence, depth)
-        self._batch_memo[key] = found
-        return found
+        return self._batch_memo.ask(key, lambda _: self._batch_name_uncached(scope, name, sequence, depth))
 
     def _batch_name_uncached(self, scope: Scope, name: str, sequence: bool, depth: int) -> bool:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):

@@ -11,6 +11,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import project
 from torchlint.semantic.functions import called_function, method_named
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import UNK, T, ValueKinds
 
@@ -42,7 +43,7 @@ class FunctionSummaries:
     def __init__(self, context: "Context", values: ValueKinds) -> None:
         self.context = context
         self.values = values
-        self._syncs: dict[tuple[cst.FunctionDef, bool], Optional[str]] = {}
+        self._syncs: CycleSafeMemo[tuple[cst.FunctionDef, bool], Optional[str]] = CycleSafeMemo(None, question_stack(context))
 
     def callee(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         return called_function(self.context, call)
@@ -51,10 +52,10 @@ class FunctionSummaries:
         """How `function` reads a device value on the host (e.g. "`.item()`"), itself or through the
         functions it calls, or None. `.item()` of a value of unknown kind counts only when not `strict`:
         helpers further down, and those of other files, must show that the value is a tensor."""
-        key = (function, strict)
-        if key in self._syncs:
-            return self._syncs[key]
-        self._syncs[key] = None
+        return self._syncs.ask((function, strict), self._sync_in)
+
+    def _sync_in(self, key: tuple[cst.FunctionDef, bool]) -> Optional[str]:
+        function, strict = key
         values = self.values
         found = None
         calls = [n for n in scope_nodes(function.body) if isinstance(n, cst.Call)]
@@ -86,7 +87,6 @@ class FunctionSummaries:
                 if inner is not None and inner[1] != TENSOR_ARGUMENT:
                     found = f"{inner[1]}, in `{inner[0]}()`"
                     break
-        self._syncs[key] = found
         return found
 
     def _tensor_checked(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:

@@ -27,6 +27,7 @@ from torchlint.semantic import forward_flow, network_methods
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.modules import is_model_like, is_network_callee, names_a_network_plainly, names_an_action
 from torchlint.semantic.objects import MODULE, objects
 
@@ -126,13 +127,14 @@ class FileFacts:
         self.frozen: set[str] = set()  # modules whose parameters are frozen somewhere in the file
         self._covered: Optional[set[str]] = None
         self._sites: dict[cst.CSTNode, list] = {}  # call sites of each function, in any file
-        self._network_calls: dict[cst.Call, bool] = {}
-        self._method_calls: dict[tuple[cst.Call, str], bool] = {}
+        stack = question_stack(context)  # answers that rest on other questions of the model
+        self._network_calls: CycleSafeMemo[cst.Call, bool] = CycleSafeMemo(False, stack)
+        self._method_calls: CycleSafeMemo[cst.Call, bool] = CycleSafeMemo(False, stack)
         self._mode_owners: Optional[set[str]] = None
-        self._training_orders: dict[cst.CSTNode, list[int]] = {}
+        self._training_orders: CycleSafeMemo[cst.CSTNode, list[int]] = CycleSafeMemo([], stack)
         self._parameter_owners: Optional[set[str]] = None
         self._function_names: tuple[int, set[str]] = (-1, set())
-        self._helpers: dict[cst.Call, Optional[ScopeFacts]] = {}
+        self._helpers: CycleSafeMemo[cst.Call, Optional[ScopeFacts]] = CycleSafeMemo(None, stack)
         self._reached: dict[tuple[cst.Call, bool, frozenset], frozenset[str]] = {}  # where a forward's result goes, here
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
@@ -369,11 +371,8 @@ class FileFacts:
         return self._call_facts.get(node)
 
     def is_network_call(self, call: CallFact) -> bool:
-        found = self._network_calls.get(call.node)
-        if found is None:
-            self._network_calls[call.node] = False  # guards cycles through methods that call each other
-            found = self._network_calls[call.node] = self._is_network_call(call)
-        return found
+        # methods that call each other ask again
+        return self._network_calls.ask(call.node, lambda _: self._is_network_call(call))
 
     def network_of(self, call: CallFact) -> Optional[str]:
         """The network a forward-pass call runs: `net` for `net(x)`, `net.forward(x)` and a method that runs
@@ -397,10 +396,9 @@ class FileFacts:
             return False  # a network's own forward methods; a helper object's `self.extractor.forward_pass(x)` is read
         if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
             return False  # a method of this class: judged as a helper of its own
-        key = (call.node, "method")
-        if key not in self._method_calls:
-            self._method_calls[key] = bool(network_methods.runs_network(self, call, self.is_network_receiver))
-        return self._method_calls[key]
+        return self._method_calls.ask(
+            call.node, lambda _: bool(network_methods.runs_network(self, call, self.is_network_receiver))
+        )
 
     def is_network_receiver(self, text: str, expr: cst.BaseExpression) -> bool:
         """`expr` (written `text`) holds a network: a module by its binding, an owner of parameters, of an eval
@@ -461,9 +459,7 @@ class FileFacts:
     def helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
         """The function of this file `call` runs when that function runs a network itself, outside no-grad,
         and returns what it computed: `pred, true = self._process_one_batch(...)`."""
-        if call.node not in self._helpers:
-            self._helpers[call.node] = self._helper_forward(call)
-        return self._helpers[call.node]
+        return self._helpers.ask(call.node, lambda _: self._helper_forward(call))
 
     def _helper_forward(self, call: CallFact) -> Optional[ScopeFacts]:
         function = self.local_function(call.node)
@@ -594,16 +590,16 @@ class FileFacts:
     def training_orders(self, scope: ScopeFacts) -> list[int]:
         """Where `scope` trains: its own training signs and its calls of functions of this file that train
         (`train_one_epoch(...)`, an attack that asks for input gradients)."""
-        if scope.node not in self._training_orders:
-            self._training_orders[scope.node] = []  # guards recursion
-            through = []
-            for call in scope.calls:
-                function = self.local_function(call.node)
-                inner = self.by_node.get(function) if function is not None else None
-                if inner is not None and inner is not scope and self._steps(inner, 0):
-                    through.append(call.order)
-            self._training_orders[scope.node] = sorted((*scope.training, *through))
-        return self._training_orders[scope.node]
+        return self._training_orders.ask(scope.node, lambda _: self._training_orders_of(scope))
+
+    def _training_orders_of(self, scope: ScopeFacts) -> list[int]:
+        through = []
+        for call in scope.calls:
+            function = self.local_function(call.node)
+            inner = self.by_node.get(function) if function is not None else None
+            if inner is not None and inner is not scope and self._steps(inner, 0):
+                through.append(call.order)
+        return sorted((*scope.training, *through))
 
     def _steps(self, scope: ScopeFacts, depth: int) -> bool:
         """The function runs a backward pass, an optimizer step or `torch.autograd.grad`, itself or through

@@ -37,6 +37,7 @@ from torchlint.lint.context import UNKNOWN
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.modules import is_module_like_receiver
 from torchlint.semantic.objects import objects
 
@@ -57,8 +58,9 @@ _CONFIG_ROOTS = frozenset({"self", "args", "cfg", "config", "opt", "opts", "hpar
 class _HotPaths:
     def __init__(self, context: "Context") -> None:
         self.context = context
-        self.functions: dict[cst.FunctionDef, bool] = {}
-        self.elsewhere: dict[cst.FunctionDef, bool] = {}
+        stack = question_stack(context)
+        self.functions: CycleSafeMemo[cst.FunctionDef, bool] = CycleSafeMemo(False, stack)
+        self.elsewhere: CycleSafeMemo[cst.FunctionDef, bool] = CycleSafeMemo(False, stack)
         self._callers: Optional[dict[cst.FunctionDef, list[cst.Call]]] = None
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
@@ -106,12 +108,11 @@ def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.Fun
     if function is None or loops.gated(context, node, function) or _under_sentinel(context, node, function):  # type: ignore[arg-type]
         return None
     state = _state(context)
-    found = state.elsewhere.get(function)
-    if found is None:
-        state.elsewhere[function] = False  # guards recursion
-        found = state.elsewhere[function] = any(
-            _runs_every_step(context, call) for call in state.callers(function) if context.enclosing_function(call) is not function
-        ) or _called_per_step_elsewhere(context, function)
+    found = state.elsewhere.ask(
+        function,
+        lambda f: any(_runs_every_step(context, call) for call in state.callers(f) if context.enclosing_function(call) is not f)
+        or _called_per_step_elsewhere(context, f),
+    )
     return function if found else None
 
 
@@ -183,15 +184,11 @@ def forward_loop(context: "Context", node: cst.CSTNode) -> Optional[loops.Loop]:
 
 def _function_is_hot(context: "Context", function: cst.FunctionDef) -> bool:
     state = _state(context)
-    found = state.functions.get(function)
-    if found is not None:
-        return found
-    state.functions[function] = False  # guards recursion
-    found = _is_per_call_method(context, function) or any(
-        on_hot_path(context, call) for call in state.callers(function) if context.enclosing_function(call) is not function
+    return state.functions.ask(
+        function,
+        lambda f: _is_per_call_method(context, f)
+        or any(on_hot_path(context, call) for call in state.callers(f) if context.enclosing_function(call) is not f),
     )
-    state.functions[function] = found
-    return found
 
 
 def _is_per_call_method(context: "Context", function: cst.FunctionDef) -> bool:

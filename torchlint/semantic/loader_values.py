@@ -26,18 +26,7 @@ class LoaderValues:
         """The DataLoader(...) calls `expr` evaluates to, or None when that is not certain."""
         if expr is None or depth > 6:
             return None
-        key = id(expr)
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._active:
-            return None
-        self._active.add(key)
-        try:
-            found = self._loaders_of(expr, depth)
-        finally:
-            self._active.discard(key)
-        self._memo[key] = found
-        return found
+        return self._memo.ask(expr, lambda e: self._loaders_of(e, depth))
 
     def _loaders_of(self, expr: cst.BaseExpression, depth: int) -> Optional[frozenset]:
         context = self.context

@@ -21,6 +21,7 @@ from torchlint.semantic.loader_exemptions import LoaderExemptions
 from torchlint.semantic.loader_parameters import LoaderParameters
 from torchlint.semantic.loader_settings import LoaderSettings
 from torchlint.semantic.loader_values import LoaderValues
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 
 
 class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, LoaderCopies, LoaderExemptions):
@@ -36,8 +37,7 @@ class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, Loader
         # `self.train_loader, self.val_loader = make_loaders(args)`: the assignments that unpack into an attribute
         self.self_unpacked: dict[tuple[int, str], list[cst.Assign]] = {}
         self._argparse: dict[str, list[cst.Call]] = {}
-        self._memo: dict[int, Optional[frozenset]] = {}
-        self._active: set[int] = set()
+        self._memo: CycleSafeMemo[cst.BaseExpression, Optional[frozenset]] = CycleSafeMemo(None, question_stack(context))
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None

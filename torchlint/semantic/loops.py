@@ -83,6 +83,7 @@ from torchlint.lint.names import dotted, flatten_targets, last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.objects import (
     DATASET,
     LOADER,
@@ -130,11 +131,7 @@ def runs_on_host(context: "Context", loop: Loop) -> bool:
     it moves them (`.to(...)`, `.cuda()`, `device=`) and no `DataParallel` scatters them. The model then runs
     on the CPU (on a GPU the first forward would fail), so its reads cost nothing: `for X, y in loader:
     acc += accuracy_fn(y, model(X).argmax(1))` in a notebook's first, CPU-only model."""
-    cache = _cache(context).on_host
-    found = cache.get(loop)
-    if found is None:
-        found = cache[loop] = _runs_on_host(context, loop)
-    return found
+    return _cache(context).on_host.ask(loop, lambda l: _runs_on_host(context, l))
 
 
 def _runs_on_host(context: "Context", loop: Loop) -> bool:
@@ -208,13 +205,16 @@ _NOT_BATCHES = frozenset({"len", "range", "trange", "print", "str", "repr", "typ
 
 class _Cache:
     def __init__(self, context: "Context") -> None:
-        self.hot: dict[cst.CSTNode, bool] = {}
-        self.calls: dict[cst.CSTNode, list[cst.Call]] = {}
-        self.training: dict[cst.CSTNode, bool] = {}
-        self.loader: dict[cst.CSTNode, bool] = {}
-        self.step_functions: dict[cst.CSTNode, bool] = {}
-        self.skips: dict[cst.CSTNode, tuple[Optional[int], dict[cst.CSTNode, int]]] = {}
-        self.on_host: dict[cst.CSTNode, bool] = {}
+        # Answers that rest on other questions of the model are kept in memos on its one question stack.
+        stack = question_stack(context)
+        self.hot: CycleSafeMemo[cst.CSTNode, bool] = CycleSafeMemo(False, stack)
+        self.calls: dict[cst.CSTNode, list[cst.Call]] = {}  # syntax only
+        self.training: CycleSafeMemo[cst.CSTNode, bool] = CycleSafeMemo(False, stack)
+        self.step_functions: CycleSafeMemo[cst.CSTNode, bool] = CycleSafeMemo(False, stack)
+        self.skips: CycleSafeMemo[cst.CSTNode, tuple[Optional[int], dict[cst.CSTNode, int]]] = CycleSafeMemo(
+            (None, {}), stack
+        )
+        self.on_host: CycleSafeMemo[cst.CSTNode, bool] = CycleSafeMemo(False, stack)
 
 
 def _cache(context: "Context") -> _Cache:
@@ -379,12 +379,7 @@ def is_forward_call(context: "Context", call: cst.Call) -> bool:
 
 def is_hot(context: "Context", loop: Loop) -> bool:
     """Whether one trip through `loop`'s body is one training or inference step."""
-    cache = _cache(context)
-    found = cache.hot.get(loop)
-    if found is None:
-        cache.hot[loop] = False  # guards recursion through nested loops
-        found = cache.hot[loop] = _decide(context, loop)
-    return found
+    return _cache(context).hot.ask(loop, lambda l: _decide(context, l))  # nested loops ask again
 
 
 def _runs_once(loop: Loop) -> bool:
@@ -673,41 +668,38 @@ def _contains_hot(context: "Context", loop: Loop) -> bool:
 def is_training_loop(context: "Context", loop: Loop) -> bool:
     """A hot loop whose body (nested blocks and loops included, functions excluded) does a backward
     pass or an optimizer step."""
-    cache = _cache(context)
-    found = cache.training.get(loop)
-    if found is None:
-        found = is_hot(context, loop) and any(
-            isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(loop.body, into_loops=True)
-        )
-        cache.training[loop] = found
-    return found
+    return _cache(context).training.ask(
+        loop,
+        lambda l: is_hot(context, l)
+        and any(isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(l.body, into_loops=True)),
+    )
 
 
 def is_step_function(context: "Context", function: cst.FunctionDef) -> bool:
     """`function` is one training step: its own body, outside any loop, calls `.backward()` and steps an
     optimizer (`loss.backward(); optimizer.step(); return loss.item()`), and no loop in it does either. It
     is called once per step from a loop elsewhere (`agent.replay()`, `train_step(batch)`)."""
-    cache = _cache(context)
-    found = cache.step_functions.get(function)
-    if found is None:
-        backward = step = False
+    return _cache(context).step_functions.ask(function, lambda f: _is_step_function(context, f))
+
+
+def _is_step_function(context: "Context", function: cst.FunctionDef) -> bool:
+    backward = step = False
+    for node in _own_nodes(function.body):
+        if isinstance(node, cst.Call) and _is_backward_or_step(context, node):
+            attr = node.func.attr.value  # type: ignore[attr-defined]
+            if attr == "step":
+                step = True
+            else:
+                backward = True
+    found = backward and step
+    if found:
         for node in _own_nodes(function.body):
-            if isinstance(node, cst.Call) and _is_backward_or_step(context, node):
-                attr = node.func.attr.value  # type: ignore[attr-defined]
-                if attr == "step":
-                    step = True
-                else:
-                    backward = True
-        found = backward and step
-        if found:
-            for node in _own_nodes(function.body):
-                if isinstance(node, _LOOPS) and any(
-                    isinstance(n, cst.Call) and _is_backward_or_step(context, n)
-                    for n in _own_nodes(node.body, into_loops=True)
-                ):
-                    found = False
-                    break
-        cache.step_functions[function] = found
+            if isinstance(node, _LOOPS) and any(
+                isinstance(n, cst.Call) and _is_backward_or_step(context, n)
+                for n in _own_nodes(node.body, into_loops=True)
+            ):
+                found = False
+                break
     return found
 
 
@@ -967,12 +959,10 @@ def _never_true(context: "Context", test: cst.BaseExpression) -> bool:
 def _skips_in(context: "Context", block: cst.IndentedBlock) -> tuple[Optional[int], dict[cst.CSTNode, int]]:
     """(index of the first `if step % N: continue` in `block`, each statement's index), once per block:
     asking per statement would read the block again for each of its statements."""
-    cache = _cache(context)
-    found = cache.skips.get(block)
-    if found is None:
-        first = next((i for i, s in enumerate(block.body) if _skips_most(context, s)), None)
-        found = cache.skips[block] = (first, {s: i for i, s in enumerate(block.body)})
-    return found
+    return _cache(context).skips.ask(
+        block,
+        lambda b: (next((i for i, s in enumerate(b.body) if _skips_most(context, s)), None), {s: i for i, s in enumerate(b.body)}),
+    )
 
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)

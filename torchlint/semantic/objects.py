@@ -18,7 +18,7 @@ import libcst as cst
 from torchlint.lint.names import dotted, last_name
 from torchlint.semantic import project
 from torchlint.semantic.functions import called_function, is_generator, returns_of
-from torchlint.semantic.memo import CycleSafeMemo
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -107,7 +107,7 @@ class Objects:
         self._classes: Optional[dict[str, cst.ClassDef]] = None
         self._class_kinds: dict[cst.ClassDef, Optional[str]] = {}
         self._self_attrs: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] = {}
-        self._kinds: CycleSafeMemo[cst.CSTNode, Optional[str]] = CycleSafeMemo(None)
+        self._kinds: CycleSafeMemo[cst.CSTNode, Optional[str]] = CycleSafeMemo(None, question_stack(context))
 
     # -- by evidence -----------------------------------------------------------------------------------
     def kind(self, expr: cst.BaseExpression) -> Optional[str]:

@@ -19,7 +19,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes, semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function, is_generator, returns_of
-from torchlint.semantic.memo import CycleSafeMemo
+from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
 
 # Value kinds.
@@ -136,7 +136,7 @@ class ValueKinds:
     def __init__(self, context: "Context") -> None:
         self.context = context
         self._orders: dict[cst.CSTNode, _Order] = {}
-        self._kinds: CycleSafeMemo[cst.CSTNode, str] = CycleSafeMemo(UNK)
+        self._kinds: CycleSafeMemo[cst.CSTNode, str] = CycleSafeMemo(UNK, question_stack(context))
         self._backward_calls: dict[cst.CSTNode, dict[str, list[int]]] = {}
 
     # -- order ---------------------------------------------------------------------------------

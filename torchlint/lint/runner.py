@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import multiprocessing
 import os
 import signal
@@ -119,6 +121,22 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     return result
 
 
+# Allocations between two young-generation collections while linting (Python's default is 700). A parse
+# allocates millions of nodes that form no cycles, and the engine frees each file's tree itself; collecting
+# every 700 allocations rescans them to free nothing, which cost about a fifth of a run.
+_LINT_GC_THRESHOLD = (100_000, 50, 50)
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    previous = gc.get_threshold()
+    gc.set_threshold(*_LINT_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
 # Worker state, set once per worker process by the pool initializer.
 _WORKER: dict[str, object] = {}
 _WATCH_SECONDS = 0.5
@@ -137,6 +155,7 @@ def _init_worker(job: Job, cache_root: Optional[str], parent: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and ends the pool
     all_rules()  # registered before the fork already; this covers platforms that spawn
+    gc.set_threshold(*_LINT_GC_THRESHOLD)  # inherited with a fork; this covers platforms that spawn
     _WORKER["job"] = job
     _WORKER["cache"] = Cache(cache_root, job.settings.fingerprint()) if cache_root else None
 
@@ -178,15 +197,16 @@ def run(
 def _lint_all(
     items: Sequence[Discovered], job: Job, jobs: int, cache_root: Optional[str], cache: Optional[Cache]
 ) -> Iterator[FileResult]:
-    if jobs <= 1 or len(items) < 4:
-        for item in items:
-            yield process_file(item, job, cache)
-        return
-    all_rules()  # import the rules once, before the workers fork
-    workers = min(jobs, len(items))
-    size = max(1, min(16, len(items) // (workers * 8) or 1))
-    chunks = [list(range(start, min(start + size, len(items)))) for start in range(0, len(items), size)]
-    yield from _pooled(items, chunks, job, workers, cache_root)
+    with _fewer_collections():
+        if jobs <= 1 or len(items) < 4:
+            for item in items:
+                yield process_file(item, job, cache)
+            return
+        all_rules()  # import the rules once, before the workers fork
+        workers = min(jobs, len(items))
+        size = max(1, min(16, len(items) // (workers * 8) or 1))
+        chunks = [list(range(start, min(start + size, len(items)))) for start in range(0, len(items), size)]
+        yield from _pooled(items, chunks, job, workers, cache_root)
 
 
 def _pool(job: Job, workers: int, cache_root: Optional[str]) -> ProcessPoolExecutor:

@@ -17,7 +17,7 @@ from torchlint.lint.cache import project_root
 from torchlint.lint.discovery import Discovered, discover
 from torchlint.lint.finding import FileResult
 from torchlint.lint.rule import all_rules
-from torchlint.lint.runner import Job, default_jobs, process_source, run, unified_diff
+from torchlint.lint.runner import Job, collect_less, default_jobs, process_source, run, unified_diff
 from torchlint.lint.source import SourceError, decode_notebook, decode_python, read_source, write_fixed
 from torchlint.output import DEFAULT_FORMAT, FORMATS, renderer
 from torchlint.output.report import Report
@@ -167,6 +167,7 @@ def check(
     cache_root = project_root(paths or (".",), settings.source) if not no_cache else None
     if add_noqa:
         job = Job(settings=settings, use_cache=False)
+    collect_less()
     try:
         results.extend(run(items, job, jobs or default_jobs(), cache_root, progress))
     finally:

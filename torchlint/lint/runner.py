@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import gc
 import multiprocessing
@@ -127,14 +126,11 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
 _LINT_GC_THRESHOLD = (100_000, 50, 50)
 
 
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    previous = gc.get_threshold()
+def collect_less() -> None:
+    """Collect garbage seldom in this process (the command line's, whose whole life is one run; workers
+    inherit it). Not undone: going back to the default thresholds at the end of a run only starts a full
+    collection of everything the run still holds, right before the process exits."""
     gc.set_threshold(*_LINT_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
 
 
 # Worker state, set once per worker process by the pool initializer.
@@ -155,7 +151,7 @@ def _init_worker(job: Job, cache_root: Optional[str], parent: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and ends the pool
     all_rules()  # registered before the fork already; this covers platforms that spawn
-    gc.set_threshold(*_LINT_GC_THRESHOLD)  # inherited with a fork; this covers platforms that spawn
+    collect_less()  # inherited with a fork; this covers platforms that spawn
     _WORKER["job"] = job
     _WORKER["cache"] = Cache(cache_root, job.settings.fingerprint()) if cache_root else None
 
@@ -197,16 +193,15 @@ def run(
 def _lint_all(
     items: Sequence[Discovered], job: Job, jobs: int, cache_root: Optional[str], cache: Optional[Cache]
 ) -> Iterator[FileResult]:
-    with _fewer_collections():
-        if jobs <= 1 or len(items) < 4:
-            for item in items:
-                yield process_file(item, job, cache)
-            return
-        all_rules()  # import the rules once, before the workers fork
-        workers = min(jobs, len(items))
-        size = max(1, min(16, len(items) // (workers * 8) or 1))
-        chunks = [list(range(start, min(start + size, len(items)))) for start in range(0, len(items), size)]
-        yield from _pooled(items, chunks, job, workers, cache_root)
+    if jobs <= 1 or len(items) < 4:
+        for item in items:
+            yield process_file(item, job, cache)
+        return
+    all_rules()  # import the rules once, before the workers fork
+    workers = min(jobs, len(items))
+    size = max(1, min(16, len(items) // (workers * 8) or 1))
+    chunks = [list(range(start, min(start + size, len(items)))) for start in range(0, len(items), size)]
+    yield from _pooled(items, chunks, job, workers, cache_root)
 
 
 def _pool(job: Job, workers: int, cache_root: Optional[str]) -> ProcessPoolExecutor:

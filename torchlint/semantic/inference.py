@@ -101,6 +101,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     if not accelerator:
         return None  # a CPU toy (an action picked by a small MLP): nothing worth a change
     own_method = scope.is_method and _network_class(facts, scope.cls)  # `get_action`, `tile_predict`
+    if own_method and not any(call.loops for call in scope.calls):
+        return None  # (the test below, made before judging each call: none of them runs in a loop here)
     forwards: list[CallFact] = []
     what = None
     for call in scope.calls:

@@ -172,6 +172,8 @@ def check(
         results.extend(run(items, job, jobs or default_jobs(), cache_root, progress))
     finally:
         progress.close()
+    global _LINTED
+    _LINTED = True
     if add_noqa:
         sys.exit(_add_noqa(items, results, quiet))
 
@@ -347,6 +349,28 @@ def _register_trace() -> None:
 
 
 _register_trace()
+
+
+# Set once `check` has linted files: the process then holds only what that run built, which nothing needs
+# torn down (the result cache and any written fix are finished before the report is printed).
+_LINTED = False
+
+
+def main_and_exit() -> None:
+    """`main`, then, after a lint run, end the process at once: freeing the run's trees and analyses node by
+    node on the way out cost about a twentieth of a run. Output is flushed and the exit status kept; anything
+    unusual (a message as exit status, output that cannot be flushed) takes the normal way out."""
+    try:
+        main()
+    except SystemExit as exc:
+        if not _LINTED or not (exc.code is None or isinstance(exc.code, int)):
+            raise
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            raise exc from None
+        os._exit(exc.code or 0)
 
 
 def main() -> None:

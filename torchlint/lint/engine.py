@@ -84,12 +84,17 @@ def check_syntax(source: SourceFile) -> None:
         raise error
 
 
+@lru_cache(maxsize=None)
+def _hooks(rule_type: type, prefix: str) -> tuple[str, ...]:
+    """A rule class's methods named `prefix...` (read once per class, not once per file)."""
+    return tuple(attr for attr in dir(rule_type) if attr.startswith(prefix))
+
+
 def _dispatch_table(rules: Sequence[Rule], prefix: str) -> dict[str, list[Callable[[cst.CSTNode], object]]]:
     table: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
     for rule in rules:
-        for attr in dir(type(rule)):
-            if attr.startswith(prefix):
-                table.setdefault(attr[len(prefix) :], []).append(getattr(rule, attr))
+        for attr in _hooks(type(rule), prefix):
+            table.setdefault(attr[len(prefix) :], []).append(getattr(rule, attr))
     return table
 
 

@@ -1,4 +1,4 @@
-from torchlint.cli import main
+from torchlint.cli import main_and_exit
 
 if __name__ == "__main__":
-    main()
+    main_and_exit()

@@ -17,7 +17,7 @@ from torchlint.lint.cache import project_root
 from torchlint.lint.discovery import Discovered, discover
 from torchlint.lint.finding import FileResult
 from torchlint.lint.rule import all_rules
-from torchlint.lint.runner import Job, default_jobs, process_source, run, unified_diff
+from torchlint.lint.runner import Job, collect_less, default_jobs, process_source, run, unified_diff
 from torchlint.lint.source import SourceError, decode_notebook, decode_python, read_source, write_fixed
 from torchlint.output import DEFAULT_FORMAT, FORMATS, renderer
 from torchlint.output.report import Report
@@ -167,10 +167,13 @@ def check(
     cache_root = project_root(paths or (".",), settings.source) if not no_cache else None
     if add_noqa:
         job = Job(settings=settings, use_cache=False)
+    collect_less()
     try:
         results.extend(run(items, job, jobs or default_jobs(), cache_root, progress))
     finally:
         progress.close()
+    global _LINTED
+    _LINTED = True
     if add_noqa:
         sys.exit(_add_noqa(items, results, quiet))
 
@@ -346,6 +349,28 @@ def _register_trace() -> None:
 
 
 _register_trace()
+
+
+# Set once `check` has linted files: the process then holds only what that run built, which nothing needs
+# torn down (the result cache and any written fix are finished before the report is printed).
+_LINTED = False
+
+
+def main_and_exit() -> None:
+    """`main`, then, after a lint run, end the process at once: freeing the run's trees and analyses node by
+    node on the way out cost about a twentieth of a run. Output is flushed and the exit status kept; anything
+    unusual (a message as exit status, output that cannot be flushed) takes the normal way out."""
+    try:
+        main()
+    except SystemExit as exc:
+        if not _LINTED or not (exc.code is None or isinstance(exc.code, int)):
+            raise
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            raise exc from None
+        os._exit(exc.code or 0)
 
 
 def main() -> None:

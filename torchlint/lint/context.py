@@ -30,6 +30,7 @@ UNKNOWN: Any = _Unknown()
 T = TypeVar("T")
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)  # final classes: libcst derives nothing from them
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
@@ -173,9 +174,10 @@ class Context:
         None when it cannot be known (bound by a comprehension, declared global/nonlocal, or unbound).
         """
         for ancestor in self.ancestors(name):
-            if isinstance(ancestor, _COMPREHENSIONS) and _comprehension_binds(ancestor, name.value):
+            kind = type(ancestor)  # exact types: isinstance against libcst's classes goes through abc, slowly
+            if kind in _COMPREHENSION_TYPES and _comprehension_binds(ancestor, name.value):
                 return None
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            if kind is cst.FunctionDef or kind is cst.Lambda:
                 scope = self.bindings(ancestor)
                 if name.value in scope.globals:
                     return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
 import libcst as cst
@@ -49,10 +50,14 @@ def _python_syntax_error(source: SourceFile) -> Optional[SourceError]:
     return None
 
 
+# The shape of a text, remembered: a file linted is often read again as a module its importers use.
+_shape_problem = lru_cache(maxsize=256)(check_shape)
+
+
 def _check_limits(source: SourceFile) -> None:
     """Refuse, before parsing, a file too long or too deep to parse in bounded time and memory (deep
     nesting overflows libcst's native parser, which kills the process rather than raising)."""
-    problem = check_shape(source.text)
+    problem = _shape_problem(source.text)
     if problem is not None:
         raise SourceError(problem)
 
@@ -79,12 +84,17 @@ def check_syntax(source: SourceFile) -> None:
         raise error
 
 
+@lru_cache(maxsize=None)
+def _hooks(rule_type: type, prefix: str) -> tuple[str, ...]:
+    """A rule class's methods named `prefix...` (read once per class, not once per file)."""
+    return tuple(attr for attr in dir(rule_type) if attr.startswith(prefix))
+
+
 def _dispatch_table(rules: Sequence[Rule], prefix: str) -> dict[str, list[Callable[[cst.CSTNode], object]]]:
     table: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
     for rule in rules:
-        for attr in dir(type(rule)):
-            if attr.startswith(prefix):
-                table.setdefault(attr[len(prefix) :], []).append(getattr(rule, attr))
+        for attr in _hooks(type(rule), prefix):
+            table.setdefault(attr[len(prefix) :], []).append(getattr(rule, attr))
     return table
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import gc
 import multiprocessing
 import os
 import signal
@@ -119,6 +120,19 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
     return result
 
 
+# Allocations between two young-generation collections while linting (Python's default is 700). A parse
+# allocates millions of nodes that form no cycles, and the engine frees each file's tree itself; collecting
+# every 700 allocations rescans them to free nothing, which cost about a fifth of a run.
+_LINT_GC_THRESHOLD = (100_000, 50, 50)
+
+
+def collect_less() -> None:
+    """Collect garbage seldom in this process (the command line's, whose whole life is one run; workers
+    inherit it). Not undone: going back to the default thresholds at the end of a run only starts a full
+    collection of everything the run still holds, right before the process exits."""
+    gc.set_threshold(*_LINT_GC_THRESHOLD)
+
+
 # Worker state, set once per worker process by the pool initializer.
 _WORKER: dict[str, object] = {}
 _WATCH_SECONDS = 0.5
@@ -137,6 +151,7 @@ def _init_worker(job: Job, cache_root: Optional[str], parent: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and ends the pool
     all_rules()  # registered before the fork already; this covers platforms that spawn
+    collect_less()  # inherited with a fork; this covers platforms that spawn
     _WORKER["job"] = job
     _WORKER["cache"] = Cache(cache_root, job.settings.fingerprint()) if cache_root else None
 

@@ -128,11 +128,15 @@ def semantic_children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every meaningful node below `node` (not `node` itself), depth first, in source order."""
+    cache = _CHILDREN  # read inline: most nodes were walked before, and a call per node costs a third
     stack = list(reversed(semantic_children(node)))
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(semantic_children(current)))
+        cached = cache.get(id(current))
+        children = cached[1] if cached is not None else semantic_children(current)
+        if children:
+            stack.extend(reversed(children))
 
 
 _SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -141,9 +145,13 @@ _SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 def scope_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every meaningful node below `node` that runs in its frame: nested functions, classes and lambdas
     are yielded but not entered. Depth first, in source order."""
+    cache = _CHILDREN
     stack = list(reversed(semantic_children(node)))
     while stack:
         current = stack.pop()
         yield current
         if type(current) not in _SCOPE_TYPES:
-            stack.extend(reversed(semantic_children(current)))
+            cached = cache.get(id(current))
+            children = cached[1] if cached is not None else semantic_children(current)
+            if children:
+                stack.extend(reversed(children))

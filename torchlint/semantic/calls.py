@@ -89,6 +89,26 @@ class FunctionSummaries:
         self._syncs[key] = found
         return found
 
+    def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
+        """A call of `function` in this file runs on every step and syncs through it (see `sync_of_call`),
+        directly or through the functions that call it: the helper's read is reported there, at the call the
+        step loop makes (TL207), and one finding per sync is enough."""
+        from torchlint.semantic import hot_paths, loops
+
+        seen = _seen if _seen is not None else set()
+        if function in seen:
+            return False
+        seen.add(function)
+        for call in hot_paths.callers_of(self.context, function):
+            func = call.func
+            named = isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))
+            if named and loops.every_step(self.context, call) is not None and self.sync_of_call(call) is not None:
+                return True
+            outer = self.context.enclosing_function(call)
+            if outer is not None and outer is not function and self.reported_at_a_call(outer, seen):
+                return True
+        return False
+
     def _tensor_checked(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
         """`v` in `if isinstance(v, torch.Tensor): v = v.item()`: a tensor on that branch only."""
         if not isinstance(value, cst.Name):

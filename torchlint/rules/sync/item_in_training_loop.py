@@ -129,7 +129,11 @@ class ItemInTrainingLoop(SyncRule):
             return
         if self.semantic.feeds_host_consumer(node):
             return  # `envs.step(actions.cpu().numpy())`: only the host can use the value
+        if self.semantic.sets_host_size(node) and self.semantic.element_read(node.func.value) is None:  # type: ignore[attr-defined]
+            return  # `keep = topk(...)[1].tolist()` then `for i in keep:`: Python needs the number
         self._reported.add(statement)  # type: ignore[arg-type]
+        if self._follows_a_read(statement, loop):
+            return  # the statement before emptied the queue: this read waits for next to nothing
         what = self._spelling(node, method)
         if (
             method in ("cpu", "tolist")
@@ -144,6 +148,20 @@ class ItemInTrainingLoop(SyncRule):
             self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
         else:
             self.report(node, f"{what} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _follows_a_read(self, statement: Optional[cst.CSTNode], loop: cst.CSTNode) -> bool:
+        """`a = loss.item()` then `b = acc.item()` in the body of the step loop: the statement just before read
+        a device value (reported, or itself right after such a read). Not in a loop inside the step (one per
+        element): there each read is a round trip of its own."""
+        block = self.context.parent(statement) if statement is not None else None
+        if not isinstance(block, cst.IndentedBlock):
+            return False
+        owner = self.context.parent(block)
+        while isinstance(owner, cst.With):
+            owner = self.context.parent(self.context.parent(owner) or owner)
+        body = list(block.body)
+        index = body.index(statement) if statement in body else 0  # type: ignore[arg-type]
+        return owner is loop and index > 0 and body[index - 1] in self._reported
 
     def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
         """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each
@@ -182,6 +200,8 @@ class ItemInTrainingLoop(SyncRule):
             if statement in self._reported:
                 continue
             function = self.semantic.called_every_step(call)  # a helper a step loop calls, here or in another file
+            if function is not None and self.semantic.calls.reported_at_a_call(function):
+                continue  # TL207 reports the call the step loop makes: one finding per sync
             if function is not None:
                 self._judge(call, method, statement, function)
             elif not self._gathered_in_forward_loop(call, method, statement):

@@ -76,8 +76,11 @@ class ItemInTrainingLoop(SyncRule):
         "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
         "reported: it needs the value on every step by design (when the value is also logged or accumulated, the "
         "read is reported: it serves the log too). Nor is a value that only the host can use: actions handed to "
-        "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`. Other syncs that decide control flow may be "
-        "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
+        "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`, an image or "
+        "mask written to a file for each batch (`Image.fromarray(img).save(path)`, `cv2.imwrite`, `np.save`), a "
+        "number that bounds a Python loop or sizes a `view` (`keep = torch.topk(s, k)[1].tolist()` then `for i in "
+        "keep:`). A read behind a debug switch (`if args.debug:`) is not reported either. Other syncs that decide "
+        "control flow may be intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
         "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
         "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter; e.g. `return "
@@ -86,7 +89,8 @@ class ItemInTrainingLoop(SyncRule):
         "mask helper), and a copy gathered in any loop that runs a model on each trip (a sampler's "
         "`xs.append(x.to(\"cpu\"))`). So is a read in the `forward()` of a module "
         "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
-        "the first call runs it (`if not self.initialized:`). A statement that reads several values "
+        "the first call runs it (`if not self.initialized:`). A helper's read that a step loop of this file reaches "
+        "through a call that TL207 reports is reported at that call only: one finding per sync. A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
     )
@@ -132,8 +136,6 @@ class ItemInTrainingLoop(SyncRule):
         if self.semantic.sets_host_size(node) and self.semantic.element_read(node.func.value) is None:  # type: ignore[attr-defined]
             return  # `keep = topk(...)[1].tolist()` then `for i in keep:`: Python needs the number
         self._reported.add(statement)  # type: ignore[arg-type]
-        if self._follows_a_read(statement, loop):
-            return  # the statement before emptied the queue: this read waits for next to nothing
         what = self._spelling(node, method)
         if (
             method in ("cpu", "tolist")
@@ -148,20 +150,6 @@ class ItemInTrainingLoop(SyncRule):
             self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
         else:
             self.report(node, f"{what} waits for the GPU and copies to the host on every step: " + ADVICE)
-
-    def _follows_a_read(self, statement: Optional[cst.CSTNode], loop: cst.CSTNode) -> bool:
-        """`a = loss.item()` then `b = acc.item()` in the body of the step loop: the statement just before read
-        a device value (reported, or itself right after such a read). Not in a loop inside the step (one per
-        element): there each read is a round trip of its own."""
-        block = self.context.parent(statement) if statement is not None else None
-        if not isinstance(block, cst.IndentedBlock):
-            return False
-        owner = self.context.parent(block)
-        while isinstance(owner, cst.With):
-            owner = self.context.parent(self.context.parent(owner) or owner)
-        body = list(block.body)
-        index = body.index(statement) if statement in body else 0  # type: ignore[arg-type]
-        return owner is loop and index > 0 and body[index - 1] in self._reported
 
     def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
         """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each

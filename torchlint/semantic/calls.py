@@ -30,6 +30,10 @@ TENSOR_ARGUMENT = "`.item()` of a tensor it is given"
 SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
 
 
+# Methods that return the module they are called on (`Net().to(device)`, `Net().cuda().eval()`).
+_PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double"})
+
+
 def _to_host(context: "Context", call: cst.Call) -> bool:
     """`x.to("cpu")`: a copy to the host."""
     args = call.args
@@ -138,6 +142,13 @@ class FunctionSummaries:
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             return None
         built = self.context.assigned_value(func.value)
+        while (
+            isinstance(built, cst.Call)
+            and isinstance(built.func, cst.Attribute)
+            and built.func.attr.value in _PLACEMENT_METHODS
+            and isinstance(built.func.value, cst.Call)
+        ):
+            built = built.func.value  # `Meta(args).to(device)`: the object `Meta(args)` built
         if not isinstance(built, cst.Call) or not isinstance(built.func, (cst.Name, cst.Attribute)):
             return None
         method = func.attr.value

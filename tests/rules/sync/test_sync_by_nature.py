@@ -135,3 +135,20 @@ def test_int_of_each_element_of_a_device_tensor_in_any_loop() -> None:
         print(int(host[i]))
     """
     assert _lines(source) == [(6, "TL202")]
+
+
+def test_images_copied_one_by_one_to_be_written_are_still_reported() -> None:
+    source = """
+    import numpy as np
+    import torch
+    from PIL import Image
+    def save_predictions(model, loader):
+        with torch.no_grad():
+            for x in loader:
+                out = model(x.cuda())
+                for i in range(len(out)):
+                    image = out[i].cpu().numpy()
+                    Image.fromarray(image.astype(np.uint8)).save(f"{i}.png")
+    """
+    # one copy per image where one copy of the batch would do
+    assert _lines(source) == [(10, "TL201")]

@@ -131,9 +131,10 @@ class ItemInTrainingLoop(SyncRule):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
-        if self.semantic.feeds_host_consumer(node):
-            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value
-        if self.semantic.sets_host_size(node) and self.semantic.element_read(node.func.value) is None:  # type: ignore[attr-defined]
+        per_element = self.semantic.element_read(node.func.value) is not None  # type: ignore[attr-defined]
+        if self.semantic.feeds_host_consumer(node) and not per_element:
+            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value (one copy per batch)
+        if self.semantic.sets_host_size(node) and not per_element:
             return  # `keep = topk(...)[1].tolist()` then `for i in keep:`: Python needs the number
         self._reported.add(statement)  # type: ignore[arg-type]
         what = self._spelling(node, method)

@@ -94,15 +94,20 @@ class FunctionSummaries:
         return found
 
     def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
-        """A call of `function` in this file runs on every step and syncs through it (see `sync_of_call`),
-        directly or through the functions that call it: the helper's read is reported there, at the call the
-        step loop makes (TL207), and one finding per sync is enough."""
+        """A call of `function` runs on every step and syncs through it (see `sync_of_call`), in this file,
+        directly or through the functions that call it, or in a step loop of another project file (a top-level
+        function): the helper's read is reported there, at the call the step loop makes (TL207), and one
+        finding per sync is enough."""
         from torchlint.semantic import hot_paths, loops
 
         seen = _seen if _seen is not None else set()
         if function in seen:
             return False
         seen.add(function)
+        if function in self.context.module.body:  # a top-level function: the step loops of other files too
+            for site in project.call_sites(self.context.source.path, function.name.value):
+                if loops.every_step(site.summary.context, site.call) is not None:
+                    return True
         for call in hot_paths.callers_of(self.context, function):
             func = call.func
             named = isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))

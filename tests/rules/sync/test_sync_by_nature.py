@@ -147,7 +147,7 @@ def test_images_copied_one_by_one_to_be_written_are_still_reported() -> None:
             for x in loader:
                 out = model(x.cuda())
                 for i in range(len(out)):
-                    image = out[i].cpu().numpy()
+                    image = out[i].detach().cpu().numpy()
                     Image.fromarray(image.astype(np.uint8)).save(f"{i}.png")
     """
     # one copy per image where one copy of the batch would do

@@ -43,6 +43,17 @@ _PER_ELEMENT = (
 )
 
 
+def _receiver(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`images[i]` in `images[i].detach().data`: what the methods and `.data` chained on it start from."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value
+        else:
+            return expr
+
+
 class ItemInTrainingLoop(SyncRule):
     code = "TL201"
     name = "item-in-training-loop"
@@ -131,7 +142,8 @@ class ItemInTrainingLoop(SyncRule):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
-        per_element = self.semantic.element_read(node.func.value) is not None  # type: ignore[attr-defined]
+        receiver = _receiver(node.func.value)  # type: ignore[attr-defined]
+        per_element = self.semantic.element_read(receiver) is not None or self._indexed_per_trip(receiver, loop)
         if self.semantic.feeds_host_consumer(node) and not per_element:
             return  # `envs.step(actions.cpu().numpy())`: only the host can use the value (one copy per batch)
         if self.semantic.sets_host_size(node) and not per_element:
@@ -151,6 +163,18 @@ class ItemInTrainingLoop(SyncRule):
             self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
         else:
             self.report(node, f"{what} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _indexed_per_trip(self, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """`images[i]` under `for i in range(len(images)):` inside the step: one copy per element of the batch."""
+        if not isinstance(receiver, cst.Subscript):
+            return False
+        names = {e.slice.value.value for e in receiver.slice if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)}
+        for ancestor in self.context.ancestors(receiver):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name) and ancestor.target.value in names:
+                return True
+        return False
 
     def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
         """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from torchlint.lint.calls import positional
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
-
-
-_PER_ELEMENT = (
-    "`{name}()` of each element of a device tensor waits for the GPU once per element: copy the whole tensor "
-    "to the host once before the loop (`.tolist()`, `.cpu()`)"
-)
 
 
 class TensorToPythonNumberInTrainingLoop(SyncRule):
@@ -39,15 +31,10 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
     )
     false_positives = (
         "A tensor that lives on the CPU does not synchronise; the rule cannot always tell. A number that Python "
-        "needs to size something (`n = int(counts.max())` then `x.view(n, -1)` or `range(n)`) is not reported "
-        "on a step; one read per element of a device tensor (`int(labels[i])` in `for i in range(n)`), in any "
-        "loop, is: one copy before the loop replaces them all. Silence a deliberate conversion with "
-        "`# noqa: TL202`."
+        "needs to size something (`n = int(counts.max())` then `x.view(n, -1)` or `range(n)`) is not reported. "
+        "Silence a deliberate conversion with `# noqa: TL202`."
     )
     requires = ("float(", "int(", "bool(")
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self._reported: set[Optional[cst.CSTNode]] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -56,14 +43,7 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
         args = positional(node)
         if len(args) != 1 or len(node.args) != 1 or self.context.lookup(func):
             return  # rebound builtin
-        if not self.values.is_tensor(args[0].value):
-            return
-        if self.semantic.every_step(node) is None:
-            collection = self.semantic.element_read(args[0].value)
-            statement = self.context.enclosing_statement(node)
-            if collection is not None and self.values.is_tensor(collection) and statement not in self._reported:
-                self._reported.add(statement)  # `(int(labels[i]), float(scores[i]))`: one finding
-                self.report(node, _PER_ELEMENT.format(name=func.value))  # `int(labels[i])` for each i
+        if self.semantic.every_step(node) is None or not self.values.is_tensor(args[0].value):
             return
         if self.semantic.sets_host_size(node) and self.semantic.element_read(args[0].value) is None:
             return  # `n = int(counts.max())` then `x.view(n, -1)`: Python needs the number

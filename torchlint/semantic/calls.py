@@ -31,6 +31,10 @@ TENSOR_ARGUMENT = "`.item()` of a tensor it is given"
 SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
 
 
+# Methods that return the module they are called on (`Net().to(device)`, `Net().cuda().eval()`).
+_PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double"})
+
+
 def _to_host(context: "Context", call: cst.Call) -> bool:
     """`x.to("cpu")`: a copy to the host."""
     args = call.args
@@ -89,6 +93,31 @@ class FunctionSummaries:
                     break
         return found
 
+    def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
+        """A call of `function` runs on every step and syncs through it (see `sync_of_call`), in this file,
+        directly or through the functions that call it, or in a step loop of another project file (a top-level
+        function): the helper's read is reported there, at the call the step loop makes (TL207), and one
+        finding per sync is enough."""
+        from torchlint.semantic import hot_paths, loops
+
+        seen = _seen if _seen is not None else set()
+        if function in seen:
+            return False
+        seen.add(function)
+        if function in self.context.module.body:  # a top-level function: the step loops of other files too
+            for site in project.call_sites(self.context.source.path, function.name.value):
+                if loops.every_step(site.summary.context, site.call) is not None:
+                    return True
+        for call in hot_paths.callers_of(self.context, function):
+            func = call.func
+            named = isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))
+            if named and loops.every_step(self.context, call) is not None and self.sync_of_call(call) is not None:
+                return True
+            outer = self.context.enclosing_function(call)
+            if outer is not None and outer is not function and self.reported_at_a_call(outer, seen):
+                return True
+        return False
+
     def _tensor_checked(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
         """`v` in `if isinstance(v, torch.Tensor): v = v.item()`: a tensor on that branch only."""
         if not isinstance(value, cst.Name):
@@ -118,6 +147,13 @@ class FunctionSummaries:
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             return None
         built = self.context.assigned_value(func.value)
+        while (
+            isinstance(built, cst.Call)
+            and isinstance(built.func, cst.Attribute)
+            and built.func.attr.value in _PLACEMENT_METHODS
+            and isinstance(built.func.value, cst.Call)
+        ):
+            built = built.func.value  # `Meta(args).to(device)`: the object `Meta(args)` built
         if not isinstance(built, cst.Call) or not isinstance(built.func, (cst.Name, cst.Attribute)):
             return None
         method = func.attr.value

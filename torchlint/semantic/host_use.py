@@ -3,7 +3,14 @@
 Some per-step reads are the algorithm's, not waste: a reinforcement-learning loop must hand its actions to
 an environment that steps on the host (`envs.step(actions.cpu().numpy())`), and prioritised replay keeps
 its sum tree on the host (`memory.update_priorities(idxs, loss.detach().cpu().numpy())`). Nothing can keep
-such a value on the device, so a rule that asks for it to stay there is wrong.
+such a value on the device, so a rule that asks for it to stay there is wrong. So do images and masks
+written to files for each batch (`Image.fromarray(img).save(path)`, `cv2.imwrite(path, mask)`, `np.save`):
+a file is written from the host.
+
+So is a value that sets a size on the host: the bound of a Python loop (`for i in keep` after
+`keep = torch.topk(scores, k)[1].tolist()`, `range(n)`) or a length handed to `view`/`reshape`
+(`sets_host_size`). Python needs the number itself; only a read per element of a device tensor, which one
+copy before the loop would replace, stays worth reporting.
 
 A NaN guard is one too: `loss_value = loss.item()` then `if not math.isfinite(loss_value): sys.exit(1)` needs
 the value on every step by design (`guards_non_finite`), unless the value is also logged or accumulated.
@@ -35,6 +42,11 @@ _FINITE_CHECKS = frozenset(
 # Methods of host-side structures fed per step: a replay buffer's priorities (`update_priorities`).
 _HOST_STRUCTURE = re.compile(r"^update_priorit(?:y|ies)$")
 
+# Calls that write a value to a file or make a host image of it (`Image.fromarray`, `cv2.imwrite`, `np.save`).
+_FILE_WRITERS = frozenset(
+    {"imwrite", "imsave", "save", "savetxt", "savez", "savez_compressed", "save_image", "fromarray", "tofile", "writerow"}
+)
+
 
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     """The value of `read` is an argument of an environment's step or a host structure's update, directly or
@@ -56,10 +68,47 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     return False
 
 
+# Tensor methods whose arguments are sizes the host must know.
+_SHAPE_METHODS = frozenset({"view", "reshape", "split", "narrow", "expand", "repeat", "unflatten"})
+
+
+def sets_host_size(context: "Context", read: cst.Call) -> bool:
+    """The value of `read` bounds a Python loop or is a length handed to `view`/`reshape`, directly or through
+    the one name it is assigned to in the same function."""
+    value = whole_value(context, read)
+    parent = context.parent(value)
+    if isinstance(parent, cst.Arg) and _sizes(context.parent(parent)):
+        return True
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is value:
+        return True
+    name = _assigned_name(context, value)
+    if name is None:
+        return False
+    function = context.enclosing_function(read)
+    for node in scope_nodes(function.body if function is not None else context.module):
+        if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.iter, cst.Name) and node.iter.value == name:
+            return True
+        if _sizes(node) and any(isinstance(a.value, cst.Name) and a.value.value == name for a in node.args):  # type: ignore[attr-defined]
+            return True
+    return False
+
+
+def _sizes(node: Optional[cst.CSTNode]) -> bool:
+    """`node` is a call of `range()` or of a shape method: its arguments are sizes."""
+    if not isinstance(node, cst.Call):
+        return False
+    name = last_name(node.func)
+    return (isinstance(node.func, cst.Name) and name == "range") or (
+        isinstance(node.func, cst.Attribute) and name in _SHAPE_METHODS
+    )
+
+
 def _consumes_on_host(context: "Context", call: cst.Call) -> bool:
-    """`envs.step(actions)` (any `.step()` that is not an optimizer's or a scheduler's), or
-    `memory.update_priorities(idxs, priorities)`."""
+    """`envs.step(actions)` (any `.step()` that is not an optimizer's or a scheduler's),
+    `memory.update_priorities(idxs, priorities)`, or a file writer (`cv2.imwrite(path, img)`)."""
     name = last_name(call.func)
+    if name in _FILE_WRITERS and call.args:
+        return True
     if not isinstance(call.func, cst.Attribute) or name is None:
         return False
     if name == "step":

@@ -116,6 +116,11 @@ def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.Fun
     return function if found else None
 
 
+def callers_of(context: "Context", function: cst.FunctionDef) -> list[cst.Call]:
+    """The calls of this file that run `function`."""
+    return _state(context).callers(function)
+
+
 def _under_sentinel(context: "Context", node: cst.CSTNode, function: cst.FunctionDef) -> bool:
     """`node` is in the body of an `if` that compares a value with a literal (`if z < 0: z = ...item()`, a
     constant set on the first call; `if mode == "eval":`): a path the helper may take rarely."""

@@ -949,7 +949,10 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
 
 
 def _never_true(context: "Context", test: cst.BaseExpression) -> bool:
-    """`if verbose:` where the only binding of `verbose` is `verbose = False`: the branch never runs."""
+    """`if verbose:` where the only binding of `verbose` is `verbose = False`: the branch never runs. Nor
+    does a debug switch in a real run (`if args.debug:`, `if self.debug:`)."""
+    if isinstance(test, (cst.Name, cst.Attribute)) and "debug" in (last_name(test) or "").lower():
+        return True
     if not isinstance(test, cst.Name):
         return False
     value = context.literal(test)

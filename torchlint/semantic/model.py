@@ -175,6 +175,10 @@ class SemanticModel:
         """The value of a host read goes where only the host can use it (`envs.step(actions)`; see `host_use`)."""
         return host_use.feeds_host_consumer(self.context, read)
 
+    def sets_host_size(self, read: cst.Call) -> bool:
+        """The value of a host read bounds a Python loop or sizes a `view` (see `host_use`)."""
+        return host_use.sets_host_size(self.context, read)
+
     def guards_non_finite(self, read: cst.Call) -> bool:
         """A NaN guard that stops the run is the read value's only use (see `host_use`)."""
         return host_use.guards_non_finite(self.context, read)

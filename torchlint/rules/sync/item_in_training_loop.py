@@ -43,6 +43,17 @@ _PER_ELEMENT = (
 )
 
 
+def _receiver(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`images[i]` in `images[i].detach().data`: what the methods and `.data` chained on it start from."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value
+        else:
+            return expr
+
+
 class ItemInTrainingLoop(SyncRule):
     code = "TL201"
     name = "item-in-training-loop"
@@ -76,8 +87,11 @@ class ItemInTrainingLoop(SyncRule):
         "(`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`, or `raise`/`break`/`continue`) is not "
         "reported: it needs the value on every step by design (when the value is also logged or accumulated, the "
         "read is reported: it serves the log too). Nor is a value that only the host can use: actions handed to "
-        "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`. Other syncs that decide control flow may be "
-        "intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
+        "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`, an image or "
+        "mask written to a file for each batch (`Image.fromarray(img).save(path)`, `cv2.imwrite`, `np.save`), a "
+        "number that bounds a Python loop or sizes a `view` (`keep = torch.topk(s, k)[1].tolist()` then `for i in "
+        "keep:`). A read behind a debug switch (`if args.debug:`) is not reported either. Other syncs that decide "
+        "control flow may be intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
         "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
         "training function (`loss.backward(); optimizer.step()`, no loop, no `epoch` parameter; e.g. `return "
@@ -86,7 +100,8 @@ class ItemInTrainingLoop(SyncRule):
         "mask helper), and a copy gathered in any loop that runs a model on each trip (a sampler's "
         "`xs.append(x.to(\"cpu\"))`). So is a read in the `forward()` of a module "
         "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
-        "the first call runs it (`if not self.initialized:`). A statement that reads several values "
+        "the first call runs it (`if not self.initialized:`). A helper's read that a step loop of this file reaches "
+        "through a call that TL207 reports is reported at that call only: one finding per sync. A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
     )
@@ -127,8 +142,12 @@ class ItemInTrainingLoop(SyncRule):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
-        if self.semantic.feeds_host_consumer(node):
-            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value
+        receiver = _receiver(node.func.value)  # type: ignore[attr-defined]
+        per_element = self.semantic.element_read(receiver) is not None or self._indexed_per_trip(receiver, loop)
+        if self.semantic.feeds_host_consumer(node) and not per_element:
+            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value (one copy per batch)
+        if self.semantic.sets_host_size(node) and not per_element:
+            return  # `keep = topk(...)[1].tolist()` then `for i in keep:`: Python needs the number
         self._reported.add(statement)  # type: ignore[arg-type]
         what = self._spelling(node, method)
         if (
@@ -144,6 +163,18 @@ class ItemInTrainingLoop(SyncRule):
             self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
         else:
             self.report(node, f"{what} waits for the GPU and copies to the host on every step: " + ADVICE)
+
+    def _indexed_per_trip(self, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """`images[i]` under `for i in range(len(images)):` inside the step: one copy per element of the batch."""
+        if not isinstance(receiver, cst.Subscript):
+            return False
+        names = {e.slice.value.value for e in receiver.slice if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)}
+        for ancestor in self.context.ancestors(receiver):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name) and ancestor.target.value in names:
+                return True
+        return False
 
     def _gathered_in_forward_loop(self, node: cst.Call, method: str, statement: Optional[cst.CSTNode]) -> bool:
         """`xs.append(x.to("cpu"))`, `preds[start:end] = pred.cpu().numpy()` in a loop that runs a model on each
@@ -182,6 +213,8 @@ class ItemInTrainingLoop(SyncRule):
             if statement in self._reported:
                 continue
             function = self.semantic.called_every_step(call)  # a helper a step loop calls, here or in another file
+            if function is not None and self.semantic.calls.reported_at_a_call(function):
+                continue  # TL207 reports the call the step loop makes: one finding per sync
             if function is not None:
                 self._judge(call, method, statement, function)
             elif not self._gathered_in_forward_loop(call, method, statement):

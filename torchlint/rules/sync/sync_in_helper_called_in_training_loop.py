@@ -47,7 +47,8 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
         "The helper may sync only on some paths, or on CPU values; the rule reads its body without its "
         "branches, except a read of a value it first checks is a tensor (`if isinstance(v, torch.Tensor): v = "
         "v.item()`, a metric logger's `update`): such a helper is reported only where it is handed a tensor. "
-        "Silence a deliberate call with `# noqa: TL207`."
+        "One finding per sync: where this call is reported, the read inside the helper is not reported again "
+        "(TL201). Silence a deliberate call with `# noqa: TL207`."
     )
 
     def visit_Module(self, node: cst.Module) -> None:

@@ -30,8 +30,9 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
         "losses = torch.stack(losses).tolist()  # one copy after the loop\n"
     )
     false_positives = (
-        "A tensor that lives on the CPU does not synchronise; the rule cannot always tell. Silence a deliberate "
-        "conversion with `# noqa: TL202`."
+        "A tensor that lives on the CPU does not synchronise; the rule cannot always tell. A number that Python "
+        "needs to size something (`n = int(counts.max())` then `x.view(n, -1)` or `range(n)`) is not reported. "
+        "Silence a deliberate conversion with `# noqa: TL202`."
     )
     requires = ("float(", "int(", "bool(")
 
@@ -44,4 +45,6 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
             return  # rebound builtin
         if self.semantic.every_step(node) is None or not self.values.is_tensor(args[0].value):
             return
+        if self.semantic.sets_host_size(node) and self.semantic.element_read(args[0].value) is None:
+            return  # `n = int(counts.max())` then `x.view(n, -1)`: Python needs the number
         self.report(node, f"`{func.value}(tensor)` waits for the GPU and copies to the host on every step: " + ADVICE)

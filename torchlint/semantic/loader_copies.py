@@ -298,15 +298,7 @@ class LoaderCopies:
         function = found[0].definition(found[1]) if found is not None else None
         if not isinstance(function, cst.FunctionDef) or is_generator(function):
             return False
-        params = [*function.params.posonly_params, *function.params.params]
-        names = set()
-        for index, arg in enumerate(call.args):
-            if root_name(arg.value, conversions=True) not in batch:
-                continue
-            if arg.keyword is not None:
-                names.add(arg.keyword.value)
-            elif index < len(params):
-                names.add(params[index].name.value)
+        names = _parameters_given(call, function, batch, skip_self=False)
         there = found[0].model.loaders  # type: ignore[index]
         return bool(names) and bool(there._find_transfers(function.body, names, None, depth + 1))
 
@@ -342,17 +334,8 @@ class LoaderCopies:
         function = self.function_called(call)
         if function is None or is_generator(function):
             return []
-        params = [*function.params.posonly_params, *function.params.params]
-        if self.context.enclosing(function, cst.ClassDef) is not None and not is_static(function):
-            params = params[1:]  # `self`
-        names = set()
-        for index, arg in enumerate(call.args):
-            if root_name(arg.value, conversions=True) not in batch:
-                continue
-            if arg.keyword is not None:
-                names.add(arg.keyword.value)
-            elif index < len(params):
-                names.add(params[index].name.value)
+        skip_self = self.context.enclosing(function, cst.ClassDef) is not None and not is_static(function)
+        names = _parameters_given(call, function, batch, skip_self)
         if not names:
             return []
         return self._find_transfers(function.body, names, None, depth + 1)
@@ -499,3 +482,17 @@ class LoaderCopies:
             # torch.accelerator.current_accelerator().type
             return expr.attr.value == "type" and "accelerator" in context.code(expr.value)
         return False
+
+
+def _parameters_given(call: cst.Call, function: cst.FunctionDef, batch: set[str], skip_self: bool) -> set[str]:
+    """The parameters of `function` that `call` hands a batch part to (by position or keyword)."""
+    params = [*function.params.posonly_params, *function.params.params][1 if skip_self else 0 :]
+    names = set()
+    for index, arg in enumerate(call.args):
+        if root_name(arg.value, conversions=True) not in batch:
+            continue
+        if arg.keyword is not None:
+            names.add(arg.keyword.value)
+        elif index < len(params):
+            names.add(params[index].name.value)
+    return names

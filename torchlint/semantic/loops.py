@@ -476,7 +476,7 @@ def _reads_item(node: cst.CSTNode, counter: set[str]) -> bool:
 
 
 # Names of a dataset (`dataset`, `val_dataset`, `test_ds`, `testset`).
-_DATASET_NAME = re.compile(r"(?:^|_)(?:dataset|ds|data_set)$|^(?:train|val|valid|test|eval)_?set$", re.IGNORECASE)
+DATASET_NAME = re.compile(r"(?:^|_)(?:dataset|ds|data_set)$|^(?:train|val|valid|test|eval)_?set$", re.IGNORECASE)
 
 
 def _indexes_dataset(context: "Context", node: cst.CSTNode, counter: set[str]) -> bool:
@@ -489,7 +489,7 @@ def _indexes_dataset(context: "Context", node: cst.CSTNode, counter: set[str]) -
     name = last_name(node.value)
     if name is None:
         return False
-    return objects(context).kind(node.value) == DATASET or bool(_DATASET_NAME.search(name))
+    return objects(context).kind(node.value) == DATASET or bool(DATASET_NAME.search(name))
 
 
 def _slice_by(node: cst.CSTNode, counter: set[str]) -> bool:

@@ -5,13 +5,12 @@ forward passes, while the accelerator waits."""
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Optional
 
 import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets, last_name
-from torchlint.lint.walk import semantic_children
 from torchlint.semantic.calls import CLOCK_CALLS
 from torchlint.semantic.loops import DATASET_NAME
 from torchlint.semantic.objects import DATASET, objects
@@ -24,8 +23,6 @@ FILE_DECODERS = frozenset(
         "torchvision.io.decode_image", "torchvision.datasets.folder.default_loader",
     }
 )
-
-_BOUNDARIES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
 def sample_read(context: Context, node: cst.CSTNode, counter: frozenset[str]) -> Optional[str]:
@@ -43,17 +40,6 @@ def sample_read(context: Context, node: cst.CSTNode, counter: frozenset[str]) ->
         if kind == DATASET or (kind is None and name is not None and bool(DATASET_NAME.search(name))):
             return f"{name}[{index.value}]"
     return None
-
-
-def body_nodes(loop: cst.For) -> Iterator[cst.CSTNode]:
-    """The nodes that run on each trip of `loop`, nested loops and comprehensions included, nested
-    functions and classes not."""
-    stack = [loop.body]
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _BOUNDARIES):
-            stack.extend(reversed(list(semantic_children(node))))
 
 
 def loop_names(loop: cst.For) -> frozenset[str]:

@@ -6,9 +6,10 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.rule import Rule
+from torchlint.lint.walk import scope_nodes
 from torchlint.semantic.dataset_items import in_per_item_method
 from torchlint.semantic.loops import few_trips, is_loader_expr
-from torchlint.semantic.sample_reads import body_nodes, loop_names, sample_read, times_each_trip, waits_for_user
+from torchlint.semantic.sample_reads import loop_names, sample_read, times_each_trip, waits_for_user
 
 
 class SamplesReadInModelLoop(Rule):
@@ -65,7 +66,7 @@ class SamplesReadInModelLoop(Rule):
         for loop in self._loops:
             if is_loader_expr(self.context, loop.iter) or few_trips(self.context, loop):
                 continue
-            nodes = list(body_nodes(loop))
+            nodes = list(scope_nodes(loop.body))  # each trip's work, nested loops included
             counter = loop_names(loop)
             reads = [n for n in nodes if id(n) not in reported and sample_read(self.context, n, counter)]
             if not reads or in_per_item_method(self.context, loop) or times_each_trip(self.context, nodes, reads[0]) or waits_for_user(

@@ -20,18 +20,24 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
-def lint(code: str, rule: str, **kwargs):  # noqa: ANN201
-    """Lint dedented `code` with one rule; the file must lint cleanly (no error, no note)."""
+def lint(code: str, rule: str | list[str], path: str = "example.py", **kwargs):  # noqa: ANN201
+    """Lint dedented `code` with one rule (or several); the file must lint cleanly (no error, no note)."""
     from torchlint.lint.api import lint_source
 
-    result = lint_source(textwrap.dedent(code), "example.py", select=[rule], **kwargs)
+    select = [rule] if isinstance(rule, str) else rule
+    result = lint_source(textwrap.dedent(code), path, select=select, **kwargs)
     assert result.error is None, result.error
     assert not result.notes, result.notes
     return result
 
 
-def lines(code: str, rule: str) -> list[int]:
-    return [f.line for f in lint(code, rule).findings if f.code == rule]
+def lines(code: str, rule: str, path: str = "example.py") -> list[int]:
+    return [f.line for f in lint(code, rule, path).findings if f.code == rule]
+
+
+def found(code: str, select: list[str], path: str = "example.py") -> list[tuple[int, str]]:
+    """(line, code) of every finding of the selected rules, in report order."""
+    return [(f.line, f.code) for f in lint(code, select, path).findings]
 
 
 def fixed(code: str, rule: str, unsafe: bool = True) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from torchlint.lint.api import lint_paths, lint_source
+from lint_testing import lines as shared_lines
+
+from torchlint.lint.api import lint_paths
 
 
 def lint(tmp_path: Path, files: dict[str, str], target: str, rule: str = "TL301") -> list[tuple[str, int]]:
@@ -20,9 +22,7 @@ def lint(tmp_path: Path, files: dict[str, str], target: str, rule: str = "TL301"
 
 
 def lines(code: str) -> list[int]:
-    result = lint_source(textwrap.dedent(code), "train.py", select=["TL301"])
-    assert result.error is None, result.error
-    return [f.line for f in result.findings]
+    return shared_lines(code, "TL301", path="train.py")
 
 
 PIX_MODEL = """

@@ -6,8 +6,9 @@ import textwrap
 from pathlib import Path
 
 import libcst as cst
+from lint_testing import lines as shared_lines
 
-from torchlint.lint.api import lint_paths, lint_source
+from torchlint.lint.api import lint_paths
 from torchlint.semantic import forward_flow
 
 
@@ -20,9 +21,7 @@ def lint(tmp_path: Path, files: dict[str, str], target: str) -> list[tuple[str, 
 
 
 def lines(code: str) -> list[int]:
-    result = lint_source(textwrap.dedent(code), "train.py", select=["TL301"])
-    assert result.error is None, result.error
-    return [f.line for f in result.findings]
+    return shared_lines(code, "TL301", path="train.py")
 
 
 MODEL = """

@@ -7,7 +7,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from torchlint.lint.api import lint_paths, lint_source
+from lint_testing import lines as shared_lines
+
+from torchlint.lint.api import lint_paths
 
 CAPTIONING = """
 import torch
@@ -41,9 +43,7 @@ def main():
 
 
 def lines(code: str) -> list[int]:
-    result = lint_source(textwrap.dedent(code), "train.py", select=["TL305"])
-    assert result.error is None and not result.notes, (result.error, result.notes)
-    return [f.line for f in result.findings]
+    return shared_lines(code, "TL305", path="train.py")
 
 
 def test_a_pretrained_encoder_in_front_of_a_trained_decoder() -> None:

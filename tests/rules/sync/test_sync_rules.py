@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import textwrap
 
+from lint_testing import found
+
 from torchlint.lint.api import lint_source
 
 SYNC = ["TL201", "TL202", "TL203", "TL204", "TL205", "TL206", "TL207"]
 
 
 def _lines(source: str, select: list[str] = SYNC) -> list[tuple[int, str]]:
-    result = lint_source(textwrap.dedent(source), select=select)
-    assert result.error is None and not result.notes, (result.error, result.notes)
-    return [(f.line, f.code) for f in result.findings]
+    return found(source, select, path="<string>.py")
 
 
 LOOP = """

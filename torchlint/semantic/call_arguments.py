@@ -1,10 +1,8 @@
-"""Call arguments and return values: what flows into a function's parameter and out of its `return`.
+"""Call arguments: what flows into a function's parameter.
 
 A network often reaches the code that runs it through a parameter (`def extract(loader, model): ...` called
-as `extract(loader, VQVAE().cuda())`) or out of a helper (`model = create_model(opt)`, which builds one of
-several classes and returns it). `passed_for` finds the expressions the callers of a function pass for one
-of its parameters (callers in this file and in the project files that import it); `returned_values` the
-expressions a function returns.
+as `extract(loader, VQVAE().cuda())`; what a helper returns is `functions.returns_of`). `passed_for` finds the expressions the callers of a function pass for one
+of its parameters (callers in this file and in the project files that import it).
 """
 
 from __future__ import annotations
@@ -13,11 +11,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-
 if TYPE_CHECKING:
     from torchlint.semantic.grad_mode import FileFacts
-
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
 def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", cst.BaseExpression]]:
@@ -43,18 +38,3 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
                 found.append((site_facts, arg.value))
                 break
     return found
-
-
-def returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression]:
-    """The expressions the `return` statements of `function` itself (not of nested functions) return."""
-    found = []
-    stack = list(function.body.children)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _SCOPES):
-            continue
-        if isinstance(node, cst.Return) and node.value is not None:
-            found.append(node.value)
-        stack.extend(node.children)
-    return found
-

@@ -20,7 +20,6 @@ from torchlint.semantic.loader_batches import CallResult, ImportedLoader
 from torchlint.semantic.loader_calls import (
     TQDM,
     is_builtin,
-    is_static,
     is_transfer,
     match_iteration,
     next_of,
@@ -298,7 +297,7 @@ class LoaderCopies:
         function = found[0].definition(found[1]) if found is not None else None
         if not isinstance(function, cst.FunctionDef) or is_generator(function):
             return False
-        names = _parameters_given(call, function, batch, skip_self=False)
+        names = _parameters_given(found[0].context, call, function, batch)  # type: ignore[index]
         there = found[0].model.loaders  # type: ignore[index]
         return bool(names) and bool(there._find_transfers(function.body, names, None, depth + 1))
 
@@ -334,8 +333,7 @@ class LoaderCopies:
         function = self.function_called(call)
         if function is None or is_generator(function):
             return []
-        skip_self = self.context.enclosing(function, cst.ClassDef) is not None and not is_static(function)
-        names = _parameters_given(call, function, batch, skip_self)
+        names = _parameters_given(self.context, call, function, batch)
         if not names:
             return []
         return self._find_transfers(function.body, names, None, depth + 1)
@@ -482,17 +480,12 @@ class LoaderCopies:
             # torch.accelerator.current_accelerator().type
             return expr.attr.value == "type" and "accelerator" in context.code(expr.value)
         return False
-
-
-def _parameters_given(call: cst.Call, function: cst.FunctionDef, batch: set[str], skip_self: bool) -> set[str]:
+def _parameters_given(context: Context, call: cst.Call, function: cst.FunctionDef, batch: set[str]) -> set[str]:
     """The parameters of `function` that `call` hands a batch part to (by position or keyword)."""
-    params = [*function.params.posonly_params, *function.params.params][1 if skip_self else 0 :]
     names = set()
-    for index, arg in enumerate(call.args):
-        if root_name(arg.value, conversions=True) not in batch:
-            continue
-        if arg.keyword is not None:
-            names.add(arg.keyword.value)
-        elif index < len(params):
-            names.add(params[index].name.value)
+    for arg in call.args:
+        if root_name(arg.value, conversions=True) in batch:
+            param = param_for(context, function, call, arg)
+            if param is not None:
+                names.add(param.value)
     return names

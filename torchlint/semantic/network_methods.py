@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import libcst as cst
 
 from torchlint.semantic import call_arguments, project
-from torchlint.semantic.functions import method_named
+from torchlint.semantic.functions import method_named, returns_of
 from torchlint.semantic.modules import words
 from torchlint.semantic.objects import MODULE, objects
 
@@ -151,8 +151,9 @@ def _built_by(facts: "FileFacts", func: cst.Name, depth: int) -> list[tuple["Fil
         return [(owner, definition)]
     if isinstance(definition, cst.FunctionDef) and depth < _MAX_DEPTH:
         found: list[tuple["FileFacts", cst.ClassDef]] = []
-        for returned in call_arguments.returned_values(definition):
-            found.extend(c for c in receiver_classes(owner, returned, depth + 1) if c not in found)
+        for returned in returns_of(definition):
+            if returned.value is not None:
+                found.extend(c for c in receiver_classes(owner, returned.value, depth + 1) if c not in found)
         return found
     return []
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import platform
 import statistics
@@ -33,12 +34,25 @@ ALLOCATOR_ENV = {"MALLOC_TRIM_THRESHOLD_": "68719476736", "MALLOC_MMAP_THRESHOLD
 
 # name: (library, builder, input kind)
 MODELS = {
+    "resnet18": ("torchvision", "resnet18", "image"),
     "resnet50": ("torchvision", "resnet50", "image"),
     "mobilenet_v3_large": ("torchvision", "mobilenet_v3_large", "image"),
     "efficientnet_b0": ("torchvision", "efficientnet_b0", "image"),
+    "densenet121": ("torchvision", "densenet121", "image"),
+    "regnet_y_400mf": ("torchvision", "regnet_y_400mf", "image"),
     "convnext_tiny": ("torchvision", "convnext_tiny", "image"),
+    "vit_b_16": ("torchvision", "vit_b_16", "image"),
+    "shufflenet_v2": ("torchvision", "shufflenet_v2_x1_0", "image"),
+    "squeezenet": ("torchvision", "squeezenet1_1", "image"),
+    "googlenet": ("torchvision", "googlenet", "image"),
     "deeplabv3_mobilenet": ("torchvision", "deeplabv3_mobilenet_v3_large", "image"),
+    "fcn_resnet50": ("torchvision", "fcn_resnet50", "image"),
     "fasterrcnn_mobilenet_v3": ("torchvision", "fasterrcnn_mobilenet_v3_large_fpn", "image"),
+    "timm_resnet50d": ("timm", "resnet50d", "image"),
+    "timm_efficientnet_b0": ("timm", "efficientnet_b0", "image"),
+    "timm_mobilevitv2_050": ("timm", "mobilevitv2_050", "image"),
+    "timm_convnext_nano": ("timm", "convnext_nano", "image"),
+    "timm_vit_tiny": ("timm", "vit_tiny_patch16_224", "image"),
     "timm_vit_small": ("timm", "vit_small_patch16_224", "image"),
     "timm_regnety_008": ("timm", "regnety_008", "image"),
     "bert": ("transformers", "bert", "tokens"),
@@ -94,7 +108,7 @@ def build(name: str):
         # registered one: let it call the stand-in (roi_align has a pure-torch path of its own).
         torchvision.ops.boxes._assert_has_ops = lambda: None
 
-        extra = {"weights_backbone": None} if "deeplab" in builder or "rcnn" in builder else {}
+        extra = {"weights_backbone": None} if any(k in builder for k in ("deeplab", "fcn", "rcnn")) else {}
         if "rcnn" in builder and os.environ.get("ZOO_RCNN_ALL_BOXES"):
             # Random weights score every box below the default threshold (no detections); keeping them all gives
             # near-tied scores, whose order rounding changes.
@@ -309,6 +323,9 @@ def main() -> None:
     parser.add_argument("--time-budget", type=float, default=60.0,
                         help="torchlint.optimize's time_budget in seconds (0: none)")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "zoo-cpu.md"))
+    parser.add_argument("--rows", help="a JSON-lines file: each measured row is appended to it as it comes, and the "
+                                       "table is rendered from every row in it (runs accumulate; a stopped run "
+                                       "keeps what it measured)")
     options = parser.parse_args()
     if any(os.environ.get(k) != v for k, v in ALLOCATOR_ENV.items()):
         os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **ALLOCATOR_ENV})
@@ -330,6 +347,9 @@ def main() -> None:
                     print(f"{name} {batch} {dtype}: {type(error).__name__}: {error}", flush=True)
                     continue
                 rows.append(row)
+                if options.rows:
+                    with open(options.rows, "a") as f:
+                        f.write(json.dumps(row) + "\n")
                 print(name, batch, dtype, f"eager {row['eager_ms']:.1f} ms",
                       {k: round(v, 2) for k, v in row["speedup"].items()}, row["note"], flush=True)
     versions = []
@@ -346,6 +366,9 @@ def main() -> None:
               f"{os.getloadavg()[0]:.1f} after (a shared machine: expect noise).  \n"
               "torchvision's CPU-incompatible `nms`/`qnms` operators are replaced by pure-torch stand-ins registered "
               "with torch.library (unused by these models). Random weights, built offline from configurations.")
+    if options.rows:
+        with open(options.rows) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
     text = render(rows, variants, header)
     print(text)
     os.makedirs(os.path.dirname(options.output), exist_ok=True)

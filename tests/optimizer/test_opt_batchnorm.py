@@ -147,6 +147,45 @@ def test_batchnorm_subclass_overriding_forward_not_folded():
         assert relative_error(model(x), gm(x)) < 1e-6
 
 
+class NormAct(nn.BatchNorm2d):
+    """Batch norm, dropout and an activation in one layer, with a shape check (as timm's norm-act layers are)."""
+
+    def __init__(self, channels):
+        super().__init__(channels)
+        self.drop = nn.Dropout(0.1)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        torch._assert(x.ndim == 4, "expected a 4-D input")
+        x = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, self.training,
+                         self.momentum, self.eps)
+        return self.act(self.drop(x))
+
+
+def test_batchnorm_subclass_with_a_traceable_forward_of_its_own_folded():
+    model = randomize_batchnorm(nn.Sequential(nn.Conv2d(3, 8, 3), NormAct(8))).eval()
+    x = torch.randn(2, 3, 8, 8)
+    gm, report = run_pass(fold_batchnorm, model, x)
+    assert F.batch_norm not in [n.target for n in gm.graph.nodes]
+    assert [entry.detail for entry in report.rewrites] == ["folded F.batch_norm `batch_norm (F.batch_norm)` into Conv2d"]
+    assert any(n.op == "call_module" and isinstance(gm.get_submodule(n.target), nn.SiLU) for n in gm.graph.nodes)
+    with torch.no_grad():
+        assert relative_error(model(x), gm(x)) < 1e-5
+
+
+def test_shape_reads_of_the_conv_output_do_not_stop_folding():
+    class ShapeRead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.bn(y).flatten(1) * y.shape[-1] / y.size(1)
+
+    _check_folded(ShapeRead(), torch.randn(2, 3, 8, 8), 1)
+
+
 class TwoUsers(nn.Module):
     def __init__(self):
         super().__init__()

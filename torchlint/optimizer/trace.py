@@ -20,11 +20,18 @@ _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 
 class Tracer(fx.Tracer):
-    """fx's tracer, plus: every BatchNorm (user subclasses too) and the optimizer's own modules stay leaves.
+    """fx's tracer, plus: BatchNorm layers and the optimizer's own modules stay leaves.
 
-    fx traces into a user subclass of BatchNorm2d and then fails on its input-dimension check;
-    as a leaf it is one call_module node that the folding pass can inspect with isinstance.
+    fx traces into BatchNorm2d's own forward and then fails on its input-dimension check; as a leaf it is one
+    call_module node that the folding pass can inspect with isinstance. A subclass with a forward of its own
+    (timm's BatchNormAct2d: batch norm, then dropout and an activation) is traced through when it traces alone,
+    so its F.batch_norm can be folded and its activation fused like any other.
     """
+
+    def trace(self, root, concrete_args=None):
+        self.traced_norms = {id(m) for m in root.modules() if _own_forward_traces(m)} if isinstance(
+            root, nn.Module) else set()
+        return super().trace(root, concrete_args)
 
     def create_arg(self, a):
         # fx turns every dict into a plain dict; an OrderedDict (torchvision's segmentation models return one)
@@ -34,9 +41,22 @@ class Tracer(fx.Tracer):
         return super().create_arg(a)
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        if isinstance(m, (_BatchNorm,) + OPTIMIZER_MODULES):
+        if isinstance(m, _BatchNorm):
+            return id(m) not in self.traced_norms
+        if isinstance(m, OPTIMIZER_MODULES):
             return True
         return super().is_leaf_module(m, qualname)
+
+
+def _own_forward_traces(module: nn.Module) -> bool:
+    """A BatchNorm subclass whose own forward (not BatchNorm's) traces on its own."""
+    if not isinstance(module, _BatchNorm) or type(module).forward in (_BatchNorm.forward, nn.SyncBatchNorm.forward):
+        return False
+    try:
+        fx.Tracer().trace(module)
+    except Exception:  # noqa: BLE001 - any failure means: keep it a leaf, as before
+        return False
+    return True
 
 
 def trace(module: nn.Module) -> fx.GraphModule:

@@ -96,7 +96,7 @@ def _why_not_foldable(producer, bn, modules) -> str | None:
     layer = modules[producer.target]
     if not isinstance(layer, (nn.modules.conv._ConvNd, nn.Linear)):
         return f"input comes from {type(layer).__name__}, not a Conv/ConvTranspose/Linear: nothing to fold into"
-    if len(producer.users) != 1:
+    if len([user for user in producer.users if not _reads_metadata_only(user)]) != 1:
         return f"the output of `{producer.target}` is also used elsewhere; folding would change that use"
     kind = type(layer).__name__
     out_shape = tensor_shape(producer)
@@ -119,6 +119,18 @@ def _why_not_foldable(producer, bn, modules) -> str | None:
     if layer.weight.dtype != bn.running_mean.dtype:
         return "Conv and BatchNorm have different dtypes"
     return None
+
+
+_METADATA_ATTRIBUTES = {"ndim", "shape", "dtype", "device", "is_cuda"}
+_METADATA_METHODS = {"dim", "size", "ndimension"}
+
+
+def _reads_metadata_only(user: fx.Node) -> bool:
+    """`x.ndim`, `x.shape`, `x.size()`...: folding keeps the layer's output shape, dtype and device, so such uses
+    (shape asserts in timm's norm layers) see the same values."""
+    if user.op == "call_function" and user.target is getattr and len(user.args) == 2:
+        return user.args[1] in _METADATA_ATTRIBUTES
+    return user.op == "call_method" and user.target in _METADATA_METHODS
 
 
 def _fetch(gm: fx.GraphModule, target: str):

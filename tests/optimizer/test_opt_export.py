@@ -84,6 +84,51 @@ def test_a_model_fx_cannot_trace_is_captured_with_torch_export_and_optimized():
     _assert_same(model, fast, _tokens(2, 7, seed=1))  # other batch size and length than the example
 
 
+class NormAct(nn.BatchNorm2d):
+    """Batch norm then an in-place activation in one layer (timm's norm-act layers)."""
+
+    def __init__(self, channels):
+        super().__init__(channels)
+        self.act = nn.SiLU(inplace=True)
+
+    def forward(self, x):
+        x = nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.1,
+                                     self.eps)
+        return self.act(x)
+
+
+class ShapeSwitched(nn.Module):
+    """Python control flow on a tensor's size: torch.fx cannot trace it, torch.export can."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.norm1 = nn.Conv2d(3, 8, 3, padding=1), NormAct(8)
+        self.conv2, self.norm2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        h = self.norm1(self.conv1(x))
+        if h.shape[-1] > 4:
+            h = nn.functional.avg_pool2d(h, 2)
+        return self.norm2(self.conv2(h)).relu()
+
+
+def test_batch_norms_in_an_exported_graph_are_folded_norm_act_layers_too():
+    torch.manual_seed(0)
+    model = ShapeSwitched().eval()
+    for bn in (model.norm1, model.norm2):
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 1.5)
+    x = torch.randn(2, 3, 16, 16)
+    fast = optimizer.optimize(model, x)
+    report = optimizer.explain(fast)
+    assert any("torch.export" in e.detail for e in report.filter("traced"))
+    assert len(report.filter("rewrote", "fold_batchnorm")) == 2
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in fast.modules())
+    with torch.no_grad():
+        assert relative_error(model(x), fast(x)) < 1e-4
+        assert relative_error(model(x[:1]), fast(x[:1])) < 1e-4
+
+
 def test_a_batch_of_one_does_not_fix_the_batch_size():
     torch.manual_seed(0)
     model = Tagger().eval()

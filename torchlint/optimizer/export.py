@@ -157,7 +157,10 @@ def _lifted(gm: fx.GraphModule, node: fx.Node, model: nn.Module):
     if target in _BATCH_NORMS:
         owner = _owner(gm, model, node.args[1], node.args[2])
         users = list(node.users)
+        # A subclass with its own forward (batch norm then an activation) is not this call alone: leave the ATen
+        # call, which the folding pass handles as a functional batch norm.
         if (not owner or not isinstance(owner[1], _BatchNorm) or owner[1].training
+                or type(owner[1]).forward not in (_BatchNorm.forward, nn.SyncBatchNorm.forward)
                 or not all(u.target is operator.getitem and u.args[1] == 0 for u in users)):
             return None
         bn = owner[1]

@@ -67,7 +67,20 @@ _FUNCTIONS.update({
     _aten.sigmoid.default: ("sigmoid", ()),
     _aten.tanh.default: ("tanh", ()),
 })
-_INPLACE_FUNCTIONS = {torch.relu_}
+# Their in-place forms (a norm-act layer's `inplace=True` activation, as export records it).
+_FUNCTIONS.update({
+    _aten.relu_.default: ("relu", ()),
+    _aten.hardtanh_.default: ("hardtanh", (("min_val", -1.0), ("max_val", 1.0))),
+    _aten.leaky_relu_.default: ("leaky_relu", (("negative_slope", 0.01),)),
+    _aten.silu_.default: ("silu", ()),
+    _aten.hardswish_.default: ("hardswish", ()),
+    _aten.hardsigmoid_.default: ("hardsigmoid", ()),
+    _aten.sigmoid_.default: ("sigmoid", ()),
+    _aten.tanh_.default: ("tanh", ()),
+})
+_INPLACE_FUNCTIONS = {torch.relu_, _aten.relu_.default, _aten.hardtanh_.default, _aten.leaky_relu_.default,
+                      _aten.silu_.default, _aten.hardswish_.default, _aten.hardsigmoid_.default, _aten.sigmoid_.default,
+                      _aten.tanh_.default}
 _METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh", "tanh_": "tanh"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import torch
 import torch.nn.functional as F
 from torch import fx, nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -13,8 +14,14 @@ from ..origins import origin_of, record, with_batchnorm
 from .bn_math import fold_into_conv, fold_into_linear
 
 _STANDARD_FORWARDS = (_BatchNorm.forward, nn.SyncBatchNorm.forward)
-_BN_ARGS = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
 _BN_DEFAULTS = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
+# Functional batch norms by their positional parameters: F.batch_norm, and ATen's as torch.export records it
+# (a norm-act layer's forward, which export flattens, calls it directly).
+_FUNCTIONAL_BATCH_NORMS = {
+    F.batch_norm: ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+    torch.ops.aten.batch_norm.default: (
+        "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps", "cudnn_enabled"),
+}
 
 
 def fold_batchnorm(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
@@ -66,9 +73,9 @@ def _batchnorm_of(gm, node: fx.Node, modules):
             kind=kind, num_features=bn.num_features, batchnorm1d=isinstance(bn, nn.BatchNorm1d),
             running_mean=bn.running_mean, running_var=bn.running_var, weight=bn.weight, bias=bn.bias, eps=bn.eps,
         )
-    if node.op == "call_function" and node.target is F.batch_norm:
+    if node.op == "call_function" and node.target in _FUNCTIONAL_BATCH_NORMS:
         args = dict(_BN_DEFAULTS)
-        args.update(zip(_BN_ARGS, node.args))
+        args.update(zip(_FUNCTIONAL_BATCH_NORMS[node.target], node.args))
         args.update(node.kwargs)
         if args["training"] is not False:
             return "F.batch_norm with training=True (or not a constant) uses batch statistics"

@@ -324,8 +324,8 @@ def main() -> None:
                         help="torchlint.optimize's time_budget in seconds (0: none)")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "zoo-cpu.md"))
     parser.add_argument("--rows", help="a JSON-lines file: each measured row is appended to it as it comes, and the "
-                                       "table is rendered from every row in it (runs accumulate; a stopped run "
-                                       "keeps what it measured)")
+                                       "table is rendered from every row in it (runs accumulate, a row measured "
+                                       "again replaces the old one; a stopped run keeps what it measured)")
     options = parser.parse_args()
     if any(os.environ.get(k) != v for k, v in ALLOCATOR_ENV.items()):
         os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **ALLOCATOR_ENV})
@@ -368,7 +368,8 @@ def main() -> None:
               "with torch.library (unused by these models). Random weights, built offline from configurations.")
     if options.rows:
         with open(options.rows) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+            measured = [json.loads(line) for line in f if line.strip()]
+        rows = list({(r["model"], r["batch"], r["dtype"]): r for r in measured}.values())  # a rerun replaces a row
     text = render(rows, variants, header)
     print(text)
     os.makedirs(os.path.dirname(options.output), exist_ok=True)

@@ -11,9 +11,10 @@ timed against the model before it and kept only if it is faster beyond noise), r
 Passes (each in torchlint/optimizer/passes/, run in this order; each returns a torch.fx PassResult):
 
 - remove_dropout       drop Dropout / Identity (eval only)
-- fold_batchnorm       fold eval-mode BatchNorm (module or F.batch_norm, subclasses too) into the preceding
-                       Conv1d/2d/3d, ConvTranspose1d/2d/3d or Linear (Linear only when the BatchNorm normalises the
-                       features the Linear produces; needs example_inputs to see the input rank)
+- fold_batchnorm       fold eval-mode BatchNorm (module, F.batch_norm or ATen's batch_norm in an exported graph;
+                       subclasses too, and norm-act layers with a forward of their own, traced through) into the
+                       preceding Conv1d/2d/3d, ConvTranspose1d/2d/3d or Linear (Linear only when the BatchNorm
+                       normalises the features the Linear produces; needs example_inputs to see the input rank)
 - channels_last        2-D convolutions in channels_last memory format
 - onednn_fusion        Conv2d (+ residual add) (+ activation) and Linear (+ activation) as single oneDNN calls with
                        weights packed once, for any input shape (CPU, eval only)

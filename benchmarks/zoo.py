@@ -8,7 +8,8 @@ after training); nothing is downloaded. Each row is one model at one batch size 
 turn within each round (interleaved), under torch.no_grad() in eval mode, and each cell is eager's median latency
 divided by the variant's (higher is faster). bf16 rows compare everything with eager under bf16 autocast.
 Variants: eager; torch.fx.experimental.optimization.fuse (fp32); torch.jit.trace + freeze +
-optimize_for_inference (fp32); torch.compile (inductor; bf16: under autocast); torchlint.optimize.
+optimize_for_inference (fp32); the model cast with .bfloat16() (bf16); torch.jit.trace + freeze under autocast (bf16);
+torch.compile (inductor; bf16: under autocast); torchlint.optimize.
 
 The packages are for this script only (the tests never need them): install them without letting pip touch torch,
 e.g. `pip download --no-deps "torchvision<0.29"` (0.28 is the release for torch 2.13) then `pip install --no-deps`
@@ -58,8 +59,10 @@ MODELS = {
     "bert": ("transformers", "bert", "tokens"),
     "gpt2": ("transformers", "gpt2", "tokens"),
 }
-VARIANTS = ["fx fuse", "jit freeze+ofi", "torch.compile", "torchlint"]
+VARIANTS = ["fx fuse", "jit freeze+ofi", "bf16 weights", "jit freeze (autocast)", "torch.compile", "torchlint"]
 FP32_ONLY = {"fx fuse", "jit freeze+ofi"}
+BF16_ONLY = {"bf16 weights", "jit freeze (autocast)"}
+OWN_PRECISION = {"torchlint", "bf16 weights"}  # run as they are, not under the row's autocast
 
 
 def register_torchvision_standins() -> None:
@@ -184,6 +187,22 @@ def make_variant(kind: str, model, inputs, dtype: str, time_budget: float | None
             fn = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
             call(fn, inputs)
             call(fn, inputs)
+    elif kind == "bf16 weights":  # the whole model cast to bfloat16, float inputs too
+        fresh = fresh.bfloat16()
+
+        def fn(*args, **kwargs):
+            cast = [a.bfloat16() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+            return fresh(*cast, **kwargs)
+    elif kind == "jit freeze (autocast)":
+        fresh.requires_grad_(False)  # else freezing refuses autocast's cast copies of the weights as constants
+        with torch.no_grad(), _autocast(dtype):
+            if isinstance(inputs, dict):
+                traced = torch.jit.trace(fresh, example_kwarg_inputs=inputs, strict=False)
+            else:
+                traced = torch.jit.trace(fresh, inputs, strict=False)
+            fn = torch.jit.freeze(traced)
+            call(fn, inputs)
+            call(fn, inputs)
     elif kind == "torch.compile":
         torch._dynamo.reset()
         fn = torch.compile(fresh)
@@ -241,11 +260,11 @@ def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: 
            "memory": {"eager": weight_megabytes(model)}}
     fns = {"eager": model}
     for kind in variants:
-        if dtype == "bf16" and kind in FP32_ONLY:
+        if (dtype == "bf16" and kind in FP32_ONLY) or (dtype != "bf16" and kind in BF16_ONLY):
             continue
         try:
             fn, seconds, note = make_variant(kind, model, inputs, dtype, time_budget)
-            with torch.no_grad(), _autocast(dtype if kind != "torchlint" else "fp32"):
+            with torch.no_grad(), _autocast("fp32" if kind in OWN_PRECISION else dtype):
                 y = first_tensor(call(fn, inputs))
         except Exception as error:  # noqa: BLE001 - a peer that cannot handle a model gets its error listed
             message = str(error).strip().splitlines()[0][:120] if str(error).strip() else ""
@@ -263,12 +282,12 @@ def measure_row(name: str, batch: int, dtype: str, variants: list[str], rounds: 
     names = list(fns)
     with torch.no_grad():
         for k in names:
-            with _autocast(dtype if k != "torchlint" else "fp32"):
+            with _autocast("fp32" if k in OWN_PRECISION else dtype):
                 call(fns[k], inputs)  # warm-up
         for r in range(rounds):
             order = names[r % len(names):] + names[:r % len(names)]  # rotate who runs first
             for k in order:
-                with _autocast(dtype if k != "torchlint" else "fp32"):
+                with _autocast("fp32" if k in OWN_PRECISION else dtype):
                     started = time.perf_counter()
                     call(fns[k], inputs)
                     samples[k].append(time.perf_counter() - started)

@@ -87,6 +87,27 @@ def test_a_group_that_does_not_pay_is_undone(fake_clock, cost):
         assert torch.equal(model(x), fast(x))
 
 
+class CostlyConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return tick(self.conv(x), 1.0)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_group_undone_leaves_the_weights_as_given(fake_clock, inplace):
+    """channels_last gives the convolutions new weights in eval mode: the model handed back when the group does
+    not pay still has the caller's weights, in their memory format (not a silently faster layout)."""
+    model, x = CostlyConv().eval(), torch.randn(2, 3, 8, 8)
+    given = model.conv.weight
+    fast = optimizer.optimize(model, x, passes=["channels_last", set_cost(2.0)], measure=True, inplace=inplace)
+    assert optimizer.explain(fast).passes_applied == []
+    assert fast.conv.weight.is_contiguous() and not fast.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(fast.conv.weight, given) and model.conv.weight is given
+
+
 def test_the_time_limit_bounds_the_rounds(fake_clock):
     model, x = Costly().eval(), torch.randn(2, 4)
     fast = optimizer.optimize(model, x, passes=[set_cost(0.5)], measure=True, time_limit=2.0)

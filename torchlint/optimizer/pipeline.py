@@ -500,12 +500,16 @@ class _Checkpoint:
     def __init__(self, root: nn.Module, pieces: list[str], deep: bool) -> None:
         self.root = _snapshot(root) if deep else root
         self.graphs = {} if deep else {path: _piece(root, path) for path in pieces}
-        # channels_last re-lays out weights in place (param.data = ...) to keep Parameter identity for training.
+        # channels_last re-lays out weights in place (param.data = ...) to keep Parameter identity for training,
+        # and gives the layers new weights in eval mode (the layers are shared with the graphs' copies).
         self.data = [(p, p.data) for p in root.parameters()]
+        self.parameters = [(m, dict(m._parameters)) for m in root.modules()]
 
     def restore(self) -> nn.Module:
         for param, data in self.data:
             param.data = data
+        for module, parameters in self.parameters:
+            module._parameters.update(parameters)
         root = self.root
         for path, gm in self.graphs.items():
             root = _replace(root, path, gm)

@@ -6,7 +6,7 @@ import collections
 import copy
 import os
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import fx, nn
@@ -98,11 +98,22 @@ class Traced:
     original: nn.Module  # the model as it was
     replaced: list[tuple[nn.Module, str, nn.Module]]  # (parent, attribute, original child) for each swapped piece
     exported: bool = False  # the whole model was captured with torch.export, not traced with torch.fx
+    # Each module's parameters and their tensors as traced: the graphs share the leaf modules with the original,
+    # and passes give those layers new weights (or re-lay out their data in training mode).
+    weights: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.weights = [(m, dict(m._parameters), [(p, p.data) for p in m._parameters.values() if p is not None])
+                        for m in self.original.modules()]
 
     def undo(self) -> nn.Module:
-        """Put the original modules back and return the original model."""
+        """Put the original modules and their weights back and return the original model."""
         for parent, name, child in self.replaced:
             setattr(parent, name, child)
+        for module, parameters, data in self.weights:
+            module._parameters.update(parameters)
+            for param, tensor in data:
+                param.data = tensor
         return self.original
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import fx, nn
 
 from ..modules import FusedConv2d
+from ..origins import origin_of, record
 from .base import PassContext, PassResult, finish, submodules, tensor_shape
 
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d)
@@ -31,9 +32,16 @@ def channels_last(gm: fx.GraphModule, ctx: PassContext) -> PassResult:
         ctx.skipped("", "on CUDA channels_last pays with fp16/bf16 tensor cores: pass autocast to enable it")
         return PassResult(gm, False)
     for target in sorted({n.target for n in conv_nodes}):
-        weight = modules[target].weight
-        # Same Parameter object, new strides: an optimizer holding it keeps working (training mode).
-        weight.data = weight.data.contiguous(memory_format=torch.channels_last)
+        layer = modules[target]
+        weight = layer.weight
+        if ctx.training:
+            # Same Parameter object, new strides: an optimizer holding it keeps working.
+            weight.data = weight.data.contiguous(memory_format=torch.channels_last)
+        elif isinstance(weight, nn.Parameter) and not weight.is_contiguous(memory_format=torch.channels_last):
+            # A new tensor: the untouched copy of the model (returned when a group does not pay) shares the old one.
+            record(layer, origin_of(layer))  # its checkpoint keys still name the original weight
+            layer.weight = nn.Parameter(weight.detach().contiguous(memory_format=torch.channels_last),
+                                        requires_grad=weight.requires_grad)
     converted: dict[fx.Node, fx.Node] = {}
     for node in conv_nodes:
         source = node.args[0]

@@ -11,6 +11,7 @@ from libcst._nodes.internal import CodegenState  # what Module.code_for_node use
 from torchlint.lint.names import ImportTable, dotted, flatten_targets
 from torchlint.lint.scope import Binding, ScopeBindings, ScopeNode
 from torchlint.lint.source import SourceFile
+from torchlint.lint.walk import is_a
 
 if TYPE_CHECKING:
     from torchlint.lint.proposal import Fix
@@ -141,7 +142,7 @@ class Context:
 
     def enclosing(self, node: cst.CSTNode, *types: type) -> Optional[cst.CSTNode]:
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, types):
+            if is_a(ancestor, types):
                 return ancestor
         return None
 

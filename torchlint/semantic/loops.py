@@ -80,7 +80,7 @@ import libcst as cst
 
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, flatten_targets, last_name
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import is_a, semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
@@ -722,9 +722,9 @@ def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
     """
     child = node
     for ancestor in context.ancestors(node):
-        if isinstance(ancestor, _BOUNDARIES):
+        if is_a(ancestor, _BOUNDARIES):
             return None
-        if isinstance(ancestor, _LOOPS):
+        if is_a(ancestor, _LOOPS):
             in_body = child is ancestor.body or (isinstance(ancestor, cst.While) and child is ancestor.test)
             if in_body and is_hot(context, ancestor):
                 return ancestor

@@ -177,7 +177,7 @@ class Objects:
 
             self._classes = {}
             for node in descendants(self.context.module):
-                if isinstance(node, cst.ClassDef):
+                if type(node) is cst.ClassDef:  # exact type: see `walk.is_a`
                     self._classes.setdefault(node.name.value, node)
         return self._classes
 

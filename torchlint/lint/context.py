@@ -62,10 +62,10 @@ class Context:
     # -- names ---------------------------------------------------------------------------------
     def qualname(self, node: cst.CSTNode) -> Optional[str]:
         """Canonical dotted name of an imported object (`DL` -> `torch.utils.data.DataLoader`), or None."""
-        if isinstance(node, cst.Call):
-            node = node.func
-        if isinstance(node, (cst.Name, cst.Attribute)):
-            return self.imports.resolve(node)
+        if type(node) is cst.Call:  # exact types: see `walk.is_a`
+            node = node.func  # type: ignore[attr-defined]
+        if type(node) is cst.Name or type(node) is cst.Attribute:
+            return self.imports.resolve(node)  # type: ignore[arg-type]
         return None
 
     def local_name_for(self, module: str) -> str:

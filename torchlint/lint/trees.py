@@ -6,8 +6,10 @@ so a kept one serves any later reader of that file (two files with the same text
 the nodes of one are never taken for the other's). They are large (about 25 bytes per byte of source), so only the most
 recently used are kept, up to a budget in characters of source.
 
-While a file is being linted its tree is not handed to anyone else: a summary of the same file asked for
-during that lint gets a tree of its own, so the lint's nodes never meet another analysis's context.
+While a file is being linted its tree is not handed to anyone else: a summary of the same file first built
+during that lint gets a tree of its own. A summary built before the lint shares the lint's tree: each keeps
+its own parents and analyses, so that is safe as long as no analysis hands a node of one to the other (nodes
+travel with the context they belong to).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from libcst._nodes.internal import CodegenState  # what Module.code_for_node use
 from torchlint.lint.names import ImportTable, dotted, flatten_targets
 from torchlint.lint.scope import Binding, ScopeBindings, ScopeNode
 from torchlint.lint.source import SourceFile
+from torchlint.lint.walk import is_a
 
 if TYPE_CHECKING:
     from torchlint.lint.proposal import Fix
@@ -61,10 +62,10 @@ class Context:
     # -- names ---------------------------------------------------------------------------------
     def qualname(self, node: cst.CSTNode) -> Optional[str]:
         """Canonical dotted name of an imported object (`DL` -> `torch.utils.data.DataLoader`), or None."""
-        if isinstance(node, cst.Call):
-            node = node.func
-        if isinstance(node, (cst.Name, cst.Attribute)):
-            return self.imports.resolve(node)
+        if type(node) is cst.Call:  # exact types: see `walk.is_a`
+            node = node.func  # type: ignore[attr-defined]
+        if type(node) is cst.Name or type(node) is cst.Attribute:
+            return self.imports.resolve(node)  # type: ignore[arg-type]
         return None
 
     def local_name_for(self, module: str) -> str:
@@ -141,7 +142,7 @@ class Context:
 
     def enclosing(self, node: cst.CSTNode, *types: type) -> Optional[cst.CSTNode]:
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, types):
+            if is_a(ancestor, types):
                 return ancestor
         return None
 

@@ -9,6 +9,7 @@ from typing import Callable, Optional, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from torchlint.lint import trees
 from torchlint.lint.context import Context, RawFinding
 from torchlint.lint.finding import FileResult, Finding, FindingFix, FixEdit
 from torchlint.lint.fix import LINE_LENGTH, wrap_call
@@ -63,6 +64,11 @@ def _check_limits(source: SourceFile) -> None:
 
 
 def parse(source: SourceFile) -> cst.Module:
+    """The file's tree (parsed once per run: see `trees`)."""
+    return trees.parsed(source.path, source.text, lambda: _parse(source))
+
+
+def _parse(source: SourceFile) -> cst.Module:
     _check_limits(source)
     try:
         return cst.parse_module(source.text)
@@ -415,10 +421,11 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
 
     context = prepare_context(source)
     try:
-        rules = [cls(context) for cls in active]
-        _run_rules(context, rules, result.notes)
-        if context.raw_findings or (check_noqa and suppressions.by_line):
-            _collect(context, rule_classes, suppressions, check_noqa, result)
+        with trees.in_use(source.path, text):
+            rules = [cls(context) for cls in active]
+            _run_rules(context, rules, result.notes)
+            if context.raw_findings or (check_noqa and suppressions.by_line):
+                _collect(context, rule_classes, suppressions, check_noqa, result)
     finally:
         # Trees are large and rules, analyses and the context refer to each other: free them now rather
         # than at the next full garbage collection, so a worker's memory stays flat across files.

@@ -57,10 +57,10 @@ def canonical(name: str) -> str:
 def dotted(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` for a chain of Name/Attribute nodes, else None."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:  # exact types: see `walk.is_a`
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -68,10 +68,11 @@ def dotted(node: cst.BaseExpression) -> Optional[str]:
 
 def last_name(node: cst.CSTNode) -> Optional[str]:
     """The last segment of a Name/Attribute (`self.model.eval` -> "eval"), else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
+    kind = type(node)  # exact types: see `walk.is_a`
+    if kind is cst.Name:
+        return node.value  # type: ignore[attr-defined]
+    if kind is cst.Attribute:
+        return node.attr.value  # type: ignore[attr-defined]
     return None
 
 

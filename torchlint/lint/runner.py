@@ -172,6 +172,9 @@ def run(
     project = sys.modules.get("torchlint.semantic.project")  # loaded only once this process linted something
     if project is not None:
         project.new_run()
+    trees = sys.modules.get("torchlint.lint.trees")
+    if trees is not None:
+        trees.forget()
     cache = Cache(cache_root, job.settings.fingerprint()) if cache_root and job.use_cache else None
     total = len(items)
     done = 0

@@ -90,6 +90,25 @@ def _kind(value_type: type) -> int:
     return kind
 
 
+# Whether a node of a type is an instance of a tuple of classes, by the node's exact type: libcst's node
+# classes are abstract base classes, so a failed isinstance runs ABCMeta's check in Python, and the analyses
+# ask millions of times. A parsed node's class decides the answer (libcst registers no virtual subclasses),
+# and the concrete node classes have no subclasses, so `type(node) is cst.Call` answers `isinstance` too.
+_IS_A: dict[tuple[type, ...], dict[type, bool]] = {}
+
+
+def is_a(node: object, types: tuple[type, ...]) -> bool:
+    """`isinstance(node, types)`, remembered by the node's type."""
+    answers = _IS_A.get(types)
+    if answers is None:
+        answers = _IS_A[types] = {}
+    kind = type(node)
+    found = answers.get(kind)
+    if found is None:
+        found = answers[kind] = isinstance(node, types)
+    return found
+
+
 # Children of the nodes of the file being linted: rules and analyses walk the same tree several times.
 # Keyed by id (libcst's __hash__ is slow); the node is kept in the value so its id cannot be reused.
 _CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}

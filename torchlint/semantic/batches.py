@@ -277,7 +277,7 @@ class Batches:
             ]
             while stack:
                 node, caller = stack.pop()
-                if isinstance(node, cst.Call):
+                if type(node) is cst.Call:  # exact type: see `walk.is_a`
                     if caller is not None:
                         self._caller[node] = caller
                     func = node.func
@@ -285,7 +285,7 @@ class Batches:
                         isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
                     ):
                         self._calls.setdefault(last_name(func) or "", []).append(node)
-                if isinstance(node, cst.FunctionDef):
+                if type(node) is cst.FunctionDef:
                     body = node.body
                     stack.extend((child, node if child is body else caller) for child in reversed(semantic_children(node)))
                 else:

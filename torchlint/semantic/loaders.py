@@ -46,7 +46,8 @@ class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, Loader
         self._reads: Optional[dict[object, list[tuple[cst.CSTNode, cst.BaseExpression]]]] = None
         self._names: Optional[dict[str, list[cst.Name]]] = None
         for node in descendants(context.module):
-            if isinstance(node, cst.Call):
+            kind = type(node)  # exact types: see `walk.is_a`
+            if kind is cst.Call:
                 name = last_name(node.func)
                 if name is None:
                     continue
@@ -55,9 +56,9 @@ class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, Loader
                 elif name == "add_argument":
                     self._add_argument(node)
                 self.calls_by_name.setdefault(name, []).append(node)
-            elif isinstance(node, cst.For):
+            elif kind is cst.For:
                 self.fors.append(node)
-            elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            elif kind is cst.Assign and len(node.targets) == 1:
                 target = node.targets[0].target
                 cls = context.enclosing(node, cst.ClassDef)
                 if cls is None:

@@ -80,7 +80,7 @@ import libcst as cst
 
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, flatten_targets, last_name
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import is_a, semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
@@ -162,9 +162,10 @@ def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.Funct
     if "def forward" not in context.source.text:
         return None
     for ancestor in context.ancestors(node):
-        if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+        kind = type(ancestor)  # exact types: see `walk.is_a`
+        if kind is cst.Lambda or kind is cst.ClassDef:
             return None
-        if isinstance(ancestor, cst.FunctionDef):
+        if kind is cst.FunctionDef:
             if ancestor.name.value != "forward":
                 return None
             cls = context.enclosing(ancestor, cst.ClassDef, cst.FunctionDef)
@@ -229,9 +230,9 @@ def _own_nodes(root: cst.CSTNode, *, into_loops: bool = False) -> Iterator[cst.C
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, _BOUNDARIES):
+        if is_a(node, _BOUNDARIES):
             continue
-        if not into_loops and isinstance(node, _LOOPS):
+        if not into_loops and is_a(node, _LOOPS):
             if isinstance(node, cst.For):
                 stack.append(node.iter)
             continue
@@ -722,9 +723,9 @@ def hot_loop(context: "Context", node: cst.CSTNode) -> Optional[Loop]:
     """
     child = node
     for ancestor in context.ancestors(node):
-        if isinstance(ancestor, _BOUNDARIES):
+        if is_a(ancestor, _BOUNDARIES):
             return None
-        if isinstance(ancestor, _LOOPS):
+        if is_a(ancestor, _LOOPS):
             in_body = child is ancestor.body or (isinstance(ancestor, cst.While) and child is ancestor.test)
             if in_body and is_hot(context, ancestor):
                 return ancestor

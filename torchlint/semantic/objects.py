@@ -177,7 +177,7 @@ class Objects:
 
             self._classes = {}
             for node in descendants(self.context.module):
-                if isinstance(node, cst.ClassDef):
+                if type(node) is cst.ClassDef:  # exact type: see `walk.is_a`
                     self._classes.setdefault(node.name.value, node)
         return self._classes
 
@@ -249,7 +249,7 @@ class Objects:
 
             found = self._self_attrs[cls] = {}
             for node in descendants(cls.body):
-                if isinstance(node, cst.Assign):
+                if type(node) is cst.Assign:  # exact type: see `walk.is_a`
                     for target in node.targets:
                         t = target.target
                         if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":

@@ -222,11 +222,12 @@ def _moves_only_models(context: "Context") -> bool:
         return False
     moved_model = False
     for node in descendants(context.module):
-        if isinstance(node, cst.Arg):
+        kind = type(node)  # exact types: see `walk.is_a`
+        if kind is cst.Arg:
             if node.keyword is not None and node.keyword.value == "device":
                 return False
             continue
-        if not isinstance(node, cst.Call):
+        if kind is not cst.Call:
             continue
         func = node.func
         name = last_name(func)

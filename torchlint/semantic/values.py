@@ -16,7 +16,7 @@ import libcst as cst
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import scope_nodes, semantic_children
+from torchlint.lint.walk import is_a, scope_nodes, semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function, is_generator, returns_of
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
@@ -114,11 +114,11 @@ class _Order:
         stack: list[tuple[cst.CSTNode, int]] = [(child, -1) for child in reversed(list(semantic_children(scope)))]
         while stack:
             node, current = stack.pop()
-            if isinstance(node, _STATEMENTS):
+            if is_a(node, _STATEMENTS):
                 counter += 1
                 current = counter
             self.index[node] = current
-            if isinstance(node, _SCOPES) and node is not scope:
+            if is_a(node, _SCOPES) and node is not scope:
                 continue
             children = list(semantic_children(node))
             for child in reversed(children):

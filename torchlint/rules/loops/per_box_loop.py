@@ -106,11 +106,12 @@ class PerBoxLoop(Rule):
 
     def _check_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> None:
         if self.semantic.uses_torch and self.semantic.box_loops.overlaps_comprehension(node):
-            self.report(node, _MESSAGES[OVERLAPS])
+            if not self.semantic.runs_once(node):
+                self.report(node, _MESSAGES[OVERLAPS])
 
     def _check(self, node: cst.CSTNode) -> None:
         if not self.semantic.uses_torch:
             return  # the advice is torchvision's
         kind = self.semantic.box_loops.kind(node)
-        if kind is not None:
+        if kind is not None and not self.semantic.runs_once(node):  # one image of a demo: nothing repeats
             self.report(node, _MESSAGES[kind])

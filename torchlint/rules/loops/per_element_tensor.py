@@ -139,6 +139,8 @@ class PerElementTensor(Rule):
         """One finding per loop nest: a loop or comprehension inside a reported one is part of it."""
         if node in self._reported or any(a in self._reported for a in self.context.ancestors(node)):
             return
+        if self.semantic.runs_once(node):
+            return  # a demo or a notebook cell: the loop runs once, no step repeats it
         self._reported.add(node)
         self.report(node, message)
 
@@ -174,7 +176,8 @@ class PerElementTensor(Rule):
         items = {n.value for n in [for_in.target, *descendants(for_in.target)] if isinstance(n, cst.Name)}
         built = self._built_from(comprehension.elt, items)
         if built is not None and self._moved_to_device(comprehension.elt, built):
-            self.report(comprehension)
+            if not self.semantic.runs_once(comprehension):
+                self.report(comprehension)
 
     def visit_For(self, node: cst.For) -> None:
         self._check_for(node)

@@ -129,6 +129,8 @@ class PerSampleLoop(Rule):
 
     def _report_loop(self, node: cst.CSTNode, message: str | None = None) -> None:
         self._reported.add(node)
+        if self.semantic.runs_once(node):
+            return  # a demo or a notebook cell: nothing repeats the loop
         self.report(node, message)
 
     def _inside_reported(self, node: cst.CSTNode) -> bool:

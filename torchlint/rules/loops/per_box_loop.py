@@ -87,7 +87,11 @@ class PerBoxLoop(Rule):
         "with torch (element-wise maxima/minima of coordinates read by position, `box[0]`, `box[2]`), or "
         "computes that intersection inline with `torch.max`/`torch.min` of single coordinates; an IoU "
         "function that slices columns (`boxes[:, 0]`) is already batched, and host code (NumPy, plain "
-        "Python numbers) is left alone."
+        "Python numbers) is left alone. An NMS call counts as per group only when it suppresses boxes the "
+        "loop selects on each trip (`prediction[i]`, `scores[:, j]`); a loop that runs the model on each trip "
+        "(over test images, or timing a detection) is a loop over inputs, and a per-class loop inside it is "
+        "the one reported. A loop that nothing repeats (module-level code outside any loop, or a top-level "
+        "function called only from such code in the project: one image of a demo) is left alone."
     )
     fix_safety = FixSafety.NONE
     requires = ("nms", "iou", "clamp", "clip", "max", "min", "interpolate", "adaptive_")

@@ -52,11 +52,17 @@ def test_a_function_runs_once_when_every_call_of_it_does() -> None:
     ) == ["True", "False", "False", "False"]
 
 
-def test_methods_and_nested_functions_may_repeat() -> None:
+def test_methods_run_once_when_every_call_of_their_name_does() -> None:
     assert _once(
         """
         class Detector:
             def detect(self, image):
+                probe(image)
+
+            def stream(self, image):
+                probe(image)
+
+            def forward(self, image):
                 probe(image)
 
         def outer():
@@ -65,9 +71,13 @@ def test_methods_and_nested_functions_may_repeat() -> None:
             inner()
 
         outer()
-        Detector().detect(1)
+        detector = Detector()
+        detector.detect(1)
+        detector.forward(1)
+        for frame in frames:
+            detector.stream(frame)
         """
-    ) == ["False", "False"]
+    ) == ["True", "False", "False", "False"]
 
 
 def test_the_loop_itself_does_not_count() -> None:

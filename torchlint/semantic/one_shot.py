@@ -8,8 +8,9 @@ notebook cell that shows how autograd works); the same loop in an evaluation ove
 - module-level code (a script, a notebook cell) outside any loop runs once;
 - a top-level function runs once when it is called, and every call of it (in this file and in the project
   files that import it) runs once by the same test;
-- anything else may repeat: a method (its callers cannot all be seen), `forward()`, a function nobody in
-  the project calls (a framework or a user may call it per batch), a nested function.
+- a method of a top-level class, likewise, by every call of its name on any object (`detector.detect(img)`);
+- anything else may repeat: `forward()` and special methods, a function nobody in the project calls (a
+  framework or a user may call it per batch), a nested function, a method passed as a callback.
 
 `node` itself may be a loop: only what encloses it counts.
 """
@@ -49,15 +50,19 @@ def runs_once(context: "Context", node: cst.CSTNode, _depth: int = 0) -> bool:
 
 
 def _function_runs_once(context: "Context", function: cst.FunctionDef, depth: int) -> bool:
-    if function not in context.module.body:
-        return False  # a method or a nested function: its callers cannot all be seen
-    local = _uses(context, function)
+    method = _method_of_top_level_class(context, function)
+    if function not in context.module.body and not method:
+        return False  # a nested function: its callers cannot all be seen
+    name = function.name.value
+    if method and (name.startswith("__") or name == "forward"):
+        return False  # run by the object's machinery (`model(x)`), not by a call of its name
+    local = _uses(context, function, method)
     if local is None or any(context.enclosing_function(call) is function for call in local):
         return False  # passed as a value (a callback), or recursive
     from torchlint.semantic import project  # project summaries build semantic models of other files
 
-    path, name = context.source.path, function.name.value
-    remote = project.call_sites(path, name)
+    path = context.source.path
+    remote = project.method_call_sites(path, name) if method else project.call_sites(path, name)
     resolved = {os.path.realpath(site.summary.context.source.path) for site in remote}
     if any(os.path.realpath(file) not in resolved for file in project.importers_spelling(path, name)):
         return False  # an importing file names it without a call we can resolve (`from predict import *`)
@@ -68,16 +73,31 @@ def _function_runs_once(context: "Context", function: cst.FunctionDef, depth: in
     )
 
 
-def _uses(context: "Context", function: cst.FunctionDef) -> Optional[list[cst.Call]]:
-    """Every call in this file of the function's name (a notebook may define it in several cells: all
-    count), or None when the name is also used otherwise (passed as a callback, stored)."""
+def _method_of_top_level_class(context: "Context", function: cst.FunctionDef) -> bool:
+    body = context.parent(function)
+    cls = context.parent(body) if body is not None else None
+    return isinstance(cls, cst.ClassDef) and cls in context.module.body
+
+
+def _uses(context: "Context", function: cst.FunctionDef, method: bool) -> Optional[list[cst.Call]]:
+    """Every call in this file of the function's name (`f(...)`; `<any>.f(...)` for a method; a notebook
+    may define a function in several cells: all count), or None when the name is also used otherwise
+    (passed as a callback, stored)."""
     name = function.name.value
     calls: list[cst.Call] = []
     for node in descendants(context.module):
-        if isinstance(node, cst.Name) and node.value == name and node is not function.name:
-            parent = context.parent(node)
-            if isinstance(parent, cst.Call) and parent.func is node:
-                calls.append(parent)
-            elif not isinstance(parent, cst.FunctionDef):
+        if not (isinstance(node, cst.Name) and node.value == name) or node is function.name:
+            continue
+        parent = context.parent(node)
+        if method:
+            if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                continue  # a plain name: another binding
+            call = context.parent(parent)
+            if not (isinstance(call, cst.Call) and call.func is parent):
                 return None
+            calls.append(call)
+        elif isinstance(parent, cst.Call) and parent.func is node:
+            calls.append(parent)
+        elif not isinstance(parent, cst.FunctionDef):
+            return None
     return calls

@@ -128,7 +128,7 @@ class PerElementTensor(Rule):
         "time are reported for a loop that branches on them (`for p, t in zip(preds, labels): if p == t:`) "
         "and for a count, `sum(1 for p, t in zip(preds, labels) if p == t)`. Nothing is reported where "
         "nothing repeats the loop: module-level code outside any loop (a demo on one image, a notebook cell) "
-        "or a top-level function called only from such code, in this file and in the project files that "
+        "or a top-level function or method called only from such code, in this file and in the project files that "
         "import it."
     )
     fix_safety = FixSafety.NONE

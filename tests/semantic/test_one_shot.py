@@ -80,6 +80,31 @@ def test_methods_run_once_when_every_call_of_their_name_does() -> None:
     ) == ["True", "False", "False", "False"]
 
 
+def _loops_once(source: str) -> list[str]:
+    """runs_once for every module-level `for` loop whose iterable is `probe(...)` (asked of the loop)."""
+
+    def question(model, call, _arg):  # type: ignore[no-untyped-def]
+        loop = model.context.parent(call)
+        return model.runs_once(loop)
+
+    return ask(textwrap.dedent(source), question)
+
+
+def test_a_loop_over_data_gathered_by_a_loop_repeats() -> None:
+    assert _loops_once(
+        """
+        output = None
+        for batch in loader:
+            output = torch.cat((output, model(batch)))
+        for i in probe(range(output.shape[0])):
+            pass
+        single = model(image)
+        for det in probe(single):
+            pass
+        """
+    ) == ["False", "True"]
+
+
 def test_the_loop_itself_does_not_count() -> None:
     # the question is about what encloses the code: a loop's iterable runs once with it
     assert _once(
@@ -106,10 +131,11 @@ if __name__ == "__main__":
     [
         ("from predict import decode\nfor path in paths:\n    decode(load(path))\n", True),
         ("from predict import *\nfor path in paths:\n    decode(load(path))\n", True),  # star import: unresolved
-        ("from predict import decode\ndecode(load(path))\n", False),
+        ("from predict import decode\ndecode(load(path))\n", True),  # a module others import: reusable
+        ("print(load(path))\n", False),  # predict.py is a script: its demo runs once
     ],
 )
-def test_calls_in_importing_files_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, importer: str, reported: bool) -> None:
+def test_code_other_files_import_may_repeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, importer: str, reported: bool) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "predict.py").write_text(_PREDICT, encoding="utf-8")
     (tmp_path / "evaluate.py").write_text("import torch\n" + importer, encoding="utf-8")

@@ -3,21 +3,22 @@
 A loop over the elements of one tensor costs little when the whole loop runs once (a demo on one image, a
 notebook cell that shows how autograd works); the same loop in an evaluation over a data set runs per input.
 `runs_once(context, node)` is True when no loop, comprehension or repeated caller runs the code holding
-`node`:
+`node`, and `node` does not walk data gathered by a loop:
 
 - module-level code (a script, a notebook cell) outside any loop runs once;
-- a top-level function runs once when it is called, and every call of it (in this file and in the project
-  files that import it) runs once by the same test;
-- a method of a top-level class, likewise, by every call of its name on any object (`detector.detect(img)`);
-- anything else may repeat: `forward()` and special methods, a function nobody in the project calls (a
-  framework or a user may call it per batch), a nested function, a method passed as a callback.
+- in a script (a file no project file imports), a top-level function, or a method of a top-level class, runs
+  once when every call of its name in the file runs once by the same test;
+- anything else may repeat: code of a module other files import (a library is written to be reused, and
+  its callers cannot all be seen), `forward()` and special methods, a function nobody calls, a nested
+  function, a function passed as a callback;
+- a loop over a tensor that a loop built (`output = torch.cat((output, pred))` per batch, then
+  `for i in range(output.shape[0])`) walks the whole run's data, however often it runs.
 
 `node` itself may be a loop: only what encloses it counts.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -35,7 +36,7 @@ _MAX_DEPTH = 4
 
 def runs_once(context: "Context", node: cst.CSTNode, _depth: int = 0) -> bool:
     """Whether the code holding `node` runs once per run of the program (see the module docstring)."""
-    if _depth > _MAX_DEPTH:
+    if _depth > _MAX_DEPTH or _walks_gathered_data(context, node):
         return False
     child = node
     for ancestor in context.ancestors(node):
@@ -56,21 +57,34 @@ def _function_runs_once(context: "Context", function: cst.FunctionDef, depth: in
     name = function.name.value
     if method and (name.startswith("__") or name == "forward"):
         return False  # run by the object's machinery (`model(x)`), not by a call of its name
-    local = _uses(context, function, method)
-    if local is None or any(context.enclosing_function(call) is function for call in local):
-        return False  # passed as a value (a callback), or recursive
-    from torchlint.semantic import project  # project summaries build semantic models of other files
+    from torchlint.semantic import project  # the project's import graph
 
-    path = context.source.path
-    remote = project.method_call_sites(path, name) if method else project.call_sites(path, name)
-    resolved = {os.path.realpath(site.summary.context.source.path) for site in remote}
-    if any(os.path.realpath(file) not in resolved for file in project.importers_spelling(path, name)):
-        return False  # an importing file names it without a call we can resolve (`from predict import *`)
-    if not local and not remote:
-        return False  # called from nowhere we can see: a framework or a user may call it per batch
-    return all(runs_once(context, call, depth + 1) for call in local) and all(
-        runs_once(site.summary.context, site.call, depth + 1) for site in remote
-    )
+    if project.importers(context.source.path):
+        return False  # a module other files use: written to be reused
+    local = _uses(context, function, method)
+    if not local or any(context.enclosing_function(call) is function for call in local):
+        return False  # never called here, passed as a value (a callback), or recursive
+    return all(runs_once(context, call, depth + 1) for call in local)
+
+
+def _walks_gathered_data(context: "Context", node: cst.CSTNode) -> bool:
+    """`node` is a loop whose iterable (or range bound) reads a name bound inside another loop of the same
+    function: data gathered batch by batch (`output = torch.cat((output, prediction))`)."""
+    if isinstance(node, cst.For):
+        iterable: Optional[cst.CSTNode] = node.iter
+    elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+        iterable = node.for_in.iter
+    else:
+        return False
+    scope = context.enclosing_function(node)
+    for name in [n for n in [iterable, *descendants(iterable)] if isinstance(n, cst.Name)]:
+        for binding in context.lookup(name) or ():
+            if context.enclosing_function(binding.node) is scope and any(
+                isinstance(a, (cst.For, cst.While)) for a in context.ancestors(binding.node)
+                if context.enclosing_function(a) is scope
+            ):
+                return True
+    return False
 
 
 def _method_of_top_level_class(context: "Context", function: cst.FunctionDef) -> bool:

@@ -91,7 +91,8 @@ class PerBoxLoop(Rule):
         "loop selects on each trip (`prediction[i]`, `scores[:, j]`); a loop that runs the model on each trip "
         "(over test images, or timing a detection) is a loop over inputs, and a per-class loop inside it is "
         "the one reported. A loop that nothing repeats (module-level code outside any loop, or a top-level "
-        "function or method called only from such code in the project: one image of a demo) is left alone."
+        "function or method of a script no project file imports, called only from such code: one image of a "
+        "demo) is left alone."
     )
     fix_safety = FixSafety.NONE
     requires = ("nms", "iou", "clamp", "clip", "max", "min", "interpolate", "adaptive_")

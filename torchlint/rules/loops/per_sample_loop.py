@@ -95,8 +95,8 @@ class PerSampleLoop(Rule):
         "batched form (box-by-box detection work is TL406). Per-sample random augmentation done on purpose, "
         "or a loop that bounds peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`. "
         "A loop that nothing repeats is left alone: module-level code outside any loop (a demo, a notebook "
-        "cell) or a top-level function (or a method) every call of which, in this file and in the project "
-        "files that import it, runs once that way. A module of the file whose `forward` returns a tuple, a list or a "
+        "cell) or, in a script no project file imports, a function or method every call of which runs once "
+        "that way; a loop over data a loop gathered (`output = torch.cat((output, pred))` per batch) still counts. A module of the file whose `forward` returns a tuple, a list or a "
         "namedtuple (the features of several layers) gives layers, not samples, when its output is iterated."
     )
     fix_safety = FixSafety.NONE

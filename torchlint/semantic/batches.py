@@ -16,6 +16,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
+from torchlint.semantic.module_outputs import several_outputs
 from torchlint.semantic.sample_callees import Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
@@ -140,6 +141,8 @@ class Batches:
             if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS and not self.context.qualname(expr):
                 return self.is_batch(scope, func.value, sequence=sequence, depth=depth + 1)  # `x.float()`, not `torch.relu(x)`
             if self.callees.is_module_call(scope, expr):
+                if self._several_outputs(scope, expr):
+                    return False  # the feature maps of several layers, not one batch
                 if not sequence:
                     return True  # a module's output: batch dimension first
                 first = positional(expr)
@@ -258,14 +261,18 @@ class Batches:
     def _tensor_value(self, at: cst.CSTNode, value: cst.BaseExpression) -> bool:
         """A tensor (on any device), directly or through the one assignment of a name in the caller."""
         kinds = value_kinds(self.context)
+        caller = self._caller.get(at)
+        scope = self.scopes.of_function(caller if caller is not None else self.context.module)
+        assigned = scope.assigns.get(value.value, []) if isinstance(value, cst.Name) else [value]
+        if len(assigned) == 1 and isinstance(assigned[0], cst.Call) and self._several_outputs(scope, assigned[0]):
+            return False  # `feats = self.vgg(x)` returning the features of several layers
         if kinds.kind(value) in ("tensor", "cpu"):
             return True
-        if isinstance(value, cst.Name):
-            caller = self._caller.get(at)
-            scope = self.scopes.of_function(caller if caller is not None else self.context.module)
-            assigned = scope.assigns.get(value.value, [])
-            return len(assigned) == 1 and kinds.kind(assigned[0]) in ("tensor", "cpu")
-        return False
+        return isinstance(value, cst.Name) and len(assigned) == 1 and kinds.kind(assigned[0]) in ("tensor", "cpu")
+
+    def _several_outputs(self, scope: Scope, call: cst.Call) -> bool:
+        """A module of this file whose forward returns several tensors (per-layer features)."""
+        return several_outputs(self.context, call, lambda name: self.scopes.assigned_anywhere(scope, name))
 
     def _calls_of(self, name: str) -> list[cst.Call]:
         """Calls in this file of a function or method called `name` (`f(...)`, `self.f(...)`)."""

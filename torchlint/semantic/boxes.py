@@ -23,7 +23,9 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic import loops
 from torchlint.semantic.box_overlaps import BoxOverlaps, inside_loop_where
+from torchlint.semantic.sample_syntax import flatten_names, names_in
 from torchlint.semantic.values import PY, value_kinds
 
 # Element-wise max/min: how an intersection of boxes is computed.
@@ -59,7 +61,7 @@ class BoxLoops:
         if isinstance(loop, cst.While) and self.is_greedy_suppression(loop):
             return NMS
         if isinstance(loop, cst.For):
-            if self._calls_suppression(loop) and not self._inside_suppressing_loop(loop):
+            if self._suppresses_per_group(loop) and not self._inside_suppressing_loop(loop):
                 return PER_GROUP
             if self._suppresses_one_by_one(loop):
                 return NMS
@@ -113,8 +115,22 @@ class BoxLoops:
         return False
 
     # -- suppression per class or image ---------------------------------------------------------
-    def _calls_suppression(self, loop: cst.For) -> bool:
-        return any(isinstance(n, cst.Call) and self._is_suppression(n) for n in descendants(loop.body))
+    def _suppresses_per_group(self, loop: cst.For) -> bool:
+        """The loop calls NMS on the boxes of the group it selects on each trip (`prediction[i]`, `scores[:,
+        j]`): a loop that repeats a whole detection (over test images, or to time it) is not one."""
+        if loops.is_hot(self.context, loop) or any(
+            loops.is_forward_call(self.context, call) for call in loops.hot_calls_in(self.context, loop)
+        ):
+            return False  # each trip runs the model: a new detection, not a group of this one
+        chosen = set(flatten_names(loop.target))
+        for node in descendants(loop.body):  # in order: what each assignment computes from the group
+            if isinstance(node, cst.Assign) and names_in(node.value) & chosen:
+                for target in node.targets:
+                    chosen.update(flatten_names(target.target))
+        return any(
+            isinstance(n, cst.Call) and self._is_suppression(n) and any(names_in(a.value) & chosen for a in n.args)
+            for n in descendants(loop.body)
+        )
 
     def _is_suppression(self, call: cst.Call) -> bool:
         name = last_name(call.func) or ""
@@ -130,7 +146,7 @@ class BoxLoops:
 
     def _inside_suppressing_loop(self, loop: cst.For) -> bool:
         """An inner loop of a nest already reported for its suppression calls."""
-        return inside_loop_where(self.context, loop, self._calls_suppression)
+        return inside_loop_where(self.context, loop, self._suppresses_per_group)
 
     # -- crops resized one at a time ------------------------------------------------------------
     def _resizes_crops(self, loop: cst.For) -> bool:

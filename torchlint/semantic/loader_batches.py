@@ -193,7 +193,7 @@ class LoaderBatches:
             if cls is None or not (values or unpacked):
                 return None
             parts = [self.batch_sources(v, depth + 1) for v in values]
-            parts += [self._unpacked_result(a, expr.attr.value, attribute=True) for a in unpacked]
+            parts += [self._unpacked_result(a, expr.attr.value, attribute=True, depth=depth + 1) for a in unpacked]
             return strict_union(parts)
         if isinstance(expr, cst.Name):
             parts = []
@@ -204,7 +204,7 @@ class LoaderBatches:
                     found = self._param_loaders(binding.node, depth)
                     parts.append(found if found is not None else self._param_sources(binding.node, depth))
                 elif isinstance(binding.node, cst.Assign):
-                    parts.append(self._unpacked_result(binding.node, expr.value))
+                    parts.append(self._unpacked_result(binding.node, expr.value, depth=depth + 1))
                 elif binding.kind == "import" and self._remote:
                     parts.append(self._imported_loader(expr))
                 elif isinstance(binding.node, cst.WithItem):
@@ -225,7 +225,7 @@ class LoaderBatches:
             return self.batch_sources(expr.args[0].value, depth + 1)  # `tqdm(enumerate(loader))`
         function = self.function_called(expr)
         if function is not None and not is_generator(function) and self._remote:
-            return self._returned_sources(function, None, 0)  # `loader = self.get_loader()`
+            return self._returned_sources(function, None, 0, depth + 1)  # `loader = self.get_loader()`
         if function is None or not is_generator(function):
             return None
         # `def infiniteloop(loader): while True: for x, y in loader: yield x`: its items are the loader's
@@ -242,7 +242,9 @@ class LoaderBatches:
                     parts.append(self.batch_sources(arg, depth + 1))
         return strict_union(parts) if parts else None
 
-    def _unpacked_result(self, assign: cst.Assign, name: str, attribute: bool = False) -> Optional[frozenset]:
+    def _unpacked_result(
+        self, assign: cst.Assign, name: str, attribute: bool = False, depth: int = 0
+    ) -> Optional[frozenset]:
         """`train_loader, test_loader = data_setup.create_dataloaders(...)`: element `name` (with `attribute`,
         `self.name`) of a project call."""
         call = assign.value
@@ -263,18 +265,20 @@ class LoaderBatches:
         if index is not None and isinstance(call, (cst.Tuple, cst.List)):
             # `train_iter, test_iter = iter(train_loader), iter(test_loader)`
             element = element_at(call, index, len(target.elements))
-            return self.batch_sources(element) if element is not None else None
+            return self.batch_sources(element, depth) if element is not None else None
         if index is None or not self._remote:
             return None
         function = self.function_called(call)  # type: ignore[arg-type]
         if function is not None:
             # `data_set, data_loader = self._get_data(flag)`: element `index` of what this file's function returns
-            return self._returned_sources(function, index, len(target.elements))
+            return self._returned_sources(function, index, len(target.elements), depth)
         if not project.imported(self.context, call.func):  # type: ignore[union-attr]
             return None
         return frozenset([CallResult(self, call, index)])
 
-    def _returned_sources(self, function: cst.FunctionDef, index: Optional[int], size: int) -> Optional[frozenset]:
+    def _returned_sources(
+        self, function: cst.FunctionDef, index: Optional[int], size: int, depth: int = 0
+    ) -> Optional[frozenset]:
         """`batch_sources` of what a function of this file returns (element `index` of a returned tuple)."""
         parts: list[Optional[frozenset]] = []
         for ret in returns_of(function):
@@ -284,7 +288,7 @@ class LoaderBatches:
                     assigned = self.context.assigned_value(value)
                     value = assigned if isinstance(assigned, (cst.Tuple, cst.List)) else value
                 value = element_at(value, index, size) if isinstance(value, (cst.Tuple, cst.List)) else None
-            parts.append(self.batch_sources(value) if value is not None else None)
+            parts.append(self.batch_sources(value, depth) if value is not None else None)
         return strict_union(parts) if parts else None
 
     def imported_function(self, call: cst.Call) -> Optional[tuple[project.ModuleSummary, cst.FunctionDef]]:

@@ -38,7 +38,7 @@ class LoaderValues:
                 return self.loaders_of(expr.args[0].value, depth + 1)
             function = self.function_called(expr)
             if function is not None:
-                return self._union(r.value for r in returns_of(function))
+                return self._union((r.value for r in returns_of(function)), depth)
             return None
         if isinstance(expr, cst.IfExp):
             return self._union([expr.body, expr.orelse], depth)

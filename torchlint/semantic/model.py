@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.semantic import datasets, file_kind, host_use, hot_paths, loops, modules, placement
+from torchlint.semantic import datasets, file_kind, host_use, hot_paths, loops, modules, one_shot, placement
 from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
@@ -161,6 +161,11 @@ class SemanticModel:
         """`node` runs once per step, sample or batch, not once per run; `data` are the expressions that size
         or place what it builds (see `hot_paths`)."""
         return hot_paths.on_hot_path(self.context, node, data)
+
+    def runs_once(self, node: cst.CSTNode) -> bool:
+        """Nothing repeats the code holding `node`: a demo, a notebook cell, a function called once (see
+        `one_shot`)."""
+        return one_shot.runs_once(self.context, node)
 
     def called_every_step(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The function holding `node` when a step loop calls it, in this file or another (see `hot_paths`)."""

@@ -364,6 +364,12 @@ def method_call_sites(path: str, method: str) -> list[CallSite]:
     return found
 
 
+def importers_spelling(path: str, name: str) -> list[str]:
+    """The project files that import `path` and spell `name` (calls through `import *` included)."""
+    target = os.path.realpath(path)
+    return [file for file in importers(target) if file != target and name in _text(file)]
+
+
 def _caller_summaries(target: str, name: str) -> list["ModuleSummary"]:
     """Summaries of the files that import `target` and spell `name` (the others cannot call it)."""
     return _summaries_spelling(importers(target), name, target)

@@ -87,7 +87,12 @@ class PerBoxLoop(Rule):
         "with torch (element-wise maxima/minima of coordinates read by position, `box[0]`, `box[2]`), or "
         "computes that intersection inline with `torch.max`/`torch.min` of single coordinates; an IoU "
         "function that slices columns (`boxes[:, 0]`) is already batched, and host code (NumPy, plain "
-        "Python numbers) is left alone."
+        "Python numbers) is left alone. An NMS call counts as per group only when it suppresses boxes the "
+        "loop selects on each trip (`prediction[i]`, `scores[:, j]`); a loop that runs the model on each trip "
+        "(over test images, or timing a detection) is a loop over inputs, and a per-class loop inside it is "
+        "the one reported. A loop that nothing repeats (module-level code outside any loop, or a top-level "
+        "function or method of a script no project file imports, called only from such code: one image of a "
+        "demo) is left alone."
     )
     fix_safety = FixSafety.NONE
     requires = ("nms", "iou", "clamp", "clip", "max", "min", "interpolate", "adaptive_")
@@ -106,11 +111,12 @@ class PerBoxLoop(Rule):
 
     def _check_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> None:
         if self.semantic.uses_torch and self.semantic.box_loops.overlaps_comprehension(node):
-            self.report(node, _MESSAGES[OVERLAPS])
+            if not self.semantic.runs_once(node):
+                self.report(node, _MESSAGES[OVERLAPS])
 
     def _check(self, node: cst.CSTNode) -> None:
         if not self.semantic.uses_torch:
             return  # the advice is torchvision's
         kind = self.semantic.box_loops.kind(node)
-        if kind is not None:
+        if kind is not None and not self.semantic.runs_once(node):  # one image of a demo: nothing repeats
             self.report(node, _MESSAGES[kind])

@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
 from torchlint.semantic.element_reads import READ, element_reads
+from torchlint.semantic.index_loops import copies_rows_per_index
 from torchlint.semantic.placement import is_device_argument
 
 # torch calls that build a tensor from Python or NumPy data.
@@ -28,6 +29,11 @@ _READ_MESSAGE = (
 _ROWS_MESSAGE = (
     "Device tensor read back element by element in a loop (a copy and a sync per read on GPU): move it to "
     "the host once before the loop, e.g. rows = dets.tolist() (or dets.cpu().numpy())"
+)
+
+_INDEX_MESSAGE = (
+    "Rows copied one index at a time in a Python loop (each index read back from the tensor, a sync each on "
+    "GPU): copy them all with one indexed assignment, e.g. out[b, inds] = src[b, inds]"
 )
 
 _COMPARE_MESSAGE = (
@@ -76,7 +82,8 @@ class PerElementTensor(Rule):
         "(`[p.item() for p in preds]`, `for p in preds: out.append(p.item())`) or compares it one element at "
         "a time to count (`for v in t: if v.item() > 0: n += 1`); or a loop or comprehension over the rows "
         "of a device tensor that converts each row's elements to Python numbers (`for det in dets: x1 = "
-        "int(det[0]); score = det[4].item()`)."
+        "int(det[0]); score = det[4].item()`); or a loop over an index tensor that copies one row per index "
+        "(`for i in range(inds.numel()): out[inds[i]] = src[inds[i]]`)."
     )
     message = (
         "Tensor built and copied to the device one element at a time: build one tensor from the whole list "
@@ -126,7 +133,13 @@ class PerElementTensor(Rule):
         "(`.cpu()`, `.numpy()`, `.tolist()`), not when the loop stops early (`break`, `return`) and not when it "
         "keeps the rows themselves (`if det[4] > t: kept.append(det)`: a filter). Elements compared one at a "
         "time are reported for a loop that branches on them (`for p, t in zip(preds, labels): if p == t:`) "
-        "and for a count, `sum(1 for p, t in zip(preds, labels) if p == t)`."
+        "and for a count, `sum(1 for p, t in zip(preds, labels) if p == t)`. Nothing is reported where "
+        "nothing repeats the loop: module-level code outside any loop (a demo on one image, a notebook cell) "
+        "or a function or method of a script no project file imports, called only from such code. Rows copied one index at a time are reported for a `for` loop over an index tensor "
+        "(`range(inds.numel())`, `range(len(inds))`, or `inds` itself) on a per-step path whose body only "
+        "assigns rows at the element (`ind = inds[i]; out[b, ind] = src[b, ind]`); not an accumulation "
+        "(`out[ind] += v`, which needs `index_add_` where indices repeat), not a body with calls or branches, "
+        "and not NumPy or list indices."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch",)
@@ -139,17 +152,23 @@ class PerElementTensor(Rule):
         """One finding per loop nest: a loop or comprehension inside a reported one is part of it."""
         if node in self._reported or any(a in self._reported for a in self.context.ancestors(node)):
             return
+        if self.semantic.runs_once(node):
+            return  # a demo or a notebook cell: the loop runs once, no step repeats it
         self._reported.add(node)
         self.report(node, message)
 
     def visit_Module(self, node: cst.Module) -> None:
         self._rows: list[tuple[cst.CSTNode, str]] = []
+        self._index_loops: list[cst.For] = []
 
     def leave_Module(self, node: cst.Module) -> None:
         # Decided once the walk is over: whether a function runs per step depends on calls further down.
         for loop, message in self._rows:
             if self.semantic.on_accelerator_at(loop) and self.semantic.on_hot_path(loop):
                 self._report_once(loop, message)
+        for loop in self._index_loops:  # a row copy per index costs launches on any device, a sync on a GPU
+            if self.semantic.on_hot_path(loop):
+                self._report_once(loop, _INDEX_MESSAGE)
 
     def _check_rows(self, node: cst.CSTNode) -> None:
         """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element, in a
@@ -174,11 +193,14 @@ class PerElementTensor(Rule):
         items = {n.value for n in [for_in.target, *descendants(for_in.target)] if isinstance(n, cst.Name)}
         built = self._built_from(comprehension.elt, items)
         if built is not None and self._moved_to_device(comprehension.elt, built):
-            self.report(comprehension)
+            if not self.semantic.runs_once(comprehension):
+                self.report(comprehension)
 
     def visit_For(self, node: cst.For) -> None:
         self._check_for(node)
         self._check_rows(node)
+        if copies_rows_per_index(self.context, node):
+            self._index_loops.append(node)
 
     def _check_for(self, node: cst.For) -> None:
         # `for p in preds: labels.append(p.item())`, `for v in t: if v.item() > 0: n += 1`

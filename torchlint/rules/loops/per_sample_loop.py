@@ -93,7 +93,11 @@ class PerSampleLoop(Rule):
         "of varying size (`nonzero`, boolean masks, NMS, slices by a per-sample length, a result size or "
         "shape computed per sample: `size=sizes[i]`, `x.reshape(t, h, w)`), which has no direct "
         "batched form (box-by-box detection work is TL406). Per-sample random augmentation done on purpose, "
-        "or a loop that bounds peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`."
+        "or a loop that bounds peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`. "
+        "A loop that nothing repeats is left alone: module-level code outside any loop (a demo, a notebook "
+        "cell) or, in a script no project file imports, a function or method every call of which runs once "
+        "that way; a loop over data a loop gathered (`output = torch.cat((output, pred))` per batch) still counts. A module of the file whose `forward` returns a tuple, a list or a "
+        "namedtuple (the features of several layers) gives layers, not samples, when its output is iterated."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch", "model")  # a file without torch can still run a project's model once per row
@@ -129,6 +133,8 @@ class PerSampleLoop(Rule):
 
     def _report_loop(self, node: cst.CSTNode, message: str | None = None) -> None:
         self._reported.add(node)
+        if self.semantic.runs_once(node):
+            return  # a demo or a notebook cell: nothing repeats the loop
         self.report(node, message)
 
     def _inside_reported(self, node: cst.CSTNode) -> bool:

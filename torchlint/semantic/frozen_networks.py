@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.lint.walk import descendants
-from torchlint.semantic import network_methods
+from torchlint.semantic import network_methods, project
+from torchlint.semantic.functions import called_function
 
 if TYPE_CHECKING:
     from torchlint.semantic.grad_mode import CallFact, FileFacts
@@ -31,6 +32,8 @@ _FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
 # Calls that copy or move a tensor without making it depend on anything else.
 _DATA_METHODS = frozenset({"to", "cuda", "float", "half", "long", "contiguous", "view", "reshape", "permute",
                            "unsqueeze", "squeeze", "clone", "detach"})
+# Methods that return the module they are called on (`load(...).to(device)`).
+_SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "requires_grad_"})
 _DATA_FUNCTIONS = frozenset({"Variable", "torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
 
@@ -44,6 +47,56 @@ def untrained(facts: "FileFacts", name: str) -> bool:
     if _FREEZES.search(text) or _handed_to_constructor(facts, name):
         return False
     return True
+
+
+def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
+    """The network the name `expr` holds comes from a function (of this file or a project module) that freezes
+    what it builds: `G = load_network_pkl(f)["G_ema"].to(device)` where the loader calls
+    `.requires_grad_(False)` on every network it returns. Then no graph is recorded, whatever the grad mode."""
+    if not isinstance(expr, cst.Name):
+        return False
+    context = facts.context
+    bindings = context.lookup(expr) or ()
+    if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+        return False
+    for binding in bindings:
+        value = binding.value
+        while isinstance(value, cst.Subscript) or (
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT
+        ):
+            value = value.value if isinstance(value, cst.Subscript) else value.func.value  # type: ignore[union-attr]
+        if not isinstance(value, cst.Call) or not _builder_freezes(facts, value):
+            return False
+    return True
+
+
+def _builder_freezes(facts: "FileFacts", call: cst.Call) -> bool:
+    """The function `call` runs (of this file, or imported from a project module) freezes whole networks."""
+    origin = project.imported(facts.context, call.func)
+    if origin is not None:
+        definition = origin[0].definition(origin[1])
+        return isinstance(definition, cst.FunctionDef) and _freezes_whole(definition)
+    function = called_function(facts.context, call)
+    return function is not None and _freezes_whole(function)
+
+
+def _freezes_whole(function: cst.FunctionDef) -> bool:
+    """`function` freezes a whole network it holds (`net.eval().requires_grad_(False)`, `for p in
+    net.parameters(): p.requires_grad = False`), not a part of one (`model.backbone.requires_grad_(False)`:
+    a fine-tuning setup whose head still trains)."""
+    for node in descendants(function):
+        owner = None
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+            if node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False":
+                owner = node.func.value
+        elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute):
+            if node.iter.func.attr.value == "parameters" and _FREEZES.search(cst.Module([]).code_for_node(node.body)):
+                owner = node.iter.func.value
+        while isinstance(owner, cst.Call) and isinstance(owner.func, cst.Attribute) and owner.func.attr.value in _SAME_OBJECT:
+            owner = owner.func.value
+        if owner is not None and not isinstance(owner, cst.Attribute):
+            return True
+    return False
 
 
 def class_freezes(facts: "FileFacts", expr: cst.BaseExpression) -> bool:

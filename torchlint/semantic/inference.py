@@ -35,7 +35,12 @@ _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template
 
 def runs_once(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
     """The forward passes run once in the program (a demo on one image, a test pass after training): the
-    graph they record costs too little to matter."""
+    graph they record costs too little to matter. A constructor's forwards count as once too, unless they
+    loop over a data loader: shape probes on a dummy input while the object is built, block by block."""
+    if scope.is_method and scope.name == "__init__" and not any(
+        isinstance(loop, cst.For) and is_loader_expr(facts.context, loop.iter) for call in forwards for loop in call.loops
+    ):
+        return True
     return all(facts.runs_once(scope, call) for call in forwards)
 
 
@@ -108,7 +113,7 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
         if facts.is_network_call(call):
             if facts.method_network(call) and network_methods.judged_where_defined(facts, call):
                 continue  # an agent's `select_action(state)`: judged at its own `def`
-            name = call.callee
+            name = call.callee or facts.context.code(call.node.func)
         else:
             helper = facts.helper_forward(call)
             if helper is None or not facts.helper_feeds_backward(helper):

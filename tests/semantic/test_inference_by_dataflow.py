@@ -179,3 +179,35 @@ def kept(dataset, device):
 def test_a_project_method_that_keeps_host_copies_ends_the_flow() -> None:
     # `keep` stores the tensor as it came (a graph could be trained on later): still out of sight
     assert lines(STATS, "TL301") == [18]
+
+
+def test_a_warm_up_beside_a_no_grad_loop_and_dead_code_are_silent() -> None:
+    code = """
+    import torch
+
+
+    def evaluate(model, loader, trt_file=None):
+        model = model.eval()
+        if trt_file is not None:
+            model(torch.ones(1, 3, 64, 64).cuda())  # a warm-up before the engine is built
+        outputs = []
+        for images in loader:
+            with torch.no_grad():
+                outputs.append(model(images.cuda()).cpu())
+        return outputs
+
+
+    class Pruner:
+        def test(self):
+            return
+            self.model.eval()
+            for batch, label in self.test_loader:
+                print(self.model(batch.cuda()).argmax(1).eq(label.cuda()).sum().item())
+
+
+    def evaluate_all(model, loader):
+        model = model.eval()
+        model(torch.ones(1, 3, 64, 64).cuda())
+        return [model(images.cuda()).cpu() for images in loader]
+    """
+    assert lines(code, "TL301") == [24]

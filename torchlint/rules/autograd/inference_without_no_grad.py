@@ -183,7 +183,7 @@ class InferenceWithoutNoGrad(GradRule):
                 what, forwards = flow
         if inference.feeds_training(facts, scope, forwards) or inference.returned_to_training(facts, scope, forwards):
             return  # whatever the names say, a result is trained on (here or by a caller) or stored
-        if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
+        if inference.not_worth_a_change(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = decorator_fix(self.context, facts, scope, torch_name)
         message = (

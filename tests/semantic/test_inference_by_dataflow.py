@@ -211,3 +211,32 @@ def test_a_warm_up_beside_a_no_grad_loop_and_dead_code_are_silent() -> None:
         return [model(images.cuda()).cpu() for images in loader]
     """
     assert lines(code, "TL301") == [24]
+
+
+PERCEPTUAL = """
+import torch
+import torch.nn.functional as F
+from torchvision.models import vgg19
+
+
+class PerceptualLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.vgg = vgg19(weights="DEFAULT").features[:36].eval()
+
+    def forward(self, sr, hr):
+        return F.mse_loss(self.vgg(sr), self.vgg(hr))
+"""
+
+
+def test_an_unfrozen_pretrained_extractor_of_a_loss_is_reported_once() -> None:
+    assert lines(PERCEPTUAL, "TL305") == [13]
+
+
+def test_a_frozen_or_fine_tuned_extractor_is_silent() -> None:
+    frozen = PERCEPTUAL.replace(".features[:36].eval()", ".features[:36].eval().requires_grad_(False)")
+    assert lines(frozen, "TL305") == []
+    tuned = PERCEPTUAL + "\noptimizer = torch.optim.Adam(PerceptualLoss().vgg.parameters())\n"
+    assert lines(tuned, "TL305") == []
+    untrained = PERCEPTUAL.replace('weights="DEFAULT"', "weights=None")  # a network trained from scratch
+    assert lines(untrained, "TL305") == []

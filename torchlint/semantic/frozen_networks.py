@@ -23,9 +23,12 @@ import libcst as cst
 
 from torchlint.lint.walk import descendants
 from torchlint.semantic import network_methods, project
+from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.objects import objects
 
 if TYPE_CHECKING:
+    from torchlint.lint.context import Context
     from torchlint.semantic.grad_mode import CallFact, FileFacts
 
 _FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
@@ -95,6 +98,75 @@ def _freezes_whole(function: cst.FunctionDef) -> bool:
         while isinstance(owner, cst.Call) and isinstance(owner.func, cst.Attribute) and owner.func.attr.value in _SAME_OBJECT:
             owner = owner.func.value
         if owner is not None and not isinstance(owner, cst.Attribute):
+            return True
+    return False
+
+
+def unfrozen_pretrained(facts: "FileFacts", call: "CallFact") -> bool:
+    """`call` runs a pretrained network this file builds as a fixed feature extractor, put in eval mode and
+    never trained or frozen (the VGG of a perceptual loss: `vgg19(weights=...).features[:36].eval()`), and its
+    result reaches a backward pass: every backward then computes weight gradients for it that no optimizer
+    reads. Only freezing its weights helps (the gradient must still flow through it to what feeds it)."""
+    func = call.node.func
+    text = facts.context.source.text
+    if call.covered or _FREEZES.search(text) or not _pretrained_eval(facts, func):
+        return False
+    name = facts.context.code(func).rsplit(".", 1)[-1]
+    if re.search(rf"\b{re.escape(name)}\s*\.\s*((named_)?parameters\s*\(|train\s*\()", text):
+        return False  # handed to an optimizer, or trained
+    if isinstance(func, cst.Name) and _handed_to_constructor(facts, name):
+        return False
+    found = facts.call_fact(call.node)
+    return found is not None and BACKWARD in facts.result_reaches(found[0], call.node)
+
+
+def _pretrained_eval(facts: "FileFacts", func: cst.BaseExpression) -> bool:
+    """`func` (a name, or `self.<attr>`) is bound only to pretrained torchvision/timm networks in eval mode."""
+    context = facts.context
+    values: list[cst.BaseExpression] = []
+    if isinstance(func, cst.Name):
+        bindings = context.lookup(func) or ()
+        if any(b.kind != "assign" or b.value is None for b in bindings):
+            return False
+        values = [b.value for b in bindings]  # type: ignore[misc]
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = context.enclosing(func, cst.ClassDef)
+        values = list(objects(context).self_assignments(cls).get(func.attr.value, ())) if cls is not None else []
+    if not values:
+        return False
+    owner = context.code(func)
+    switched = re.search(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*eval\s*\(", context.source.text) is not None
+    return all(_pretrained_in_eval(context, value, switched) for value in values)
+
+
+def _pretrained_in_eval(context: "Context", value: cst.BaseExpression, evaluated: bool) -> bool:
+    """`value` builds a pretrained network and switches it to eval mode (or `evaluated`: the file does), through
+    `.features[:36]`-style parts and `.cuda()`-style moves."""
+    for _ in range(12):
+        if isinstance(value, cst.Call):
+            if _pretrained_constructor(context, value):
+                return evaluated
+            if not isinstance(value.func, cst.Attribute):
+                return False
+            evaluated = evaluated or value.func.attr.value == "eval"
+            value = value.func.value
+        elif isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value
+        else:
+            return False
+    return False
+
+
+def _pretrained_constructor(context: "Context", call: cst.Call) -> bool:
+    """`torchvision.models.vgg19(pretrained=True)`, `vgg16(weights="DEFAULT")`, `timm.create_model(..., pretrained=True)`."""
+    qual = context.qualname(call) or ""
+    if not (qual.startswith("torchvision.models.") or qual == "timm.create_model"):
+        return False
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "pretrained" and context.literal(arg.value) is True:
+            return True
+        if keyword == "weights" and context.code(arg.value) != "None":
             return True
     return False
 

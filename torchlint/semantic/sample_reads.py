@@ -11,6 +11,7 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets, last_name
+from torchlint.lint.walk import descendants
 from torchlint.semantic.calls import CLOCK_CALLS
 from torchlint.semantic.loops import DATASET_NAME
 from torchlint.semantic.objects import DATASET, objects
@@ -85,3 +86,28 @@ def _conditional_in(context: Context, node: cst.CSTNode, loop: cst.For) -> bool:
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.Try)):
             return True
     return False
+
+
+# Methods that run a function in other processes or threads (`pool.map(fn, items)`, `executor.submit(fn, x)`).
+_PARALLEL_MAPS = frozenset({"map", "imap", "imap_unordered", "starmap", "map_async", "starmap_async", "submit",
+                            "apply_async"})
+
+
+def runs_in_worker_processes(context: Context, loop: cst.For) -> bool:
+    """The loop's function is handed to a process or thread pool (`pool.map(extract_on_paths, chunks)`): its
+    reads already run side by side with the other workers' forward passes."""
+    function = context.enclosing(loop, cst.FunctionDef)
+    if function is None:
+        return False
+    name = function.name.value
+    for node in _calls(context.module):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _PARALLEL_MAPS and node.args:
+            first = node.args[0].value
+            if isinstance(first, cst.Name) and first.value == name:
+                return True
+    return False
+
+
+def _calls(module: cst.Module) -> list[cst.Call]:
+    return [node for node in descendants(module) if isinstance(node, cst.Call)]

@@ -97,17 +97,15 @@ def runs_in_worker_processes(context: Context, loop: cst.For) -> bool:
     """The loop's function is handed to a process or thread pool (`pool.map(extract_on_paths, chunks)`): its
     reads already run side by side with the other workers' forward passes."""
     function = context.enclosing(loop, cst.FunctionDef)
-    if function is None:
-        return False
-    name = function.name.value
-    for node in _calls(context.module):
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _PARALLEL_MAPS and node.args:
+    return function is not None and function.name.value in context.shared(_pool_mapped)
+
+
+def _pool_mapped(context: Context) -> frozenset[str]:
+    """Names of the functions the file hands to a pool's `map`/`submit`-style methods."""
+    names = set()
+    for node in descendants(context.module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
             first = node.args[0].value
-            if isinstance(first, cst.Name) and first.value == name:
-                return True
-    return False
-
-
-def _calls(module: cst.Module) -> list[cst.Call]:
-    return [node for node in descendants(module) if isinstance(node, cst.Call)]
+            if node.func.attr.value in _PARALLEL_MAPS and isinstance(first, cst.Name):
+                names.add(first.value)
+    return frozenset(names)

@@ -109,7 +109,7 @@ def unfrozen_pretrained(facts: "FileFacts", call: "CallFact") -> bool:
     reads. Only freezing its weights helps (the gradient must still flow through it to what feeds it)."""
     func = call.node.func
     text = facts.context.source.text
-    if call.covered or _FREEZES.search(text) or not _pretrained_eval(facts, func):
+    if call.covered or not _pretrained_eval(facts, func) or _FREEZES.search(text):
         return False
     name = facts.context.code(func).rsplit(".", 1)[-1]
     if re.search(rf"\b{re.escape(name)}\s*\.\s*((named_)?parameters\s*\(|train\s*\()", text):

@@ -17,6 +17,7 @@ loader, their `.to(device)` copies), not from another network's output, whose gr
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -83,6 +84,7 @@ def _builder_freezes(facts: "FileFacts", call: cst.Call) -> bool:
     return function is not None and _freezes_whole(function)
 
 
+@lru_cache(maxsize=2048)
 def _freezes_whole(function: cst.FunctionDef) -> bool:
     """`function` freezes a whole network it holds (`net.eval().requires_grad_(False)`, `for p in
     net.parameters(): p.requires_grad = False`), not a part of one (`model.backbone.requires_grad_(False)`:

@@ -91,6 +91,8 @@ def takes_to_host(facts: "FileFacts", call: cst.Call) -> bool:
     func = call.func
     if not isinstance(func, cst.Attribute) or not call.args:
         return False
+    if isinstance(func.value, cst.Name) and any(b.kind == "param" for b in facts.context.lookup(func.value) or ()):
+        return False  # a parameter: what its callers pass is not followed here (it costs more than it finds)
     found = False
     for owner, cls in receiver_classes(facts, func.value):
         method = _method_of(owner, cls, func.attr.value)

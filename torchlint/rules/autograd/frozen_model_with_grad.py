@@ -82,13 +82,14 @@ class FrozenModelWithGrad(GradRule):
 
     def check(self, facts: FileFacts) -> None:
         text = self.context.source.text
-        bound = _bound_names(self.context.module)
+        shapes = ".detach()" in text or ".backward(" in text  # else only unfrozen extractors can be found
+        bound = _bound_names(self.context.module) if shapes else set()
         for scope in facts.scopes:
             if facts.is_grad_free(scope) or scope.decorated_other_grad:
                 continue
             trains = bool(facts.training_orders(scope))
             extractors = self._unfrozen_extractors(facts, scope)
-            for call in scope.calls:
+            for call in scope.calls if shapes else ():
                 if call.covered or call.callee is None:
                     continue
                 callee = call.callee

@@ -54,8 +54,8 @@ class SamplesReadInModelLoop(Rule):
         "Dataset themselves, and a loop that starts a clock before each read (it measures per-sample latency, "
         "which a DataLoader would hide), or one that waits for the user on each trip (`cv2.waitKey(0)`, "
         "`plt.show()`), or sits in a function handed to a process pool (`pool.map(extract, chunks)`), whose "
-        "workers already load side by side. A loop over frames of a camera stream must run in order and in real time; silence it "
-        "with `# noqa: TL107`."
+        "workers already load side by side. A loop over frames of a camera stream must run in order and in real "
+        "time; silence it with `# noqa: TL107`."
     )
     requires = ("open", "imread", "read_image", "decode_image", "default_loader", "[")
 
@@ -73,8 +73,6 @@ class SamplesReadInModelLoop(Rule):
         for loop in self._loops:
             if is_loader_expr(self.context, loop.iter) or few_trips(self.context, loop):
                 continue
-            if runs_in_worker_processes(self.context, loop):
-                continue  # a function a process pool maps over its share of the files: loading is parallel already
             nodes = list(scope_nodes(loop.body))  # each trip's work, nested loops included
             counter = loop_names(loop)
             reads = [n for n in nodes if id(n) not in reported and sample_read(self.context, n, counter)]
@@ -82,6 +80,8 @@ class SamplesReadInModelLoop(Rule):
                 self.context, loop, nodes
             ):
                 continue
+            if runs_in_worker_processes(self.context, loop):
+                continue  # a function a process pool maps over its share of the files: loading is parallel already
             if any(isinstance(n, cst.Call) and self.semantic.runs_forward(n) for n in nodes):
                 reported.update(id(n) for n in reads)
                 self.report(reads[0])

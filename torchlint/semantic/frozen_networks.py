@@ -17,20 +17,27 @@ loader, their `.to(device)` copies), not from another network's output, whose gr
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.lint.walk import descendants
-from torchlint.semantic import network_methods
+from torchlint.semantic import network_methods, project
+from torchlint.semantic.forward_flow import BACKWARD
+from torchlint.semantic.functions import called_function
+from torchlint.semantic.objects import objects
 
 if TYPE_CHECKING:
+    from torchlint.lint.context import Context
     from torchlint.semantic.grad_mode import CallFact, FileFacts
 
 _FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
 # Calls that copy or move a tensor without making it depend on anything else.
 _DATA_METHODS = frozenset({"to", "cuda", "float", "half", "long", "contiguous", "view", "reshape", "permute",
                            "unsqueeze", "squeeze", "clone", "detach"})
+# Methods that return the module they are called on (`load(...).to(device)`).
+_SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "requires_grad_"})
 _DATA_FUNCTIONS = frozenset({"Variable", "torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
 
@@ -44,6 +51,126 @@ def untrained(facts: "FileFacts", name: str) -> bool:
     if _FREEZES.search(text) or _handed_to_constructor(facts, name):
         return False
     return True
+
+
+def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
+    """The network the name `expr` holds comes from a function (of this file or a project module) that freezes
+    what it builds: `G = load_network_pkl(f)["G_ema"].to(device)` where the loader calls
+    `.requires_grad_(False)` on every network it returns. Then no graph is recorded, whatever the grad mode."""
+    if not isinstance(expr, cst.Name):
+        return False
+    context = facts.context
+    bindings = context.lookup(expr) or ()
+    if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+        return False
+    for binding in bindings:
+        value = binding.value
+        while isinstance(value, cst.Subscript) or (
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT
+        ):
+            value = value.value if isinstance(value, cst.Subscript) else value.func.value  # type: ignore[union-attr]
+        if not isinstance(value, cst.Call) or not _builder_freezes(facts, value):
+            return False
+    return True
+
+
+def _builder_freezes(facts: "FileFacts", call: cst.Call) -> bool:
+    """The function `call` runs (of this file, or imported from a project module) freezes whole networks."""
+    origin = project.imported(facts.context, call.func)
+    if origin is not None:
+        definition = origin[0].definition(origin[1])
+        return isinstance(definition, cst.FunctionDef) and _freezes_whole(definition)
+    function = called_function(facts.context, call)
+    return function is not None and _freezes_whole(function)
+
+
+@lru_cache(maxsize=2048)
+def _freezes_whole(function: cst.FunctionDef) -> bool:
+    """`function` freezes a whole network it holds (`net.eval().requires_grad_(False)`, `for p in
+    net.parameters(): p.requires_grad = False`), not a part of one (`model.backbone.requires_grad_(False)`:
+    a fine-tuning setup whose head still trains)."""
+    for node in descendants(function):
+        owner = None
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+            if node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False":
+                owner = node.func.value
+        elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute):
+            if node.iter.func.attr.value == "parameters" and _FREEZES.search(cst.Module([]).code_for_node(node.body)):
+                owner = node.iter.func.value
+        while isinstance(owner, cst.Call) and isinstance(owner.func, cst.Attribute) and owner.func.attr.value in _SAME_OBJECT:
+            owner = owner.func.value
+        if owner is not None and not isinstance(owner, cst.Attribute):
+            return True
+    return False
+
+
+def unfrozen_pretrained(facts: "FileFacts", call: "CallFact") -> bool:
+    """`call` runs a pretrained network this file builds as a fixed feature extractor, put in eval mode and
+    never trained or frozen (the VGG of a perceptual loss: `vgg19(weights=...).features[:36].eval()`), and its
+    result reaches a backward pass: every backward then computes weight gradients for it that no optimizer
+    reads. Only freezing its weights helps (the gradient must still flow through it to what feeds it)."""
+    func = call.node.func
+    text = facts.context.source.text
+    if call.covered or not _pretrained_eval(facts, func) or _FREEZES.search(text):
+        return False
+    name = facts.context.code(func).rsplit(".", 1)[-1]
+    if re.search(rf"\b{re.escape(name)}\s*\.\s*((named_)?parameters\s*\(|train\s*\()", text):
+        return False  # handed to an optimizer, or trained
+    if isinstance(func, cst.Name) and _handed_to_constructor(facts, name):
+        return False
+    found = facts.call_fact(call.node)
+    return found is not None and BACKWARD in facts.result_reaches(found[0], call.node)
+
+
+def _pretrained_eval(facts: "FileFacts", func: cst.BaseExpression) -> bool:
+    """`func` (a name, or `self.<attr>`) is bound only to pretrained torchvision/timm networks in eval mode."""
+    context = facts.context
+    values: list[cst.BaseExpression] = []
+    if isinstance(func, cst.Name):
+        bindings = context.lookup(func) or ()
+        if any(b.kind != "assign" or b.value is None for b in bindings):
+            return False
+        values = [b.value for b in bindings]  # type: ignore[misc]
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = context.enclosing(func, cst.ClassDef)
+        values = list(objects(context).self_assignments(cls).get(func.attr.value, ())) if cls is not None else []
+    if not values:
+        return False
+    owner = context.code(func)
+    switched = re.search(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*eval\s*\(", context.source.text) is not None
+    return all(_pretrained_in_eval(context, value, switched) for value in values)
+
+
+def _pretrained_in_eval(context: "Context", value: cst.BaseExpression, evaluated: bool) -> bool:
+    """`value` builds a pretrained network and switches it to eval mode (or `evaluated`: the file does), through
+    `.features[:36]`-style parts and `.cuda()`-style moves."""
+    for _ in range(12):
+        if isinstance(value, cst.Call):
+            if _pretrained_constructor(context, value):
+                return evaluated
+            if not isinstance(value.func, cst.Attribute):
+                return False
+            evaluated = evaluated or value.func.attr.value == "eval"
+            value = value.func.value
+        elif isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value
+        else:
+            return False
+    return False
+
+
+def _pretrained_constructor(context: "Context", call: cst.Call) -> bool:
+    """`torchvision.models.vgg19(pretrained=True)`, `vgg16(weights="DEFAULT")`, `timm.create_model(..., pretrained=True)`."""
+    qual = context.qualname(call) or ""
+    if not (qual.startswith("torchvision.models.") or qual == "timm.create_model"):
+        return False
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "pretrained" and context.literal(arg.value) is True:
+            return True
+        if keyword == "weights" and context.code(arg.value) != "None":
+            return True
+    return False
 
 
 def class_freezes(facts: "FileFacts", expr: cst.BaseExpression) -> bool:

@@ -23,7 +23,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow, network_methods
+from torchlint.semantic import forward_flow, frozen_networks, network_methods
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
@@ -237,10 +237,18 @@ class FileFacts:
                 break
 
     def enter_attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "requires_grad" and self._set_false(node):
+            return  # `p.requires_grad = False`: a freeze, recorded with its loop
         if node.attr.value in ("requires_grad", "grad", "retain_grad", "register_hook"):
             self.scope.training.append(self.tick(node))
             if node.attr.value == "requires_grad":
                 self.scope.input_grads = True
+
+    def _set_false(self, node: cst.Attribute) -> bool:
+        """`node` is the target of an assignment of a literal False."""
+        target = self.parents.get(node)
+        assign = self.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        return isinstance(assign, cst.Assign) and self.context.literal(assign.value) is False
 
     def enter_yield(self, node: cst.CSTNode) -> None:
         self.scope.yields = True
@@ -298,7 +306,8 @@ class FileFacts:
             if step_kind(self.context, node) in ("optimizer", "scheduler"):  # a scheduler steps only in training
                 scope.training.append(order)
         elif last in ("zero_grad", "requires_grad_", "clip_grad_norm_", "clip_grad_value_"):
-            scope.training.append(order)
+            if not (last == "requires_grad_" and node.args and self.context.literal(node.args[0].value) is False):
+                scope.training.append(order)  # (freezing a network trains nothing)
         elif last in ("grad", "vjp", "jvp", "jacobian", "hessian", "functional_call") and callee:
             name = qualname(func) or ""
             if name.startswith("torch.autograd") or name.startswith("torch.func"):
@@ -317,10 +326,15 @@ class FileFacts:
         if last == "requires_grad_" and isinstance(func, cst.Attribute):
             if node.args and self.context.literal(node.args[0].value) is False:
                 self.frozen.add(strip_mode_calls(self.context.code(func.value)))
+                owner = self._chain_owner(node)  # `G = copy.deepcopy(G0).eval().requires_grad_(False)`
+                if owner is not None:
+                    self.frozen.add(owner)
             else:
                 scope.input_grads = True
         if isinstance(func, cst.Attribute) and last in ("eval", "train"):
             target = self.context.code(func.value)
+            if isinstance(func.value, cst.Call):  # `model = Net().eval()`: the mode of what the name holds
+                target = self._chain_owner(node) or target
             args = node.args
             if last == "eval" and not args:
                 scope.evals.append((node, target, order))
@@ -335,6 +349,24 @@ class FileFacts:
                         scope.trains.append((node, target, order))
                     else:
                         scope.mode_unknown.append((node, target, order))
+
+    def _chain_owner(self, node: cst.Call) -> Optional[str]:
+        """The name a chain of calls that return the module itself is assigned to, `node` being one of them
+        (`model = Net().eval().to(device)`: `model`)."""
+        current: cst.CSTNode = node
+        while True:
+            parent = self.parents.get(current)
+            grand = self.parents.get(parent) if parent is not None else None
+            if not (isinstance(parent, cst.Attribute) and parent.attr.value in MODE_CHAIN and
+                    isinstance(grand, cst.Call) and grand.func is parent):
+                break
+            current = grand
+        parent = self.parents.get(current)
+        if isinstance(parent, cst.Assign) and parent.value is current and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, (cst.Name, cst.Attribute)):
+                return self.context.code(target)
+        return None
 
     # -- callers -----------------------------------------------------------------------------------------------
     def _covered_names(self) -> set[str]:
@@ -414,6 +446,8 @@ class FileFacts:
         its name and owner, or a method of one that runs it); not a constructor, an imported function, a
         function of this file or a network whose parameters are frozen."""
         callee = call.callee
+        if callee is None and isinstance(call.node.func, cst.Subscript) and call.node.args:
+            return objects(self.context).kind(call.node.func) == MODULE  # `nets[name](x)`: a network held in a dict
         if callee is None or not call.node.args or self.context.qualname(call.node.func) is not None:
             return False  # not a name, no input (`dqn.update_target_net()`), or an imported function
         if self.method_network(call):
@@ -421,6 +455,8 @@ class FileFacts:
         base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
         if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
             return False  # a function of this file, or a network whose parameters are frozen (no graph)
+        if frozen_networks.frozen_where_built(self, call.node.func):
+            return False  # built by a loader that freezes what it returns
         if names_an_action(base):
             return False  # `callbacks.set_model(self)`: named for what it does to a network
         func = call.node.func
@@ -550,6 +586,8 @@ class FileFacts:
         if function is not None and function in self.by_node:
             return self._may_train(self.by_node[function])
         func = call.func
+        if isinstance(func, cst.Attribute) and network_methods.takes_to_host(self, call):
+            return False  # `stats.append_torch(features)`: a method of the project that keeps host copies only
         return not (isinstance(func, cst.Attribute) and func.attr.value in _RECORDING_METHODS)
 
     def _may_train(self, scope: ScopeFacts, depth: int = 0) -> bool:
@@ -577,6 +615,8 @@ class FileFacts:
     def _opaque_strict(self, call: cst.Call) -> bool:
         """Strict: any call of code that is not a library's, a logger's or a plot's may train on what it is given."""
         if self._sink(call):
+            return False
+        if isinstance(call.func, cst.Attribute) and network_methods.takes_to_host(self, call):
             return False
         function = self.local_function(call)
         if function is not None and function in self.by_node:

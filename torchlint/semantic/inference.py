@@ -35,8 +35,20 @@ _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template
 
 def runs_once(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
     """The forward passes run once in the program (a demo on one image, a test pass after training): the
-    graph they record costs too little to matter."""
+    graph they record costs too little to matter. A constructor's forwards count as once too, unless they
+    loop over a data loader: shape probes on a dummy input while the object is built, block by block."""
+    if scope.is_method and scope.name == "__init__" and not any(
+        isinstance(loop, cst.For) and is_loader_expr(facts.context, loop.iter) for call in forwards for loop in call.loops
+    ):
+        return True
     return all(facts.runs_once(scope, call) for call in forwards)
+
+
+def not_worth_a_change(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """The forward passes of an evaluation function cost too little to report: they never run, run once in the
+    program, or are a warm-up beside a loop that already runs under no-grad."""
+    live = [call for call in forwards if not never_runs(facts.context, call.node)]
+    return not live or runs_once(facts, scope, live) or warm_up_only(facts, scope, live)
 
 
 def feeds_training(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
@@ -108,7 +120,7 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
         if facts.is_network_call(call):
             if facts.method_network(call) and network_methods.judged_where_defined(facts, call):
                 continue  # an agent's `select_action(state)`: judged at its own `def`
-            name = call.callee
+            name = call.callee or facts.context.code(call.node.func)
         else:
             helper = facts.helper_forward(call)
             if helper is None or not facts.helper_feeds_backward(helper):
@@ -251,13 +263,28 @@ def draws_a_few_pictures(facts: FileFacts, scope: ScopeFacts, call: CallFact) ->
 
 
 def never_runs(context: Context, node: cst.CSTNode) -> bool:
-    """`node` sits in the `else`/`elif` of an `if True:`: code that never runs."""
+    """`node` sits in the `else`/`elif` of an `if True:`, or after a `return`/`raise` of its block (a `test()`
+    switched off by a bare `return` on its first line): code that never runs."""
     child = node
     for ancestor in context.ancestors(node):
         if isinstance(ancestor, cst.If) and child is ancestor.orelse and context.literal(ancestor.test) is True:
             return True
+        if isinstance(ancestor, cst.IndentedBlock) and child in ancestor.body:
+            for before in ancestor.body[: ancestor.body.index(child)]:
+                if isinstance(before, cst.SimpleStatementLine) and any(
+                    isinstance(small, (cst.Return, cst.Raise)) for small in before.body
+                ):
+                    return True
         child = ancestor
     return False
+
+
+def warm_up_only(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """The forward passes left with grad on run outside loops while the function's loop runs its networks under
+    no-grad: a warm-up or a trace on a dummy input (`model(torch.ones(1, 3, h, w))` before a TensorRT build)."""
+    if any(call.loops for call in forwards):
+        return False
+    return any(c.covered and c.loops and facts.is_network_call(c) for c in scope.calls)
 
 
 def _few_literal_items(context: Context, loop: cst.CSTNode) -> bool:

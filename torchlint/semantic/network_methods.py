@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
+from torchlint.lint.walk import descendants
 from torchlint.semantic import call_arguments, project
 from torchlint.semantic.functions import method_named, returns_of
 from torchlint.semantic.modules import words
@@ -79,6 +80,41 @@ def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
         inner = [c for c in scope.calls if not c.covered and owner.is_network_call(c)]
         if inner and not any("returned" in owner.result_reaches(scope, c.node, follow_callers=False) for c in inner):
             return True  # (a method that runs `self(x)` or `self.forward(x)` is judged where it is called)
+    return False
+
+
+def takes_to_host(facts: "FileFacts", call: cst.Call) -> bool:
+    """`call` is `receiver.method(value, ...)` whose method, read in the receiver's class (of this file or a
+    project module), trains nothing, copies what it is given to the host (`.cpu()`, `.numpy()`, `.item()`) and
+    never keeps a parameter as it came on the object (`self.items.append(x)`, where a graph would live on):
+    a statistics accumulator, a metric written by the project."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or not call.args:
+        return False
+    if isinstance(func.value, cst.Name) and any(b.kind == "param" for b in facts.context.lookup(func.value) or ()):
+        return False  # a parameter: what its callers pass is not followed here (it costs more than it finds)
+    found = False
+    for owner, cls in receiver_classes(facts, func.value):
+        method = _method_of(owner, cls, func.attr.value)
+        scope = owner.by_node.get(method) if method is not None else None
+        if scope is None or owner.training_orders(scope) or not scope.host or _keeps_parameter(method):
+            return False
+        found = True
+    return found
+
+
+def _keeps_parameter(method: cst.FunctionDef) -> bool:
+    """The method stores one of its parameters, as it came, on an object (`self.x = x`, `self.xs.append(x)`)."""
+    params = {p.name.value for p in (*method.params.params, *method.params.kwonly_params)} - {"self"}
+    for node in descendants(method.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in params:
+            if any(isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in node.targets):
+                return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            receiver = node.func.value
+            on_object = isinstance(receiver, cst.Attribute) or (isinstance(receiver, cst.Name) and receiver.value == "self")
+            if on_object and any(isinstance(a.value, cst.Name) and a.value.value in params for a in node.args):
+                return True
     return False
 
 

@@ -43,6 +43,7 @@ _CONSTRUCTORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^torch\.nn\.(?:parallel\.)?(?:DistributedDataParallel|DataParallel)$"), MODULE),
     (re.compile(r"^torch\.nn\.(?!Parameter)(?:modules\.\w+\.)?[A-Z]\w*$"), MODULE),
     (re.compile(r"^torchvision\.models\.(?:\w+\.)?[a-z]\w*$|^timm\.create_model$"), MODULE),
+    (re.compile(r"^torch\.(?:jit|hub)\.load$"), MODULE),  # a TorchScript module, a hub model
     (re.compile(r"^torch\.device$"), DEVICE),
 )
 # Base classes, by qualified name, and what their subclasses are.
@@ -107,6 +108,7 @@ class Objects:
         self._classes: Optional[dict[str, cst.ClassDef]] = None
         self._class_kinds: dict[cst.ClassDef, Optional[str]] = {}
         self._self_attrs: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] = {}
+        self._stored: Optional[dict[str, list[cst.BaseExpression]]] = None
         self._kinds: CycleSafeMemo[cst.CSTNode, Optional[str]] = CycleSafeMemo(None, question_stack(context))
 
     # -- by evidence -----------------------------------------------------------------------------------
@@ -125,8 +127,8 @@ class Objects:
                 if inner is not None:
                     return inner
             qual = context.qualname(expr)
-            if qual is not None:
-                return constructor_kind(qual)
+            if qual is not None and (constructor_kind(qual) is not None or project.imported(context, func) is None):
+                return constructor_kind(qual)  # (a class imported from a project module is read below)
             if isinstance(func, cst.Name):
                 cls = self.classes().get(func.value)
                 if cls is not None and _bound_once(context, func):
@@ -144,6 +146,8 @@ class Objects:
                 kinds = {self._kind(r.value, depth + 1) for r in returns_of(function) if r.value is not None}
                 return kinds.pop() if len(kinds) == 1 else None
             return None
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
+            return self._item_kind(expr.value, depth)  # `nets[name](x)`, `_cache[url]`
         if isinstance(expr, cst.Name):
             bindings = context.lookup(expr)
             if not bindings or len(bindings) != 1:
@@ -161,6 +165,40 @@ class Objects:
             kinds = {self._kind(v, depth + 1) for v in self.self_assignments(cls).get(expr.attr.value, [])}
             return kinds.pop() if len(kinds) == 1 else None
         return None
+
+    def _item_kind(self, name: cst.Name, depth: int) -> Optional[str]:
+        """What the items of a container hold: a name bound once to a dict or list display (or `dict()`), whose
+        written items and items stored later (`cache[key] = value`) all hold one kind."""
+        bindings = self.context.lookup(name)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != "assign":
+            return None
+        container = bindings[0].value
+        if isinstance(container, cst.Dict):
+            items = [e.value for e in container.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(container, cst.List):
+            items = [e.value for e in container.elements if isinstance(e, cst.Element)]
+        elif isinstance(container, cst.Call) and not container.args and isinstance(container.func, cst.Name) and (
+            container.func.value in ("dict", "list") and not self.context.lookup(container.func)
+        ):
+            items = []
+        else:
+            return None
+        items.extend(self._stored_items().get(name.value, ()))
+        kinds = {self._kind(item, depth + 1) for item in items}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def _stored_items(self) -> dict[str, list[cst.BaseExpression]]:
+        """`name[key] = value` anywhere in the file: the values, by container name."""
+        if self._stored is None:
+            from torchlint.lint.walk import descendants
+
+            self._stored = {}
+            for node in descendants(self.context.module):
+                if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                    target = node.targets[0].target
+                    if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                        self._stored.setdefault(target.value.value, []).append(node.value)
+        return self._stored
 
     def _param_kind(self, param: cst.Param, depth: int) -> Optional[str]:
         if param.annotation is not None:

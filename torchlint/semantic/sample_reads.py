@@ -11,6 +11,7 @@ import libcst as cst
 
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets, last_name
+from torchlint.lint.walk import descendants
 from torchlint.semantic.calls import CLOCK_CALLS
 from torchlint.semantic.loops import DATASET_NAME
 from torchlint.semantic.objects import DATASET, objects
@@ -85,3 +86,26 @@ def _conditional_in(context: Context, node: cst.CSTNode, loop: cst.For) -> bool:
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.Try)):
             return True
     return False
+
+
+# Methods that run a function in other processes or threads (`pool.map(fn, items)`, `executor.submit(fn, x)`).
+_PARALLEL_MAPS = frozenset({"map", "imap", "imap_unordered", "starmap", "map_async", "starmap_async", "submit",
+                            "apply_async"})
+
+
+def runs_in_worker_processes(context: Context, loop: cst.For) -> bool:
+    """The loop's function is handed to a process or thread pool (`pool.map(extract_on_paths, chunks)`): its
+    reads already run side by side with the other workers' forward passes."""
+    function = context.enclosing(loop, cst.FunctionDef)
+    return function is not None and function.name.value in context.shared(_pool_mapped)
+
+
+def _pool_mapped(context: Context) -> frozenset[str]:
+    """Names of the functions the file hands to a pool's `map`/`submit`-style methods."""
+    names = set()
+    for node in descendants(context.module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
+            first = node.args[0].value
+            if node.func.attr.value in _PARALLEL_MAPS and isinstance(first, cst.Name):
+                names.add(first.value)
+    return frozenset(names)

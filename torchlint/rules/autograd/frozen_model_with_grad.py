@@ -51,7 +51,14 @@ class FrozenModelWithGrad(GradRule):
         "never touches `requires_grad` and never hands the network to another constructor or container (where "
         "it could be part of a trained model) or to a helper that builds an optimizer from it; its class, when it can be read in the project, does not freeze "
         "its own parameters; what it is given derives from loop variables (a batch) through copies and moves "
-        "only; and its output reaches the backward pass."
+        "only; and its output reaches the backward pass.\n\n"
+        "Last, it reports the pretrained feature extractor of a perceptual loss whose weights nobody freezes: "
+        "a torchvision or timm network built with pretrained weights and put in eval mode "
+        "(`vgg19(weights=...).features[:36].eval()`), whose parameters the file never takes, trains or freezes, "
+        "run outside no-grad where its result reaches a backward pass (`mse_loss(vgg(sr), vgg(hr))`). The "
+        "gradient has to flow through it to the generator, so `no_grad` is no answer, but every backward pass "
+        "also computes its weight gradients, which no optimizer reads: `.requires_grad_(False)` where it is "
+        "built removes that work (and keeps `vgg(hr)` from recording a graph)."
     )
     bad = (
         "next_values = target_net(next_states).max(1)[0].detach()\n"
@@ -63,23 +70,26 @@ class FrozenModelWithGrad(GradRule):
     false_positives = (
         "A network trained through an optimizer built in another file (from its parameters there), or one whose "
         "parameters are frozen in another file (then no graph is built and the detach is only redundant). A "
-        "network fed the output of a trained one (a VGG perceptual loss on generated images) is left alone: "
-        "the gradient has to flow through it back to the generator, so only freezing its weights "
-        "(`requires_grad_(False)`) would help, not `no_grad`."
+        "network fed the output of a trained one is not told to run under `no_grad` (the gradient has to flow "
+        "through it back to the generator); it is told to freeze its weights only when it is a pretrained "
+        "torchvision/timm network in eval mode that nothing in the file trains or freezes."
     )
-    requires = ("detach", ".backward(")
+    requires = ("detach", ".backward(", "pretrained", "weights=")
 
     def gate(self, text: str) -> bool:
-        return (".detach()" in text or ".backward(" in text) and not _FREEZES.search(text) and uses_torch(text)
+        signs = (".detach()", ".backward(", "pretrained", "weights=")
+        return any(sign in text for sign in signs) and not _FREEZES.search(text) and uses_torch(text)
 
     def check(self, facts: FileFacts) -> None:
         text = self.context.source.text
-        bound = _bound_names(self.context.module)
+        shapes = ".detach()" in text or ".backward(" in text  # else only unfrozen extractors can be found
+        bound = _bound_names(self.context.module) if shapes else set()
         for scope in facts.scopes:
             if facts.is_grad_free(scope) or scope.decorated_other_grad:
                 continue
             trains = bool(facts.training_orders(scope))
-            for call in scope.calls:
+            extractors = self._unfrozen_extractors(facts, scope)
+            for call in scope.calls if shapes else ():
                 if call.covered or call.callee is None:
                     continue
                 callee = call.callee
@@ -92,7 +102,7 @@ class FrozenModelWithGrad(GradRule):
                     continue
                 detach = facts.detached_result(call.node)
                 if detach is None:
-                    if trains and self._trained_through(facts, scope, call):
+                    if trains and callee not in extractors and self._trained_through(facts, scope, call):
                         self.report(
                             call.node,
                             f"`{callee}` is never optimised here, yet it runs on a batch with autograd on inside "
@@ -108,6 +118,17 @@ class FrozenModelWithGrad(GradRule):
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
                     f"call it under `with torch.no_grad():` so no graph is built",
                 )
+
+    def _unfrozen_extractors(self, facts: FileFacts, scope) -> set[str]:
+        """Report the pretrained feature extractors of `scope` whose weights still require grad (once each)."""
+        found: set[str] = set()
+        for call in scope.calls:
+            if call.callee and call.callee not in found and frozen_networks.unfrozen_pretrained(facts, call):
+                found.add(call.callee)  # `mse(vgg(sr), vgg(hr))`: one finding
+                self.report(call.node, f"`{call.callee}` is a pretrained network nobody trains, yet its weights "
+                            f"require grad: every backward pass through it computes weight gradients no optimizer "
+                            f"reads; freeze it where it is built with `.requires_grad_(False)`")
+        return found
 
     @staticmethod
     def _trained_through(facts: FileFacts, scope, call) -> bool:

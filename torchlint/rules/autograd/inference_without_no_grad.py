@@ -53,9 +53,8 @@ class InferenceWithoutNoGrad(GradRule):
         "statement, or `model = model.eval().to(device)`; not `torch.jit.freeze(f.eval())`, whose result is "
         "another object) and then calls it, or a function named as an evaluation entry point (`evaluate`, "
         "`validate`, `test`, `predict`, `infer`, and, with a loop, `sample`/`generate`) that calls a network in a "
-        "loop or turns its outputs into Python values, when the function has no no-grad context, no "
-        "`@torch.no_grad()` decorator, "
-        "no backward pass or optimizer step, and no caller in the same file that runs it under no-grad. In a "
+        "loop or turns its outputs into Python values, when the function has no no-grad context, no `@torch.no_grad()` "
+        "decorator, no backward pass or optimizer step, and no caller in the same file that runs it under no-grad. In a "
         "function that also trains, it reports a `model.eval()` followed by an evaluation loop that runs the "
         "model before the next `model.train()`, or a `model.eval()` after the backward pass or optimizer step "
         "followed by a forward pass that no backward pass follows (a full-batch validation pass every epoch, "
@@ -74,11 +73,13 @@ class InferenceWithoutNoGrad(GradRule):
         "The receiver's class is found through what builds it: `model = create_model(opt)`, a helper of another "
         "file that returns one of several classes; a parameter, from what its callers pass; `model.module` of a "
         "data-parallel wrapper; `self.extractor`, a helper object the class holds (`self.extractor.forward_pass(x)`"
-        " in a Score-CAM loop). A method that hands back no graph (an agent's `select_action` returning NumPy "
-        "values, a network's `encode_features` returning arrays) is reported once, at its `def`, and not again at "
-        "every call; one that returns its output is judged where it is called. The `__call__` of a wrapper object "
-        "that is no network itself (`predictor = Predictor(path)`, then `predictor(img)` in a loop) is judged like "
-        "any method, its calls being the calls of its objects. "
+        " in a Score-CAM loop); a module of `torch.jit.load`/`torch.hub.load`, in a dict or a cache (`nets[name](x)`, "
+        "`get_detector(url)` returning `cache[url]`); `model = Net().eval()` is in eval mode. Features handed to a "
+        "project method that keeps host copies only (`stats.append_torch(f)`) end there. A method that hands back no "
+        "graph (an agent's `select_action` returning NumPy values, a network's `encode_features` returning arrays) "
+        "is reported once, at its `def`, and not again at every call; one that returns its output is judged where it "
+        "is called. The `__call__` of a wrapper object that is no network itself (`predictor = Predictor(path)`, then "
+        "`predictor(img)` in a loop) is judged like any method, its calls being the calls of its objects. "
         "A shared `run_epoch(..., train=True)` whose backward pass sits under `if train:` evaluates when called "
         "with `train=False`: that call (or a function that only makes such calls) is reported. A function "
         "whose every caller, in any file, already runs it under no-grad is left alone."
@@ -110,11 +111,13 @@ class InferenceWithoutNoGrad(GradRule):
         "without grad, for Hugging Face `model.generate(...)` and methods of other libraries' models "
         "(`YOLO(...).predict`), for functions that ask for gradients of their own tensors (`requires_grad`, "
         "`torch.autograd.grad`: adversarial attacks, saliency maps, Grad-CAM, MAML inner loops) and their callers "
-        "(a `no_grad` there would break the attack), and for tests. A network found by "
-        "its name must look like one by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, "
-        "`writer.generator(...)` and `tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions "
-        "that build source text.\n\n"
-        "Cost is judged too, and these are left alone on purpose: a forward pass that runs once in the program "
+        "(a `no_grad` there would break the attack), and for tests. A network found by its name must look like one "
+        "by its owner too: `netG(z)`, `self.generator(z)` and `net.encoder(x)` count, `writer.generator(...)` and "
+        "`tokenizer.decoder(...)` do not, nor do `generate_*_string`-style functions that build source text.\n\n"
+        "A network frozen where it is built records no graph and is left alone (`sampler.eval().requires_grad_(False)`, "
+        "a loader that calls `.requires_grad_(False)` on what it returns; not on a part: `model.backbone`).\n\n"
+        "Cost is judged too, and these are left alone on purpose: a forward pass in a constructor (a shape probe "
+        "while a network is built, unless it loops over a data loader); a forward pass that runs once in the program "
         "(not in a loop, in code run once from module level or a `__main__` block and never from a loop: a demo "
         "on one image, a test pass after training, one test forward of a probe built afresh on every trip of a "
         "loop over seeds or folds); a picture drawn a few times (one grid of samples behind a "
@@ -180,7 +183,7 @@ class InferenceWithoutNoGrad(GradRule):
                 what, forwards = flow
         if inference.feeds_training(facts, scope, forwards) or inference.returned_to_training(facts, scope, forwards):
             return  # whatever the names say, a result is trained on (here or by a caller) or stored
-        if inference.runs_once(facts, scope, forwards) or facts.callers_grad_off(scope):
+        if inference.not_worth_a_change(facts, scope, forwards) or facts.callers_grad_off(scope):
             return
         fix = decorator_fix(self.context, facts, scope, torch_name)
         message = (
@@ -269,7 +272,7 @@ class InferenceWithoutNoGrad(GradRule):
     def _unused_forwards(self, facts: FileFacts, scope: ScopeFacts, torch_name: str, judged: set[cst.Call]) -> None:
         for call in inference.unused_forwards(facts, scope, judged, self.semantic.uses_accelerator):
             message = (
-                f"The result of `{call.callee}(...)` never reaches a backward pass, yet it runs with autograd on, "
+                f"The result of `{call.callee or self.context.code(call.node.func)}(...)` never reaches a backward pass, yet it runs with autograd on, "
                 f"recording a graph nobody uses (up to 2.6x slower, 3-6x the memory): run it under "
                 f"`with {torch_name}.no_grad():`"
             )

@@ -9,7 +9,13 @@ from torchlint.lint.rule import Rule
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic.dataset_items import in_per_item_method
 from torchlint.semantic.loops import few_trips, is_loader_expr
-from torchlint.semantic.sample_reads import loop_names, sample_read, times_each_trip, waits_for_user
+from torchlint.semantic.sample_reads import (
+    loop_names,
+    runs_in_worker_processes,
+    sample_read,
+    times_each_trip,
+    waits_for_user,
+)
 
 
 class SamplesReadInModelLoop(Rule):
@@ -47,8 +53,9 @@ class SamplesReadInModelLoop(Rule):
         "uses an accelerator, a loop whose model runs in a helper (not seen here), and the per-item methods of a "
         "Dataset themselves, and a loop that starts a clock before each read (it measures per-sample latency, "
         "which a DataLoader would hide), or one that waits for the user on each trip (`cv2.waitKey(0)`, "
-        "`plt.show()`). A loop over frames of a camera stream must run in order and in real time; silence it "
-        "with `# noqa: TL107`."
+        "`plt.show()`), or sits in a function handed to a process pool (`pool.map(extract, chunks)`), whose "
+        "workers already load side by side. A loop over frames of a camera stream must run in order and in real "
+        "time; silence it with `# noqa: TL107`."
     )
     requires = ("open", "imread", "read_image", "decode_image", "default_loader", "[")
 
@@ -73,6 +80,8 @@ class SamplesReadInModelLoop(Rule):
                 self.context, loop, nodes
             ):
                 continue
+            if runs_in_worker_processes(self.context, loop):
+                continue  # a function a process pool maps over its share of the files: loading is parallel already
             if any(isinstance(n, cst.Call) and self.semantic.runs_forward(n) for n in nodes):
                 reported.update(id(n) for n in reads)
                 self.report(reads[0])

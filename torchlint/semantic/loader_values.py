@@ -42,6 +42,8 @@ class LoaderValues:
             return None
         if isinstance(expr, cst.IfExp):
             return self._union([expr.body, expr.orelse], depth)
+        if isinstance(expr, cst.Name) and expr.value == "None":
+            return frozenset()  # `DataLoader(...) if split else None` holds that loader or nothing
         if isinstance(expr, cst.Name):
             bindings = context.lookup(expr)
             if not bindings:
@@ -122,6 +124,13 @@ class LoaderValues:
             cls = self.context.enclosing(container, cst.ClassDef)
             values = self.self_assigns.get((id(cls), container.attr.value)) if cls is not None else None
             return self._all_elements(values, depth) if values else None
+        if isinstance(container, cst.Call):
+            # `loaders = get_loaders(cfg)` where `def get_loaders(cfg): ...; return {x: DataLoader(...) for x in ...}`
+            function = self.function_called(container)
+            returned = [r.value for r in returns_of(function)] if function is not None else []
+            if not returned or any(v is None for v in returned):
+                return None
+            return self._all_elements(returned, depth)  # type: ignore[arg-type]
         return None
 
     def _all_elements(self, containers: list[cst.BaseExpression], depth: int) -> Optional[list[cst.BaseExpression]]:

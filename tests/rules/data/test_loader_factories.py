@@ -312,3 +312,40 @@ def test_factory_called_with_a_config_dict(tmp_path: Path, monkeypatch: pytest.M
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("train.py", 7, "TL103"), ("train.py", 7, "TL103")]
     files["utils.py"] = KWARGS_FACTORY.format(pin="False")
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == []
+
+
+INFINITE_LOADER = """
+import torch
+from torch.utils.data import DataLoader
+
+class InfiniteDataLoader:
+    def __init__(self, dataset, **kwargs):
+        sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=int(1e10))
+        self.train_loader = DataLoader(dataset, sampler=sampler, **kwargs)
+        self.data_iter = iter(self.train_loader)
+
+    def next(self):
+        try:
+            batch = next(self.data_iter)
+        except StopIteration:
+            self.data_iter = iter(self.train_loader)
+            batch = next(self.data_iter)
+        return batch
+
+batch_loader = InfiniteDataLoader(train_dataset, batch_size=32, num_workers=4{pin})
+while True:
+    batch = batch_loader.next()
+    X, Y = [t.to("cuda") for t in batch]
+    model(X, Y).backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("pin", "expected"),
+    [(", pin_memory=True", [("train.py", 22, "TL103")]), ("", [("train.py", 8, "TL102")])],
+    ids=["pinned", "unpinned"],
+)
+def test_batches_handed_out_by_a_method_of_a_loader_wrapper(tmp_path: Path, pin: str, expected: list) -> None:
+    # the wrapper's `next()` returns `next(self.data_iter)`: every call in the loop reads one batch
+    assert _findings(tmp_path, {"train.py": INFINITE_LOADER.replace("{pin}", pin)}, ["TL102", "TL103"]) == expected

@@ -12,6 +12,9 @@ So is a value that sets a size on the host: the bound of a Python loop (`for i i
 (`sets_host_size`). Python needs the number itself; only a read per element of a device tensor, which one
 copy before the loop would replace, stays worth reporting.
 
+So is the predicate of `torch.cond(pred.item(), true_fn, false_fn, args)`: code written for `torch.export`,
+which traces the read as a symbolic value instead of copying it.
+
 A NaN guard is one too: `loss_value = loss.item()` then `if not math.isfinite(loss_value): sys.exit(1)` needs
 the value on every step by design (`guards_non_finite`), unless the value is also logged or accumulated.
 
@@ -105,10 +108,12 @@ def _sizes(node: Optional[cst.CSTNode]) -> bool:
 
 def _consumes_on_host(context: "Context", call: cst.Call) -> bool:
     """`envs.step(actions)` (any `.step()` that is not an optimizer's or a scheduler's),
-    `memory.update_priorities(idxs, priorities)`, or a file writer (`cv2.imwrite(path, img)`)."""
+    `memory.update_priorities(idxs, priorities)`, a file writer (`cv2.imwrite(path, img)`) or `torch.cond`."""
     name = last_name(call.func)
     if name in _FILE_WRITERS and call.args:
         return True
+    if context.qualname(call) == "torch.cond":
+        return True  # the predicate of export control flow: traced symbolically by torch.export
     if not isinstance(call.func, cst.Attribute) or name is None:
         return False
     if name == "step":

@@ -67,6 +67,11 @@ class LoaderValues:
             if not values:
                 return None
             return self._union(values, depth)
+        if isinstance(expr, cst.Attribute):
+            # `self.data.train_loader` where `self.data = DataModule(args)`, a class of this file
+            cls = self._instance_class(expr.value)
+            values = self.self_assigns.get((id(cls), expr.attr.value)) if cls is not None else None
+            return self._union(values, depth) if values else None
         if isinstance(expr, cst.Subscript):
             # `dataloaders[phase]` where `dataloaders = {x: DataLoader(...) for x in ["train", "val"]}`
             elements = self._elements(expr.value, depth)
@@ -132,6 +137,21 @@ class LoaderValues:
                 return None
             return self._all_elements(returned, depth)  # type: ignore[arg-type]
         return None
+
+    def _instance_class(self, holder: cst.BaseExpression) -> Optional[cst.ClassDef]:
+        """The class of this file whose instance `holder` (a name, or a `self.` attribute assigned once) is."""
+        built: Optional[cst.BaseExpression] = None
+        if isinstance(holder, cst.Name):
+            built = self.context.assigned_value(holder)
+        elif isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self":
+            cls = self.context.enclosing(holder, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), holder.attr.value)) if cls is not None else None
+            built = values[0] if values and len(values) == 1 else None
+        if not (isinstance(built, cst.Call) and isinstance(built.func, cst.Name)):
+            return None
+        bindings = self.context.lookup(built.func)
+        found = bindings[0].node if bindings and len(bindings) == 1 else None
+        return found if isinstance(found, cst.ClassDef) else None
 
     def _all_elements(self, containers: list[cst.BaseExpression], depth: int) -> Optional[list[cst.BaseExpression]]:
         out: list[cst.BaseExpression] = []

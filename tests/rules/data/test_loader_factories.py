@@ -349,3 +349,32 @@ while True:
 def test_batches_handed_out_by_a_method_of_a_loader_wrapper(tmp_path: Path, pin: str, expected: list) -> None:
     # the wrapper's `next()` returns `next(self.data_iter)`: every call in the loop reads one batch
     assert _findings(tmp_path, {"train.py": INFINITE_LOADER.replace("{pin}", pin)}, ["TL102", "TL103"]) == expected
+
+
+HELD_DATA_MODULE = """
+import torch
+from torchvision import datasets, transforms
+
+class DataModule:
+    def __init__(self, args):
+        train_set = datasets.CIFAR10(args.root, train=True, transform=transforms.ToTensor())
+        self.train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.bs, num_workers=4{pin})
+
+class Trainer:
+    def __init__(self, args, model):
+        self.data = DataModule(args)
+        self.model = model.to(args.device)
+        self.device = args.device
+
+    def train_epoch(self, optimizer):
+        for x, y in self.data.train_loader:
+            x, y = x.to(self.device), y.to(self.device)
+            torch.nn.functional.cross_entropy(self.model(x), y).backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("pin", "expected"), [("", [("train.py", 8, "TL102")]), (", pin_memory=True", [])])
+def test_a_loader_held_by_an_object_another_class_holds(tmp_path: Path, pin: str, expected: list) -> None:
+    # `self.data.train_loader`: the loader the data module built, iterated by the trainer
+    assert _findings(tmp_path, {"train.py": HELD_DATA_MODULE.replace("{pin}", pin)}, ["TL102"]) == expected

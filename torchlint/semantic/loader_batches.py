@@ -238,7 +238,7 @@ class LoaderBatches:
             return strict_union(parts)
         if isinstance(expr, cst.Name):
             parts = []
-            for binding in context.lookup(expr) or ():
+            for binding in self._reaching_at_top(expr, context.lookup(expr) or []):
                 if binding.kind == "assign" and binding.value is not None:
                     parts.append(self.batch_sources(binding.value, depth + 1))
                 elif binding.kind == "param":

@@ -45,7 +45,7 @@ class LoaderValues:
         if isinstance(expr, cst.Name) and expr.value == "None":
             return frozenset()  # `DataLoader(...) if split else None` holds that loader or nothing
         if isinstance(expr, cst.Name):
-            bindings = context.lookup(expr)
+            bindings = self._reaching_at_top(expr, context.lookup(expr) or [])
             if not bindings:
                 return None
             parts: list[Optional[frozenset]] = []
@@ -137,6 +137,36 @@ class LoaderValues:
                 return None
             return self._all_elements(returned, depth)  # type: ignore[arg-type]
         return None
+
+    def _reaching_at_top(self, use: cst.Name, bindings: list) -> list:
+        """At the top level of a script or notebook, which runs once from top to bottom, the one binding of
+        `use` made by the latest top-level statement before it (`loader = DataLoader(a)` in one cell, rebound
+        by `loader = make_loaders()` in a later one); every binding elsewhere."""
+        module = self.context.module
+        if not bindings or self.context.enclosing(use, cst.FunctionDef, cst.ClassDef, cst.Lambda) is not None:
+            return bindings
+        at = {id(statement): i for i, statement in enumerate(module.body)}
+        use_at = self._top_index(use, at)
+        placed = [(self._top_index(b.node, at), b) for b in bindings]
+        if use_at is None or any(i is None or not self._is_top_statement(b.node) for i, b in placed):
+            return bindings
+        before = [(i, b) for i, b in placed if i < use_at]  # type: ignore[operator]
+        return [max(before, key=lambda p: p[0])[1]] if before else bindings
+
+    def _top_index(self, node: cst.CSTNode, at: dict[int, int]) -> Optional[int]:
+        for ancestor in [node, *self.context.ancestors(node)]:
+            if id(ancestor) in at:
+                return at[id(ancestor)]
+        return None
+
+    def _is_top_statement(self, node: cst.CSTNode) -> bool:
+        """`node` is bound by a simple statement of the module body (not inside an `if`, a loop or a `with`)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.SimpleStatementLine):
+                return self.context.parent(ancestor) is self.context.module
+            if isinstance(ancestor, cst.BaseCompoundStatement):
+                return False
+        return False
 
     def _instance_class(self, holder: cst.BaseExpression) -> Optional[cst.ClassDef]:
         """The class of this file whose instance `holder` (a name, or a `self.` attribute assigned once) is."""

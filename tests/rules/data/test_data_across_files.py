@@ -705,3 +705,20 @@ for epoch in range(10):
 def test_a_dict_of_loaders_returned_by_a_function_and_held_by_a_trainer(tmp_path: Path, pin: str, expected: list) -> None:
     _write(tmp_path, {"train.py": LOADER_DICT.replace("{pin}", pin)})
     assert _findings([tmp_path / "train.py"], ["TL102"]) == expected
+
+
+def test_a_notebook_loader_rebound_before_the_training_cell(tmp_path: Path) -> None:
+    setup = "import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\n"
+    first = "train_loader = DataLoader(train_data, batch_size=1, num_workers=1)\nimg, label = next(iter(train_loader))\n"
+    second = "train_loader = DataLoader(train_data, batch_size=32, num_workers=4, pin_memory=True)\n"
+    step = "def train_step(model, loader):\n    for x, y in loader:\n        model(x.to(device)).sum().backward()\n"
+    run = "for epoch in range(5):\n    train_step(model, train_loader)\n"
+    path = tmp_path / "nb.ipynb"
+    # the cells run top to bottom: the training cell gets the pinned loader, the first one is only peeked at
+    path.write_text(_notebook(setup, first, second, step, run), encoding="utf-8")
+    found = sorted((f.line, f.code) for r in lint_paths([str(path)], select=["TL102", "TL103"]) for f in r.findings)
+    assert [code for _, code in found] == ["TL103"]
+    # trained before the rebinding: the first loader's batches are the ones copied
+    path.write_text(_notebook(setup, first, step, run, second), encoding="utf-8")
+    found = sorted((f.line, f.code) for r in lint_paths([str(path)], select=["TL102", "TL103"]) for f in r.findings)
+    assert [code for _, code in found] == ["TL102"]

@@ -53,7 +53,8 @@ _FILE_WRITERS = frozenset(
 
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     """The value of `read` is an argument of an environment's step or a host structure's update, directly or
-    through the one name it is assigned to in the same function."""
+    through the one name it is assigned to in the same function, or a value derived from it in a few
+    assignments is written to a file on the same trip of the loop (`mask = colorize(pred); mask.save(path)`)."""
     value = whole_value(context, read)
     parent = context.parent(value)
     if isinstance(parent, cst.Arg):
@@ -64,11 +65,38 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
         return False
     function = context.enclosing_function(read)
     scope = function.body if function is not None else context.module
+    loop = next((a for a in context.ancestors(read) if isinstance(a, (cst.For, cst.While))), None)
+    derived = _derived_names(scope, name) - {name} if loop is not None else set()
     for node in scope_nodes(scope):
         if isinstance(node, cst.Call) and _consumes_on_host(context, node):
             if any(_names(arg.value, name) for arg in node.args):
                 return True
+            if not derived or not any(a is loop for a in context.ancestors(node)):
+                continue  # values derived from the read count only when written on the same trip
+            if any(_names(arg.value, n) for arg in node.args for n in derived):
+                return True
+            func = node.func  # `mask.save(path)` where `mask = colorize(pred)`: the image written is the receiver
+            if last_name(func) in _FILE_WRITERS and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                if func.value.value in derived:
+                    return True
     return False
+
+
+def _derived_names(scope: cst.CSTNode, name: str, hops: int = 3) -> set[str]:
+    """`name` and the names assigned from it in `scope`, a few assignments deep (`predict = pred.squeeze(0)`,
+    `mask = get_color_pallete(predict)`)."""
+    names = {name}
+    assigns = [n for n in scope_nodes(scope) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    for _ in range(hops):
+        grown = {
+            a.targets[0].target.value  # type: ignore[attr-defined]
+            for a in assigns
+            if isinstance(a.targets[0].target, cst.Name) and any(_names(a.value, n) for n in names)
+        }
+        if grown <= names:
+            break
+        names |= grown
+    return names
 
 
 # Tensor methods whose arguments are sizes the host must know.

@@ -204,10 +204,17 @@ def _path_folders(cwd: str) -> tuple[str, ...]:
         return ()
     folders = [
         e.path for e in entries
-        if e.is_dir() and not e.name.startswith(".") and e.name not in _SKIPPED_FOLDERS
+        if not e.name.startswith(".") and e.name not in _SKIPPED_FOLDERS and _is_folder(e)
         and not os.path.isfile(os.path.join(e.path, "__init__.py"))
     ]
     return tuple(folders) if len(folders) <= 32 else ()
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a symbolic link loop
+        return False
 
 
 _IMPORTS_OF: dict[tuple[str, int], tuple[str, ...]] = {}

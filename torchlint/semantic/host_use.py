@@ -71,14 +71,26 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
         if isinstance(node, cst.Call) and _consumes_on_host(context, node):
             if any(_names(arg.value, name) for arg in node.args):
                 return True
-            if not derived or not any(a is loop for a in context.ancestors(node)):
-                continue  # values derived from the read count only when written on the same trip
+            if not derived or not _same_trip(context, node, read, loop):
+                continue  # values derived from the read count only when written on the same trip, always
             if any(_names(arg.value, n) for arg in node.args for n in derived):
                 return True
             func = node.func  # `mask.save(path)` where `mask = colorize(pred)`: the image written is the receiver
             if last_name(func) in _FILE_WRITERS and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
                 if func.value.value in derived:
                     return True
+    return False
+
+
+def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
+    """`node` runs inside `loop` whenever `read` does: no branch or inner loop of its own (a file written only
+    `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
+    around_read = {id(a) for a in context.ancestors(read)}
+    for ancestor in context.ancestors(node):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try)) and id(ancestor) not in around_read:
+            return False
     return False
 
 

@@ -156,3 +156,6 @@ def test_a_prediction_coloured_then_written_per_image_is_not_reported() -> None:
     assert _lines(COLOURED_MASKS.format(write="mask.save(outdir + name[0] + '.png')")) == []
     # a running value saved once after the loop: the per-image read is still waste
     assert _lines(COLOURED_MASKS.format(write="total = total + mask.sum()")) == [(9, "TL201")]
+    # written only when asked for, while every image's read feeds the running total: still reported
+    optional = "total = total + mask.sum()\n        if outdir:\n            mask.save(outdir + name[0] + '.png')"
+    assert _lines(COLOURED_MASKS.format(write=optional)) == [(9, "TL201")]

@@ -239,3 +239,37 @@ def test_editing_a_caller_relints_the_file_it_imports(tmp_path: Path, monkeypatc
     assert check() == []
     (tmp_path / "main.py").write_text("from helpers import make\nmake(2)\nmake(3)\n", encoding="utf-8")
     assert check() == ["helpers.py", "main.py"]  # how helpers.py is called may change its findings
+
+
+SYS_PATH_LAYOUT = {
+    "tools/_init_paths.py": "import os.path as osp\nimport sys\nsys.path.insert(0, osp.join(osp.dirname(__file__), '..', 'lib'))\n",
+    "tools/train.py": "import _init_paths\nfrom core.function import train\ntrain()\n",
+    "lib/core/__init__.py": "",
+    "lib/core/function.py": "def train():\n    pass\n",
+}
+
+
+def test_a_script_imports_from_a_folder_it_puts_on_sys_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, SYS_PATH_LAYOUT)
+    found = project.module_file(str(tmp_path / "tools" / "train.py"), 0, "core.function")
+    assert found == str((tmp_path / "lib" / "core" / "function.py").resolve())
+    assert project.module_file(str(tmp_path / "tools" / "train.py"), 0, "numpy") is None
+
+
+def test_a_module_two_folders_could_hold_resolves_to_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {**SYS_PATH_LAYOUT, "third_party/core/__init__.py": "", "third_party/core/function.py": ""})
+    assert project.module_file(str(tmp_path / "tools" / "train.py"), 0, "core.function") is None
+
+
+def test_a_large_marked_project_narrows_importers_to_the_linted_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a checkout inside a larger repository: the linted folder is the project its scripts import from
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, {**{f"repo/{name}": text for name, text in SYS_PATH_LAYOUT.items()},
+                      **{f"other/m{i}.py": "x = 1\n" for i in range(4)}})
+    monkeypatch.chdir(tmp_path / "repo")
+    monkeypatch.setattr(project, "MAX_PROJECT_FILES", 5)
+    project.new_run()
+    importers = project.importers(str(tmp_path / "repo" / "lib" / "core" / "function.py"))
+    assert [Path(p).name for p in importers] == ["train.py"]

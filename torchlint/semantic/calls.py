@@ -12,6 +12,7 @@ from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import project
 from torchlint.semantic.functions import called_function, method_named
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
+from torchlint.semantic.objects import objects
 from torchlint.semantic.placement import is_cpu_literal
 from torchlint.semantic.values import UNK, T, ValueKinds
 
@@ -33,6 +34,17 @@ SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
 
 # Methods that return the module they are called on (`Net().to(device)`, `Net().cuda().eval()`).
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double"})
+
+
+def is_self_attribute(expr: cst.BaseExpression) -> bool:
+    """`self.name`."""
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def reads_given_tensor(how: str) -> bool:
+    """A helper's sync that reads only a tensor its caller hands it (`TENSOR_ARGUMENT`, `pred.cpu()` of a
+    parameter `pred`): a call syncs when it passes a tensor."""
+    return how.endswith(" of a tensor it is given")
 
 
 def _to_host(context: "Context", call: cst.Call) -> bool:
@@ -72,9 +84,13 @@ class FunctionSummaries:
                     found = TENSOR_ARGUMENT  # keep looking: an unconditional sync says more
                     continue
                 kind = values.kind(func.value)
-                if kind == T or (kind == UNK and not strict and (name == "item" or self._copied_tensor(node))):
+                read = name == "item" or self._copied_tensor(node)
+                if kind == T or (kind == UNK and not strict and read):
                     found = f"`.{name}()`"
                     break
+                if kind == UNK and read and self._is_parameter(func.value, function):
+                    found = found or f"`.{name}()` of a tensor it is given"  # counted where a call passes one
+                    continue
             elif isinstance(func, cst.Attribute) and name == "to" and _to_host(self.context, node):
                 if values.kind(func.value) == T:
                     found = '`.to("cpu")`'
@@ -88,7 +104,7 @@ class FunctionSummaries:
                 break
             else:
                 inner = self.sync_of_call(node, strict=True)  # a helper of the helper, any depth
-                if inner is not None and inner[1] != TENSOR_ARGUMENT:
+                if inner is not None and not reads_given_tensor(inner[1]):
                     found = f"{inner[1]}, in `{inner[0]}()`"
                     break
         return found
@@ -144,9 +160,9 @@ class FunctionSummaries:
         """`augment.tune(pred)` where `augment = AdaptiveAugment(...)`, a class of this file or of another
         project module: what that method reads on the host."""
         func = call.func
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        if not isinstance(func, cst.Attribute):
             return None
-        built = self.context.assigned_value(func.value)
+        built = self._instance_built(func.value)
         while (
             isinstance(built, cst.Call)
             and isinstance(built.func, cst.Attribute)
@@ -169,6 +185,26 @@ class FunctionSummaries:
         summary, name = found
         how = summary.method_syncs(name, method)
         return (f"{name}.{method}", how) if how is not None else None
+
+    def _is_parameter(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        """`value` is a parameter of `function`, never rebound there."""
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = self.context.lookup(value)
+        return bool(bindings) and all(
+            b.kind == "param" and self.context.enclosing(b.node, cst.FunctionDef) is function for b in bindings
+        )
+
+    def _instance_built(self, holder: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """What built the object `holder` names: `metric` after `metric = Metric(...)`, or `self.metric`
+        assigned once in its class (`self.metric = Metric(...)` in `__init__`)."""
+        if isinstance(holder, cst.Name):
+            return self.context.assigned_value(holder)
+        if is_self_attribute(holder):
+            cls = self.context.enclosing(holder, cst.ClassDef)
+            values = objects(self.context).self_assignments(cls).get(holder.attr.value) if cls is not None else None
+            return values[0] if values and len(values) == 1 else None
+        return None
 
     def _copied_tensor(self, call: cst.Call) -> bool:
         """`pred.cpu().data.numpy()`: a module's `.cpu()` has no `.numpy()`, `.data` or `.detach()`, so the

@@ -12,6 +12,9 @@ So is a value that sets a size on the host: the bound of a Python loop (`for i i
 (`sets_host_size`). Python needs the number itself; only a read per element of a device tensor, which one
 copy before the loop would replace, stays worth reporting.
 
+So is the predicate of `torch.cond(pred.item(), true_fn, false_fn, args)`: code written for `torch.export`,
+which traces the read as a symbolic value instead of copying it.
+
 A NaN guard is one too: `loss_value = loss.item()` then `if not math.isfinite(loss_value): sys.exit(1)` needs
 the value on every step by design (`guards_non_finite`), unless the value is also logged or accumulated.
 
@@ -50,7 +53,8 @@ _FILE_WRITERS = frozenset(
 
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     """The value of `read` is an argument of an environment's step or a host structure's update, directly or
-    through the one name it is assigned to in the same function."""
+    through the one name it is assigned to in the same function, or a value derived from it in a few
+    assignments is written to a file on the same trip of the loop (`mask = colorize(pred); mask.save(path)`)."""
     value = whole_value(context, read)
     parent = context.parent(value)
     if isinstance(parent, cst.Arg):
@@ -61,11 +65,50 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
         return False
     function = context.enclosing_function(read)
     scope = function.body if function is not None else context.module
+    loop = next((a for a in context.ancestors(read) if isinstance(a, (cst.For, cst.While))), None)
+    derived = _derived_names(scope, name) - {name} if loop is not None else set()
     for node in scope_nodes(scope):
         if isinstance(node, cst.Call) and _consumes_on_host(context, node):
             if any(_names(arg.value, name) for arg in node.args):
                 return True
+            if not derived or not _same_trip(context, node, read, loop):
+                continue  # values derived from the read count only when written on the same trip, always
+            if any(_names(arg.value, n) for arg in node.args for n in derived):
+                return True
+            func = node.func  # `mask.save(path)` where `mask = colorize(pred)`: the image written is the receiver
+            if last_name(func) in _FILE_WRITERS and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                if func.value.value in derived:
+                    return True
     return False
+
+
+def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
+    """`node` runs inside `loop` whenever `read` does: no branch or inner loop of its own (a file written only
+    `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
+    around_read = {id(a) for a in context.ancestors(read)}
+    for ancestor in context.ancestors(node):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try)) and id(ancestor) not in around_read:
+            return False
+    return False
+
+
+def _derived_names(scope: cst.CSTNode, name: str, hops: int = 3) -> set[str]:
+    """`name` and the names assigned from it in `scope`, a few assignments deep (`predict = pred.squeeze(0)`,
+    `mask = get_color_pallete(predict)`)."""
+    names = {name}
+    assigns = [n for n in scope_nodes(scope) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    for _ in range(hops):
+        grown = {
+            a.targets[0].target.value  # type: ignore[attr-defined]
+            for a in assigns
+            if isinstance(a.targets[0].target, cst.Name) and any(_names(a.value, n) for n in names)
+        }
+        if grown <= names:
+            break
+        names |= grown
+    return names
 
 
 # Tensor methods whose arguments are sizes the host must know.
@@ -105,10 +148,12 @@ def _sizes(node: Optional[cst.CSTNode]) -> bool:
 
 def _consumes_on_host(context: "Context", call: cst.Call) -> bool:
     """`envs.step(actions)` (any `.step()` that is not an optimizer's or a scheduler's),
-    `memory.update_priorities(idxs, priorities)`, or a file writer (`cv2.imwrite(path, img)`)."""
+    `memory.update_priorities(idxs, priorities)`, a file writer (`cv2.imwrite(path, img)`) or `torch.cond`."""
     name = last_name(call.func)
     if name in _FILE_WRITERS and call.args:
         return True
+    if context.qualname(call) == "torch.cond":
+        return True  # the predicate of export control flow: traced symbolically by torch.export
     if not isinstance(call.func, cst.Attribute) or name is None:
         return False
     if name == "step":

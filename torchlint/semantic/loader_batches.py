@@ -139,7 +139,48 @@ class LoaderBatches:
                 if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
                     target = parent.targets[0].target
                 self._record_read(iterator, loop.body, target)
+            self._record_wrapper_reads()
         return self._reads.get(loader, [])
+
+    def _record_wrapper_reads(self) -> None:
+        """`batch = batch_loader.next()` in a step loop, where `batch_loader = InfiniteDataLoader(...)` is a
+        class of this file whose method returns `next(self.data_iter)`: a read of the iterator it advances."""
+        for calls in self.calls_by_name.values():
+            for call in calls:
+                iterator = self._wrapped_iterator(call)
+                loop = step_loop_of_read(self.context, call) if iterator is not None else None
+                if loop is None or waits_for_a_person(self.context, loop.body) or after_an_exit(self.context, call):
+                    continue
+                parent = self.context.parent(call)
+                target: cst.BaseExpression = call
+                if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is call:
+                    target = parent.targets[0].target
+                self._record_read(iterator, loop.body, target)  # type: ignore[arg-type]
+
+    def _wrapped_iterator(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The iterator whose `next(...)` the method `call` runs returns, for an instance of a class of this file."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        built = self.context.assigned_value(func.value)
+        bindings = self.context.lookup(built.func) if isinstance(built, cst.Call) and isinstance(built.func, cst.Name) else None
+        if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+            return None
+        method = method_named(bindings[0].node, func.attr.value)
+        if method is None:
+            return None
+        iterators = []
+        for ret in returns_of(method):
+            value = ret.value
+            if isinstance(value, cst.Name):
+                value = self.context.assigned_value(value) or next(
+                    (b.value for b in self.context.lookup(value) or () if b.kind == "assign"), None
+                )
+            iterator = next_of(self.context, value) if isinstance(value, cst.Call) else None
+            if iterator is None:
+                return None
+            iterators.append(iterator)
+        return iterators[0] if iterators else None
 
     def _record_read(self, source: cst.BaseExpression, body: cst.CSTNode, target: cst.BaseExpression) -> None:
         """Record that `body` reads the batches of every loader `source` draws from, into `target`."""
@@ -197,7 +238,7 @@ class LoaderBatches:
             return strict_union(parts)
         if isinstance(expr, cst.Name):
             parts = []
-            for binding in context.lookup(expr) or ():
+            for binding in self._reaching_at_top(expr, context.lookup(expr) or []):
                 if binding.kind == "assign" and binding.value is not None:
                     parts.append(self.batch_sources(binding.value, depth + 1))
                 elif binding.kind == "param":

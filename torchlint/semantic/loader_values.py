@@ -42,8 +42,10 @@ class LoaderValues:
             return None
         if isinstance(expr, cst.IfExp):
             return self._union([expr.body, expr.orelse], depth)
+        if isinstance(expr, cst.Name) and expr.value == "None":
+            return frozenset()  # `DataLoader(...) if split else None` holds that loader or nothing
         if isinstance(expr, cst.Name):
-            bindings = context.lookup(expr)
+            bindings = self._reaching_at_top(expr, context.lookup(expr) or [])
             if not bindings:
                 return None
             parts: list[Optional[frozenset]] = []
@@ -65,6 +67,11 @@ class LoaderValues:
             if not values:
                 return None
             return self._union(values, depth)
+        if isinstance(expr, cst.Attribute):
+            # `self.data.train_loader` where `self.data = DataModule(args)`, a class of this file
+            cls = self._instance_class(expr.value)
+            values = self.self_assigns.get((id(cls), expr.attr.value)) if cls is not None else None
+            return self._union(values, depth) if values else None
         if isinstance(expr, cst.Subscript):
             # `dataloaders[phase]` where `dataloaders = {x: DataLoader(...) for x in ["train", "val"]}`
             elements = self._elements(expr.value, depth)
@@ -122,7 +129,59 @@ class LoaderValues:
             cls = self.context.enclosing(container, cst.ClassDef)
             values = self.self_assigns.get((id(cls), container.attr.value)) if cls is not None else None
             return self._all_elements(values, depth) if values else None
+        if isinstance(container, cst.Call):
+            # `loaders = get_loaders(cfg)` where `def get_loaders(cfg): ...; return {x: DataLoader(...) for x in ...}`
+            function = self.function_called(container)
+            returned = [r.value for r in returns_of(function)] if function is not None else []
+            if not returned or any(v is None for v in returned):
+                return None
+            return self._all_elements(returned, depth)  # type: ignore[arg-type]
         return None
+
+    def _reaching_at_top(self, use: cst.Name, bindings: list) -> list:
+        """At the top level of a script or notebook, which runs once from top to bottom, the one binding of
+        `use` made by the latest top-level statement before it (`loader = DataLoader(a)` in one cell, rebound
+        by `loader = make_loaders()` in a later one); every binding elsewhere."""
+        module = self.context.module
+        if not bindings or self.context.enclosing(use, cst.FunctionDef, cst.ClassDef, cst.Lambda) is not None:
+            return bindings
+        at = {id(statement): i for i, statement in enumerate(module.body)}
+        use_at = self._top_index(use, at)
+        placed = [(self._top_index(b.node, at), b) for b in bindings]
+        if use_at is None or any(i is None or not self._is_top_statement(b.node) for i, b in placed):
+            return bindings
+        before = [(i, b) for i, b in placed if i < use_at]  # type: ignore[operator]
+        return [max(before, key=lambda p: p[0])[1]] if before else bindings
+
+    def _top_index(self, node: cst.CSTNode, at: dict[int, int]) -> Optional[int]:
+        for ancestor in [node, *self.context.ancestors(node)]:
+            if id(ancestor) in at:
+                return at[id(ancestor)]
+        return None
+
+    def _is_top_statement(self, node: cst.CSTNode) -> bool:
+        """`node` is bound by a simple statement of the module body (not inside an `if`, a loop or a `with`)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.SimpleStatementLine):
+                return self.context.parent(ancestor) is self.context.module
+            if isinstance(ancestor, cst.BaseCompoundStatement):
+                return False
+        return False
+
+    def _instance_class(self, holder: cst.BaseExpression) -> Optional[cst.ClassDef]:
+        """The class of this file whose instance `holder` (a name, or a `self.` attribute assigned once) is."""
+        built: Optional[cst.BaseExpression] = None
+        if isinstance(holder, cst.Name):
+            built = self.context.assigned_value(holder)
+        elif isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self":
+            cls = self.context.enclosing(holder, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), holder.attr.value)) if cls is not None else None
+            built = values[0] if values and len(values) == 1 else None
+        if not (isinstance(built, cst.Call) and isinstance(built.func, cst.Name)):
+            return None
+        bindings = self.context.lookup(built.func)
+        found = bindings[0].node if bindings and len(bindings) == 1 else None
+        return found if isinstance(found, cst.ClassDef) else None
 
     def _all_elements(self, containers: list[cst.BaseExpression], depth: int) -> Optional[list[cst.BaseExpression]]:
         out: list[cst.BaseExpression] = []

@@ -174,13 +174,47 @@ def _module_file(folder: str, dots: int, module: str, cwd: str) -> Optional[str]
     else:
         candidates = import_roots(folder, cwd)
     for root in candidates:
-        stem = os.path.join(root, *parts)
-        package = os.path.join(stem, "__init__.py")
-        # `from . import x` names the package itself: only its __init__.py, never a sibling module
-        for candidate in (stem + ".py", package) if parts else (package,):
-            if os.path.isfile(candidate):
-                return os.path.realpath(candidate)
+        found = _in_root(root, parts)
+        if found is not None:
+            return found
+    if dots or not parts:
+        return None
+    # `sys.path.insert(0, "../lib")` in a script: a folder of the project that is no package itself
+    # holding the module, when exactly one does
+    found_in = {f for f in (_in_root(r, parts) for r in _path_folders(cwd)) if f is not None}
+    return found_in.pop() if len(found_in) == 1 else None
+
+
+def _in_root(root: str, parts: list[str]) -> Optional[str]:
+    stem = os.path.join(root, *parts)
+    package = os.path.join(stem, "__init__.py")
+    # `from . import x` names the package itself: only its __init__.py, never a sibling module
+    for candidate in (stem + ".py", package) if parts else (package,):
+        if os.path.isfile(candidate):
+            return os.path.realpath(candidate)
     return None
+
+
+@lru_cache(maxsize=64)
+def _path_folders(cwd: str) -> tuple[str, ...]:
+    """Folders directly under `cwd` that are not packages: where scripts put their code on `sys.path`."""
+    try:
+        entries = sorted(os.scandir(cwd), key=lambda e: e.name)
+    except OSError:
+        return ()
+    folders = [
+        e.path for e in entries
+        if not e.name.startswith(".") and e.name not in _SKIPPED_FOLDERS and _is_folder(e)
+        and not os.path.isfile(os.path.join(e.path, "__init__.py"))
+    ]
+    return tuple(folders) if len(folders) <= 32 else ()
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a symbolic link loop
+        return False
 
 
 _IMPORTS_OF: dict[tuple[str, int], tuple[str, ...]] = {}
@@ -303,11 +337,13 @@ def _project_files(root: str) -> Optional[list[str]]:
 
 def importers(path: str) -> list[str]:
     """The project files that import the module `path` directly. A project too large to scan (a monorepo,
-    a folder of many checkouts) is narrowed to the folder above the module's top-level package, whose files
-    are the ones that import it by its plain name."""
+    a folder of many checkouts) is narrowed to the current directory when it holds the module, else to the
+    folder above the module's top-level package, whose files are the ones that import it by its plain name."""
     real = os.path.realpath(path)
     folder = os.path.dirname(real)
-    for root in dict.fromkeys([project_folder(path), package_parent(folder)]):
+    cwd = os.path.realpath(os.getcwd())
+    linted = [cwd] if folder.startswith(cwd + os.sep) else []  # the folder being linted, inside a monorepo
+    for root in dict.fromkeys([project_folder(path), *linted, package_parent(folder)]):
         index = _importer_index(root)
         if index is not None:
             return list(index.get(real, ()))

@@ -605,3 +605,120 @@ def test_loaders_bound_at_the_top_level_of_one_file_and_iterated_in_another(
     assert _findings([tmp_path / "data.py", tmp_path / "train.py"], ["TL102", "TL103"]) == [
         ("data.py", 6, "TL102"), ("train.py", 12, "TL103")
     ]
+
+
+OPTIONAL_TEST_LOADER = """
+from torch.utils.data import DataLoader
+
+def get_loader(args, trainset, testset):
+    train_loader = DataLoader(trainset, batch_size=32, num_workers=4, pin_memory=True)
+    test_loader = DataLoader(testset, batch_size=32, num_workers=4, pin_memory=True) if testset is not None else None
+    return train_loader, test_loader
+"""
+
+OPTIONAL_TEST_TRAIN = """
+import torch
+from data_utils import get_loader
+
+def valid(args, model, test_loader):
+    for step, batch in enumerate(test_loader):
+        x, y = tuple(t.to(args.device) for t in batch)
+        with torch.no_grad():
+            model(x)
+
+def train(args, model, trainset, testset):
+    train_loader, test_loader = get_loader(args, trainset, testset)
+    for step, batch in enumerate(train_loader):
+        x, y = tuple(t.to(args.device) for t in batch)
+        model(x, y).backward()
+        valid(args, model, test_loader)
+"""
+
+
+def test_a_loader_built_only_when_its_dataset_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"data_utils.py": OPTIONAL_TEST_LOADER, "train.py": OPTIONAL_TEST_TRAIN})
+    # `DataLoader(...) if testset is not None else None` holds that pinned loader or nothing
+    assert _findings([tmp_path / "train.py"], ["TL103"]) == [("train.py", 7, "TL103"), ("train.py", 14, "TL103")]
+
+
+SYS_PATH_TRAIN = """
+import _init_paths
+import torch
+from core.function import train
+
+loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4, pin_memory={pin})
+for epoch in range(10):
+    train(loader, model, optimizer)
+"""
+
+SYS_PATH_FUNCTION = """
+def train(trainloader, model, optimizer):
+    for images, labels in trainloader:
+        images = images.cuda()
+        labels = labels.long().cuda()
+        model(images, labels).mean().backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("pin", "expected"), [("True", [("function.py", 4, "TL103"), ("function.py", 5, "TL103")]),
+                                              ("False", [("train.py", 6, "TL102")])])
+def test_batches_copied_in_a_module_of_a_folder_scripts_put_on_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pin: str, expected: list
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {
+        "tools/_init_paths.py": "import sys\nsys.path.insert(0, '../lib')\n",
+        "tools/train.py": SYS_PATH_TRAIN.replace("{pin}", pin),
+        "lib/core/__init__.py": "",
+        "lib/core/function.py": SYS_PATH_FUNCTION,
+    })
+    assert _findings([tmp_path], ["TL102", "TL103"]) == expected
+
+
+LOADER_DICT = """
+import torch
+from torchvision import datasets, transforms
+
+def get_loaders(root):
+    sets = {x: datasets.ImageFolder(root + x, transforms.ToTensor()) for x in ["train", "val"]}
+    return {x: torch.utils.data.DataLoader(sets[x], batch_size=4, shuffle=True, num_workers=4{pin}) for x in ["train", "val"]}
+
+class Trainer:
+    def __init__(self, model, loaders):
+        self.model = model
+        self.loaders = loaders
+
+    def run_epoch(self, phase):
+        for inputs, labels in self.loaders[phase]:
+            inputs, labels = inputs.cuda(), labels.cuda()
+            torch.nn.functional.cross_entropy(self.model(inputs), labels).backward()
+
+trainer = Trainer(torch.nn.Linear(4, 2).cuda(), get_loaders("/data/"))
+for epoch in range(10):
+    trainer.run_epoch("train")
+"""
+
+
+@pytest.mark.parametrize(("pin", "expected"), [("", [("train.py", 7, "TL102")]), (", pin_memory=True", [])])
+def test_a_dict_of_loaders_returned_by_a_function_and_held_by_a_trainer(tmp_path: Path, pin: str, expected: list) -> None:
+    _write(tmp_path, {"train.py": LOADER_DICT.replace("{pin}", pin)})
+    assert _findings([tmp_path / "train.py"], ["TL102"]) == expected
+
+
+def test_a_notebook_loader_rebound_before_the_training_cell(tmp_path: Path) -> None:
+    setup = "import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\n"
+    first = "train_loader = DataLoader(train_data, batch_size=1, num_workers=1)\nimg, label = next(iter(train_loader))\n"
+    second = "train_loader = DataLoader(train_data, batch_size=32, num_workers=4, pin_memory=True)\n"
+    step = "def train_step(model, loader):\n    for x, y in loader:\n        model(x.to(device)).sum().backward()\n"
+    run = "for epoch in range(5):\n    train_step(model, train_loader)\n"
+    path = tmp_path / "nb.ipynb"
+    # the cells run top to bottom: the training cell gets the pinned loader, the first one is only peeked at
+    path.write_text(_notebook(setup, first, second, step, run), encoding="utf-8")
+    found = sorted((f.line, f.code) for r in lint_paths([str(path)], select=["TL102", "TL103"]) for f in r.findings)
+    assert [code for _, code in found] == ["TL103"]
+    # trained before the rebinding: the first loader's batches are the ones copied
+    path.write_text(_notebook(setup, first, step, run, second), encoding="utf-8")
+    found = sorted((f.line, f.code) for r in lint_paths([str(path)], select=["TL102", "TL103"]) for f in r.findings)
+    assert [code for _, code in found] == ["TL102"]

@@ -312,3 +312,69 @@ def test_factory_called_with_a_config_dict(tmp_path: Path, monkeypatch: pytest.M
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == [("train.py", 7, "TL103"), ("train.py", 7, "TL103")]
     files["utils.py"] = KWARGS_FACTORY.format(pin="False")
     assert _findings(tmp_path, files, ["TL102", "TL103"]) == []
+
+
+INFINITE_LOADER = """
+import torch
+from torch.utils.data import DataLoader
+
+class InfiniteDataLoader:
+    def __init__(self, dataset, **kwargs):
+        sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=int(1e10))
+        self.train_loader = DataLoader(dataset, sampler=sampler, **kwargs)
+        self.data_iter = iter(self.train_loader)
+
+    def next(self):
+        try:
+            batch = next(self.data_iter)
+        except StopIteration:
+            self.data_iter = iter(self.train_loader)
+            batch = next(self.data_iter)
+        return batch
+
+batch_loader = InfiniteDataLoader(train_dataset, batch_size=32, num_workers=4{pin})
+while True:
+    batch = batch_loader.next()
+    X, Y = [t.to("cuda") for t in batch]
+    model(X, Y).backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("pin", "expected"),
+    [(", pin_memory=True", [("train.py", 22, "TL103")]), ("", [("train.py", 8, "TL102")])],
+    ids=["pinned", "unpinned"],
+)
+def test_batches_handed_out_by_a_method_of_a_loader_wrapper(tmp_path: Path, pin: str, expected: list) -> None:
+    # the wrapper's `next()` returns `next(self.data_iter)`: every call in the loop reads one batch
+    assert _findings(tmp_path, {"train.py": INFINITE_LOADER.replace("{pin}", pin)}, ["TL102", "TL103"]) == expected
+
+
+HELD_DATA_MODULE = """
+import torch
+from torchvision import datasets, transforms
+
+class DataModule:
+    def __init__(self, args):
+        train_set = datasets.CIFAR10(args.root, train=True, transform=transforms.ToTensor())
+        self.train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.bs, num_workers=4{pin})
+
+class Trainer:
+    def __init__(self, args, model):
+        self.data = DataModule(args)
+        self.model = model.to(args.device)
+        self.device = args.device
+
+    def train_epoch(self, optimizer):
+        for x, y in self.data.train_loader:
+            x, y = x.to(self.device), y.to(self.device)
+            torch.nn.functional.cross_entropy(self.model(x), y).backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("pin", "expected"), [("", [("train.py", 8, "TL102")]), (", pin_memory=True", [])])
+def test_a_loader_held_by_an_object_another_class_holds(tmp_path: Path, pin: str, expected: list) -> None:
+    # `self.data.train_loader`: the loader the data module built, iterated by the trainer
+    assert _findings(tmp_path, {"train.py": HELD_DATA_MODULE.replace("{pin}", pin)}, ["TL102"]) == expected

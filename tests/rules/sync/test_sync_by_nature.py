@@ -134,3 +134,28 @@ def test_images_copied_one_by_one_to_be_written_are_still_reported() -> None:
     """
     # one copy per image where one copy of the batch would do
     assert _lines(source) == [(10, "TL201")]
+
+
+COLOURED_MASKS = """
+import numpy as np
+import torch
+def save_masks(model, loader, outdir):
+    total = 0
+    for i, (image, name) in enumerate(loader):
+        with torch.no_grad():
+            out = model(image.cuda())
+        pred = torch.argmax(out, 1).cpu().numpy()
+        mask = colorize(pred.squeeze(0))
+        {write}
+    np.save(outdir + "/total.npy", total)
+"""
+
+
+def test_a_prediction_coloured_then_written_per_image_is_not_reported() -> None:
+    # the mask made from the prediction is saved on the same trip: the host needs every one
+    assert _lines(COLOURED_MASKS.format(write="mask.save(outdir + name[0] + '.png')")) == []
+    # a running value saved once after the loop: the per-image read is still waste
+    assert _lines(COLOURED_MASKS.format(write="total = total + mask.sum()")) == [(9, "TL201")]
+    # written only when asked for, while every image's read feeds the running total: still reported
+    optional = "total = total + mask.sum()\n        if outdir:\n            mask.save(outdir + name[0] + '.png')"
+    assert _lines(COLOURED_MASKS.format(write=optional)) == [(9, "TL201")]

@@ -379,3 +379,9 @@ def test_helper_read_behind_a_sentinel_is_not_reported_in_the_helper() -> None:
     # the unconditional read in the helper that forward() runs is reported, once, at the call forward()
     # makes (TL207); the first-call one is not reported in the helper
     assert _lines(source) == [(17, "TL207")]
+
+
+def test_the_predicate_of_export_control_flow_is_not_a_host_read() -> None:
+    # `torch.cond` takes its predicate as a symbolic value under torch.export; a plain `if` reads it every step
+    assert _in_loop("k = torch.cond(out.isnan().all().item(), keep, update, (out,))") == []
+    assert _in_loop("flag = out.isnan().all().item()") == ["TL201"]

@@ -164,3 +164,61 @@ def test_method_of_a_model_built_then_moved(tmp_path: Path, monkeypatch: pytest.
     _write(tmp_path, {"meta.py": META, "train.py": META_TRAIN.replace("{placement}", placement)})
     # `Meta().to(device)` is the `Meta` it was called on: its method reads on the host for each test task
     assert _findings(tmp_path, "train.py") == [(9, "TL207")]
+
+
+SCORES = """
+import numpy as np
+import torch
+
+def confusion(label, pred, num_class):
+    output = pred.cpu().numpy().argmax(1)
+    seg_gt = label.cpu().numpy()
+    return np.bincount(seg_gt.ravel() * num_class + output.ravel(), minlength=num_class ** 2)
+
+def pixel_correct(output, target):
+    return torch.sum(output.argmax(1) == target).item()
+
+class SegmentationMetric:
+    def __init__(self, nclass):
+        self.nclass = nclass
+        self.correct = 0
+
+    def update(self, preds, labels):
+        def worker(self, pred, label):
+            self.correct += pixel_correct(pred, label)
+        worker(self, preds, labels)
+
+    def count(self, n):
+        self.correct += n
+"""
+
+EVALUATE = """
+import numpy as np
+import torch
+from scores import SegmentationMetric, confusion
+
+class Trainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.metric = SegmentationMetric(21)
+
+    def validation(self):
+        hist = np.zeros(21 * 21)
+        for image, target in self.loader:
+            image, target = image.cuda(), target.cuda()
+            with torch.no_grad():
+                outputs = self.model(image)
+            hist += confusion(target, outputs, 21)
+            self.metric.update(outputs, target)
+            self.metric.count(image.shape[0])
+            hist += confusion(np.zeros(4), np.zeros((4, 21)), 21)
+"""
+
+
+def test_helpers_of_another_file_that_read_the_tensors_they_are_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"scores.py": SCORES, "evaluate.py": EVALUATE})
+    # `confusion` copies its arguments to the host: a sync where the loop hands it device tensors, not arrays;
+    # the metric held in `self.metric` reads `.item()` in its `update`, its `count` only adds numbers
+    assert _findings(tmp_path, "evaluate.py") == [(18, "TL207"), (19, "TL207")]

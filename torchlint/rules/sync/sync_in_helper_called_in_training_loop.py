@@ -9,7 +9,7 @@ from torchlint.rules.sync._common import (
     EXPLANATION_COMMON,
     SyncRule,
 )
-from torchlint.semantic.calls import TENSOR_ARGUMENT
+from torchlint.semantic.calls import is_self_attribute, reads_given_tensor
 
 
 class SyncInHelperCalledInTrainingLoop(SyncRule):
@@ -46,7 +46,9 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
     false_positives = (
         "The helper may sync only on some paths, or on CPU values; the rule reads its body without its "
         "branches, except a read of a value it first checks is a tensor (`if isinstance(v, torch.Tensor): v = "
-        "v.item()`, a metric logger's `update`): such a helper is reported only where it is handed a tensor. "
+        "v.item()`, a metric logger's `update`), or of a parameter in a helper of another file "
+        "(`pred.cpu().numpy()` in `def confusion(label, pred)`): such a helper is reported only where it is handed "
+        "a tensor. "
         "One finding per sync: where this call is reported, the read inside the helper is not reported again "
         "(TL201). Silence a deliberate call with `# noqa: TL207`."
     )
@@ -56,7 +58,9 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        if isinstance(func, cst.Name) or (
+            isinstance(func, cst.Attribute) and (isinstance(func.value, cst.Name) or is_self_attribute(func.value))
+        ):
             if self.semantic.every_step(node) is not None:
                 self._candidates.append(node)
 
@@ -64,7 +68,7 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
         helpers = self.semantic.calls
         for call in self._candidates:
             found = helpers.sync_of_call(call)
-            if found is not None and found[1] == TENSOR_ARGUMENT and not self._passes_tensor(call):
+            if found is not None and reads_given_tensor(found[1]) and not self._passes_tensor(call):
                 continue  # `metric_logger.update(loss=loss_value)`: a number, which the helper leaves alone
             if found is not None:
                 self.report(call, self._TEMPLATE.format(name=found[0], how=found[1]))

@@ -169,7 +169,7 @@ def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tupl
     if depth > 3 or not isinstance(param, cst.Param):
         return []
     data = flow(context)
-    values = data._param_args(param)
+    values = data.param_args(param)
     if values is not None:
         return [(context, v) for v in values]
     function = context.enclosing(param, cst.FunctionDef)
@@ -520,17 +520,17 @@ def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], dep
     for arg in expr.args:
         value = arg.value
         if arg.keyword is not None and arg.keyword.value == "device":
-            if context.literal(value) is not None and data._may_be_cuda(value, 0):
+            if context.literal(value) is not None and data.may_be_cuda(value, 0):
                 return True
             continue
         if isinstance(value, cst.Call):
-            if context.qualname(value) == "torch.device" and data._may_be_cuda(value, 0):
+            if context.qualname(value) == "torch.device" and data.may_be_cuda(value, 0):
                 return True
             if is_transfer(value) and data.to_accelerator(value):
                 return True  # tensors moved to the GPU before the Dataset wraps them
         elif isinstance(value, (cst.Name, cst.Attribute)):
             last = last_name(value) or ""
             # A dataset's `rank` is the shard it reads, not where its items go: only a `device` counts here.
-            if "device" in last.lower() and data._may_be_cuda(value, 0):
+            if "device" in last.lower() and data.may_be_cuda(value, 0):
                 return True
     return False

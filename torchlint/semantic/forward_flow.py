@@ -24,16 +24,12 @@ import libcst as cst
 
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import semantic_children
+from torchlint.semantic import host_sinks
 
 BACKWARD = "backward"
 RETURNED = "returned"
 STORED = "stored"
 PLOTTED = "plotted"  # (with `values=True`) its values end in a figure or an image file
-
-_PLOT_CALLS = frozenset(
-    {"imshow", "imsave", "imwrite", "save_image", "make_grid", "savefig", "plot", "scatter", "matshow", "hist",
-     "title", "image_summary", "add_image", "add_images", "add_figure", "fromarray", "show_images", "draw"}
-)
 
 # Reads whose result carries no graph.
 _CUT_METHODS = frozenset(
@@ -136,7 +132,7 @@ class _Flow:
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
         given = any(self.live(arg.value, held) for arg in call.args)
-        if self.values and given and name in _PLOT_CALLS:
+        if self.values and given and name in host_sinks.PLOTS:
             self.reached.add(PLOTTED)
         if name == "backward" and isinstance(func, cst.Attribute) and self.live(func.value, held):
             self.reached.add(BACKWARD)

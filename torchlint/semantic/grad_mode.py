@@ -23,7 +23,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow, frozen_networks, network_methods
+from torchlint.semantic import forward_flow, frozen_networks, host_sinks, network_methods
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
@@ -62,12 +62,6 @@ _LIBRARY_ROOTS = frozenset(
 )
 # Methods that record values for a metric.
 _RECORDING_METHODS = frozenset({"update", "add_batch", "accumulate", "record", "observe", "update_state"})
-_LOG_CALLS = frozenset(
-    {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "add_image", "add_images",
-     "add_histogram", "add_figure", "save_image", "imshow", "imsave", "imwrite", "plot", "scatter", "savefig",
-     "write", "set_postfix", "set_description"}
-)
-
 
 
 @dataclass
@@ -574,7 +568,7 @@ class FileFacts:
             return True
         func = call.func
         method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        return method in _LOG_CALLS
+        return method in host_sinks.LOGS
 
     def _opaque(self, call: cst.Call) -> bool:
         """A call statement that may train on what it is given where we cannot see: anything but a library's

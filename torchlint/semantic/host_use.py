@@ -32,7 +32,7 @@ import libcst as cst
 
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants, scope_nodes
-from torchlint.semantic import loops
+from torchlint.semantic import host_sinks, loops
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -44,11 +44,6 @@ _FINITE_CHECKS = frozenset(
 
 # Methods of host-side structures fed per step: a replay buffer's priorities (`update_priorities`).
 _HOST_STRUCTURE = re.compile(r"^update_priorit(?:y|ies)$")
-
-# Calls that write a value to a file or make a host image of it (`Image.fromarray`, `cv2.imwrite`, `np.save`).
-_FILE_WRITERS = frozenset(
-    {"imwrite", "imsave", "save", "savetxt", "savez", "savez_compressed", "save_image", "fromarray", "tofile", "writerow"}
-)
 
 
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
@@ -76,7 +71,7 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
             if any(_names(arg.value, n) for arg in node.args for n in derived):
                 return True
             func = node.func  # `mask.save(path)` where `mask = colorize(pred)`: the image written is the receiver
-            if last_name(func) in _FILE_WRITERS and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            if last_name(func) in host_sinks.FILE_WRITERS and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
                 if func.value.value in derived:
                     return True
     return False
@@ -150,7 +145,7 @@ def _consumes_on_host(context: "Context", call: cst.Call) -> bool:
     """`envs.step(actions)` (any `.step()` that is not an optimizer's or a scheduler's),
     `memory.update_priorities(idxs, priorities)`, a file writer (`cv2.imwrite(path, img)`) or `torch.cond`."""
     name = last_name(call.func)
-    if name in _FILE_WRITERS and call.args:
+    if name in host_sinks.FILE_WRITERS and call.args:
         return True
     if context.qualname(call) == "torch.cond":
         return True  # the predicate of export control flow: traced symbolically by torch.export

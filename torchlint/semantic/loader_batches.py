@@ -361,7 +361,7 @@ class LoaderBatches:
     def _param_sources(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
         """`batch_sources` of what this file's calls pass for a parameter, or, when none does, the files
         that import this one."""
-        values = self._param_args(param)
+        values = self.param_args(param)
         if values is not None:
             return strict_union([self.batch_sources(v, depth + 1) for v in values])
         return self._remote_param(param)

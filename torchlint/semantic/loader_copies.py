@@ -218,7 +218,7 @@ class LoaderCopies:
             for binding in bindings:
                 if binding.kind == "param":
                     # `def iteration(self, epoch, data_loader)` called as `self.iteration(epoch, self.train_data)`
-                    values = self._param_args(binding.node)
+                    values = self.param_args(binding.node)
                     if values and any(self._derives(v, param, depth + 1) for v in values):
                         return True
             return any(b.kind == "assign" and b.value is not None and self._derives(b.value, param, depth + 1) for b in bindings)
@@ -406,7 +406,7 @@ class LoaderCopies:
             if is_transfer(value) and self.to_accelerator(value):
                 return True
             device = keyword(value, "device")
-            if device is not None and (self.context.qualname(value) or "").startswith("torch.") and self._may_be_cuda(device.value, 0):
+            if device is not None and (self.context.qualname(value) or "").startswith("torch.") and self.may_be_cuda(device.value, 0):
                 return True
             if last_name(value.func) == "Variable" and value.args and isinstance(value.args[0].value, cst.Name):
                 if self._cuda_buffer(value.args[0].value, depth + 1):
@@ -422,7 +422,7 @@ class LoaderCopies:
         if not given or root_name(given[0].value, conversions=False) not in batch:
             return False
         device = keyword(call, "device") or (given[1] if len(given) > 1 else None)
-        return device is not None and self._may_be_cuda(device.value, 0)
+        return device is not None and self.may_be_cuda(device.value, 0)
 
     def to_accelerator(self, call: cst.Call) -> bool:
         """`.cuda()`, or `.to(d)` where `d` is, or may be, a CUDA device (not a dtype, not "cpu")."""
@@ -435,9 +435,10 @@ class LoaderCopies:
             if not given:
                 return False
             arg = given[0]
-        return self._may_be_cuda(arg.value, 0)
+        return self.may_be_cuda(arg.value, 0)
 
-    def _may_be_cuda(self, expr: cst.BaseExpression, depth: int) -> bool:
+    def may_be_cuda(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Whether `expr` may name a CUDA device (`"cuda:0"`, `torch.device("cuda")`, a name bound to one)."""
         if depth > 4:
             return False
         context = self.context
@@ -449,7 +450,7 @@ class LoaderCopies:
         if value is not UNKNOWN:
             return False
         if isinstance(expr, cst.IfExp):
-            return self._may_be_cuda(expr.body, depth + 1) or self._may_be_cuda(expr.orelse, depth + 1)
+            return self.may_be_cuda(expr.body, depth + 1) or self.may_be_cuda(expr.orelse, depth + 1)
         if isinstance(expr, (cst.FormattedString, cst.ConcatenatedString)):
             return "cuda" in context.code(expr)
         if isinstance(expr, cst.Call):
@@ -459,7 +460,7 @@ class LoaderCopies:
                 return isinstance(template, str) and template.startswith("cuda")
             name = context.qualname(expr) or ""
             if name == "torch.device":
-                return bool(expr.args) and self._may_be_cuda(expr.args[0].value, depth + 1)
+                return bool(expr.args) and self.may_be_cuda(expr.args[0].value, depth + 1)
             if name.startswith(("torch.cuda.", "torch.accelerator.")):
                 return True
             last = (last_name(expr.func) or "").lower()
@@ -469,7 +470,7 @@ class LoaderCopies:
                 return False  # torch.float16 and friends, imported by name
             bindings = context.lookup(expr)
             if bindings and all(b.kind == "assign" for b in bindings):
-                return any(self._may_be_cuda(b.value, depth + 1) for b in bindings if b.value is not None)
+                return any(self.may_be_cuda(b.value, depth + 1) for b in bindings if b.value is not None)
             return is_device_name(expr.value)
         if isinstance(expr, cst.Attribute):
             name = context.qualname(expr) or ""

@@ -54,9 +54,9 @@ class LoaderExemptions:
         then `model.evaluate(test_loader)` that never iterates it)."""
         returned = self.returned_by(loader)
         sites = project.call_sites(self.context.source.path, returned[0]) if returned is not None else []
-        return bool(sites) and all(site.summary.model.loaders._result_peeked(site.call, returned[1]) for site in sites)  # type: ignore[index]
+        return bool(sites) and all(site.summary.model.loaders.result_peeked(site.call, returned[1]) for site in sites)  # type: ignore[index]
 
-    def _result_peeked(self, call: cst.Call, index: Optional[int]) -> bool:
+    def result_peeked(self, call: cst.Call, index: Optional[int]) -> bool:
         """The value `call` returns (element `index` of it) is bound to a name only looked at."""
         assign = self.context.parent(call)
         if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:

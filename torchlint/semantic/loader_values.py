@@ -99,7 +99,7 @@ class LoaderValues:
             if not bindings:
                 return None
             if len(bindings) == 1 and bindings[0].kind == "param":
-                values = self._param_args(bindings[0].node)
+                values = self.param_args(bindings[0].node)
                 return None if values is None else self._all_elements(values, depth)
             if any(b.kind != "assign" or b.value is None for b in bindings):
                 return None
@@ -250,10 +250,10 @@ class LoaderValues:
         return bool(bindings) and len(bindings) == 1 and bindings[0].node is cls
 
     def _param_loaders(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
-        values = self._param_args(param)
+        values = self.param_args(param)
         return None if values is None else self._union(values, depth)
 
-    def _param_args(self, param: cst.CSTNode) -> Optional[list[cst.BaseExpression]]:
+    def param_args(self, param: cst.CSTNode) -> Optional[list[cst.BaseExpression]]:
         """The arguments every call site of this file passes for a parameter, or None."""
         if not isinstance(param, cst.Param):
             return None

@@ -161,6 +161,6 @@ class DataloaderWithoutPinMemory(Rule):
             isinstance(value, cst.Call)
             and (
                 (is_transfer(value) and data.to_accelerator(value))
-                or (keyword(value, "device") is not None and data._may_be_cuda(keyword(value, "device").value, 0))  # type: ignore[union-attr]
+                or (keyword(value, "device") is not None and data.may_be_cuda(keyword(value, "device").value, 0))  # type: ignore[union-attr]
             )
         )

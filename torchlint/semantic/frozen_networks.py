@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -134,29 +134,32 @@ def _pretrained_eval(facts: "FileFacts", func: cst.BaseExpression) -> bool:
     elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         cls = context.enclosing(func, cst.ClassDef)
         values = list(objects(context).self_assignments(cls).get(func.attr.value, ())) if cls is not None else []
-    if not values:
+    chains = [_pretrained_chain(context, value) for value in values]
+    if not chains or None in chains:
         return False
-    owner = context.code(func)
-    switched = re.search(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*eval\s*\(", context.source.text) is not None
-    return all(_pretrained_in_eval(context, value, switched) for value in values)
+    if all(chains):
+        return True
+    owner = context.code(func)  # the file switches it to eval mode elsewhere (a search of the whole text: last)
+    return re.search(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*eval\s*\(", context.source.text) is not None
 
 
-def _pretrained_in_eval(context: "Context", value: cst.BaseExpression, evaluated: bool) -> bool:
-    """`value` builds a pretrained network and switches it to eval mode (or `evaluated`: the file does), through
-    `.features[:36]`-style parts and `.cuda()`-style moves."""
+def _pretrained_chain(context: "Context", value: cst.BaseExpression) -> Optional[bool]:
+    """None unless `value` builds a pretrained network (through `.features[:36]`-style parts and `.cuda()`-style
+    moves); then whether the same expression switches it to eval mode."""
+    evaluated = False
     for _ in range(12):
         if isinstance(value, cst.Call):
             if _pretrained_constructor(context, value):
                 return evaluated
             if not isinstance(value.func, cst.Attribute):
-                return False
+                return None
             evaluated = evaluated or value.func.attr.value == "eval"
             value = value.func.value
         elif isinstance(value, (cst.Subscript, cst.Attribute)):
             value = value.value
         else:
-            return False
-    return False
+            return None
+    return None
 
 
 def _pretrained_constructor(context: "Context", call: cst.Call) -> bool:

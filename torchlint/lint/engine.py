@@ -139,7 +139,8 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> None:
         if methods:
             context.current = node
             call(methods, node)
-        stack.append((node, True))
+        if kind in leaves:  # a leave entry only where some rule listens
+            stack.append((node, True))
         for child in reversed(semantic_children(node)):
             parents[child] = node
             stack.append((child, False))

@@ -14,8 +14,7 @@ is on a **hot path** when one of these holds:
 4. it is in a function that works on the batch it is given: the size or the device of what it builds
    comes from a tensor (`x.shape`, `x.size(0)`, `x.device`, or a name assigned from one), as in a
    helper that builds a mask for each batch. A constructor (`__init__`) is not one: it runs once per object;
-   nor is a function without parameters (it builds its own tensors), nor code that runs before a loop of its
-   own function (the function drives a pass over what it was given: a kNN evaluation's buffer);
+   nor is a function without parameters (it builds its own tensors);
 5. it is in a function of this file that is called from a hot path (1-4, any depth).
 
 Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__main__` block) is not on a
@@ -94,30 +93,9 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
     function = context.enclosing_function(node)
     if function is None:
         return False
-    if data and _given_data(function) and not _before_own_loop(context, node, function) and any(
-        _from_batch(context, e, function) for e in data
-    ):
+    if data and _given_data(function) and any(_from_batch(context, e, function) for e in data):
         return True
     return _function_is_hot(context, function)
-
-
-def _before_own_loop(context: "Context", node: cst.CSTNode, function: cst.FunctionDef) -> bool:
-    """`node` runs once per call, before a loop of the same function that goes over what it was given (a
-    kNN evaluation's buffer before its chunk loop, interpolation weights before a sampling loop): the function
-    drives a pass over its data, it is not a per-batch helper."""
-    statement = node
-    for ancestor in context.ancestors(node):
-        if ancestor is function.body:
-            break
-        if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef, cst.Lambda)):
-            return False  # in a loop (or a nested function) of its own
-        statement = ancestor
-    body = function.body
-    index = next((i for i, s in enumerate(body.body) if s is statement), None) if isinstance(body, cst.IndentedBlock) else None
-    if index is None:
-        return False
-    later = body.body[index + 1 :]
-    return any(isinstance(n, (cst.For, cst.While)) for s in later for n in (s, *descendants(s)))
 
 
 def called_every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:

@@ -98,3 +98,10 @@ probe(loss.backward())
 """
     answers = ask(source, lambda m, call, expr: step_kind(m.context, expr))
     assert answers == ["optimizer", "scheduler", "optimizer", "scheduler", "None", "backward"]
+
+
+def test_verb_led_names_handle_a_model_but_are_not_one() -> None:
+    for name in ("save_model", "load_model", "build_net", "get_model", "train_model", "update_target_net"):
+        assert not named(name, MODULE), name
+    for name in ("model", "target_net", "policy_net", "g_model", "model_ema", "teacher"):
+        assert named(name, MODULE), name

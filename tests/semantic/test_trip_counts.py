@@ -7,7 +7,7 @@ from semantic_probe import ask
 
 from torchlint.semantic.dataset_items import in_per_item_method
 from torchlint.semantic.model import SemanticModel
-from torchlint.semantic.trip_counts import literal_trips
+from torchlint.semantic.trip_counts import few_by_nature, literal_trips
 
 
 def _trips(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> object:
@@ -96,3 +96,39 @@ class Plain:
 """
     answer = lambda model, call, expr: in_per_item_method(model.context, call)  # noqa: E731
     assert ask(source, answer) == ["False", "False", "True", "True", "False"]
+
+
+def _few(model: SemanticModel, call: cst.Call, expr: cst.BaseExpression) -> object:
+    loop = next(a for a in model.context.ancestors(call) if isinstance(a, (cst.For, cst.While)))
+    return few_by_nature(model.context, loop)
+
+
+def test_few_by_what_the_loop_walks() -> None:
+    source = """
+import torch.nn as nn
+
+class Net(nn.Module):
+    def forward(self, x):
+        for conv in self.convs:
+            probe()
+        for i, (head, level) in enumerate(zip(self.heads, self.levels)):
+            probe()
+        modules = self.blocks[1:]
+        for i in range(len(modules)):
+            probe()
+        for i in range(1, len(self.device_id)):
+            probe()
+        for row in x:
+            probe()
+
+class Trainer:
+    def run(self):
+        for batch in self.loader:
+            probe()
+
+for gpu in gpu_ids:
+    probe()
+for x, y in loader:
+    probe()
+"""
+    assert ask(source, _few) == ["True", "True", "True", "True", "False", "False", "True", "False"]

@@ -14,6 +14,7 @@ is on a **hot path** when one of these holds:
 4. it is in a function that works on the batch it is given: the size or the device of what it builds
    comes from a tensor (`x.shape`, `x.size(0)`, `x.device`, or a name assigned from one), as in a
    helper that builds a mask for each batch. A constructor (`__init__`) is not one: it runs once per object;
+   nor is a function without parameters (it builds its own tensors);
 5. it is in a function of this file that is called from a hot path (1-4, any depth).
 
 Module-level code outside a hot loop (a script's set-up, a notebook cell, a `__main__` block) is not on a
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.lint.context import UNKNOWN
-from torchlint.lint.walk import scope_nodes
+from torchlint.lint.walk import descendants, scope_nodes
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
@@ -75,8 +76,6 @@ class _HotPaths:
 
 
 def _all_calls(module: cst.Module) -> list[cst.Call]:
-    from torchlint.lint.walk import descendants
-
     return [n for n in descendants(module) if isinstance(n, cst.Call)]
 
 
@@ -94,7 +93,7 @@ def on_hot_path(context: "Context", node: cst.CSTNode, data: tuple[cst.BaseExpre
     function = context.enclosing_function(node)
     if function is None:
         return False
-    if data and function.name.value != "__init__" and any(_from_batch(context, e, function) for e in data):
+    if data and _given_data(function) and any(_from_batch(context, e, function) for e in data):
         return True
     return _function_is_hot(context, function)
 
@@ -181,7 +180,8 @@ def forward_loop(context: "Context", node: cst.CSTNode) -> Optional[loops.Loop]:
             return None
         if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
             calls = loops.hot_calls_in(context, ancestor)
-            if any(loops.is_forward_call(context, c) for c in calls):
+            # A forward under a logging interval (`if epoch % 20 == 0: evaluate(...)`) does not make every trip a step.
+            if any(loops.is_forward_call(context, c) and not loops.gated(context, c, ancestor) for c in calls):
                 return None if loops.gated(context, node, ancestor) else ancestor
         child = ancestor
     return None
@@ -202,13 +202,28 @@ def _is_per_call_method(context: "Context", function: cst.FunctionDef) -> bool:
     return isinstance(context.parent(context.parent(function) or function), cst.ClassDef)
 
 
+def _given_data(function: cst.FunctionDef) -> bool:
+    """A function that may be handed a batch: not a constructor, and it takes a parameter other than
+    `self`/`cls` (a test or demo function without parameters builds its own tensors once)."""
+    if function.name.value == "__init__":
+        return False
+    params = function.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    return any(n not in ("self", "cls") for n in names) or isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None
+
+
 def _from_batch(context: "Context", expr: cst.BaseExpression, function: cst.FunctionDef, _depth: int = 0) -> bool:
     """`expr` reads the shape or the device of a tensor of the function (`x.shape[0]`, `x.size(1)`,
     `x.device`, `bs` after `bs = x.shape[0]`, `b` after `b, c, t = x.size()`)."""
     if _depth > 4:
         return False
     for node in (expr, *scope_nodes(expr)):
-        if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "device") and _batch_root(node.value):
+        if (
+            isinstance(node, cst.Attribute)
+            and node.attr.value in ("shape", "device")
+            and _batch_root(node.value)
+            and context.qualname(node) != "torch.device"  # `torch.device("cuda")` names a device, reads no tensor
+        ):
             return True
         if (
             isinstance(node, cst.Call)

@@ -64,7 +64,10 @@ _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half",
 
 # The naming conventions, matched on the last segment of a name when no binding says what it holds.
 MODEL_NAME = re.compile(
-    r"^(?:model|models|net|network|module|generator|discriminator|netg|netd|g|d|encoder|decoder|classifier|backbone|"
+    # `save_model`, `load_net`, `build_model`: a verb first names a function that handles a model, not a model.
+    r"^(?!(?:save|load|build|get|create|make|init|update|train|run|export|print|setup|prepare|wrap|freeze|unfreeze"
+    r"|copy|restore|reset|sync|log|define|construct|compile|fit|validate|evaluate|test|show|summarize|plot)_)"
+    r"(?:model|models|net|network|module|generator|discriminator|netg|netd|g|d|encoder|decoder|classifier|backbone|"
     r"student|teacher|policy|critic|actor|unet|vae|autoencoder|ddp_model|raw_model|base_model|\w+_model|\w+_net|"
     r"model_\w+|net_\w+)$",
     re.IGNORECASE,

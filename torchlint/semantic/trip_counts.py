@@ -8,6 +8,7 @@ a fixed, small number of times, not once per step or per sample of a dataset.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -88,3 +89,52 @@ def _literal_everywhere(context: "Context", loop: cst.For, items: cst.BaseExpres
     if not values or not all(isinstance(v, (cst.List, cst.Tuple)) for v in values):
         return None
     return max(len(v.elements) for v in values)  # type: ignore[union-attr]
+
+
+# Names of the devices a program spreads its work over (`self.device_id`, `gpu_ids`): a handful of trips.
+_DEVICE_LIST = re.compile(r"(?:^|_)(?:device|gpu)_?ids?$|^(?:devices|gpus)$", re.IGNORECASE)
+
+
+def few_by_nature(context: "Context", loop: cst.CSTNode) -> bool:
+    """A loop whose count is small by what it walks, though no number is written: the layers or settings of a
+    network in one of its own methods (`for conv in self.convs`, `enumerate(self.fcs)`, `zip(self.heads,
+    self.levels)`, or a local name taken from one: `modules = self.blocks[1:]`), or the devices of the
+    machine (`for i in range(1, len(self.device_id))`, `for gpu in gpu_ids`)."""
+    if not isinstance(loop, cst.For):
+        return False
+    items = loop.iter
+    if isinstance(items, cst.Call) and last_name(items.func) == "range" and len(items.args) == 1:
+        stop = items.args[0].value  # `range(len(modules))`
+        if isinstance(stop, cst.Call) and last_name(stop.func) == "len" and stop.args:
+            items = stop.args[0].value
+    while isinstance(items, cst.Call) and last_name(items.func) in ("enumerate", "reversed") and items.args:
+        items = items.args[0].value
+    if isinstance(items, cst.Call) and last_name(items.func) == "zip":
+        parts = [a.value for a in items.args if a.keyword is None]
+    else:
+        parts = [items]
+    return bool(parts) and all(_devices(context, p) or _own_layers(context, loop, p) for p in parts)
+
+
+def _devices(context: "Context", items: cst.BaseExpression) -> bool:
+    if isinstance(items, cst.Call) and last_name(items.func) == "range":
+        args = [a.value for a in items.args if a.keyword is None]
+        stop = args[-1] if len(args) > 1 else args[0] if args else None
+        if isinstance(stop, cst.Call) and last_name(stop.func) == "len" and stop.args:
+            items = stop.args[0].value
+    name = last_name(items) if isinstance(items, (cst.Name, cst.Attribute)) else None
+    return name is not None and bool(_DEVICE_LIST.search(name))
+
+
+def _own_layers(context: "Context", loop: cst.For, items: cst.BaseExpression, _depth: int = 0) -> bool:
+    from torchlint.semantic.objects import objects  # the object index reads the whole file
+
+    while isinstance(items, cst.Subscript):
+        items = items.value  # `self.blocks[1:]`
+    if isinstance(items, cst.Name) and _depth == 0:
+        value = context.assigned_value(items)
+        return value is not None and _own_layers(context, loop, value, 1)
+    if not (isinstance(items, cst.Attribute) and isinstance(items.value, cst.Name) and items.value.value == "self"):
+        return False
+    cls = context.enclosing(loop, cst.ClassDef)
+    return cls is not None and objects(context).is_module_class(cls)

@@ -405,3 +405,15 @@ def test_tl701_fix_goes_before_known_keyword_options():
             )
     """
     assert "nn.Conv2d(3, c, 3, 2, 1, bias=False, **dd)," in fixed(code, "TL701")
+
+
+def test_tl701_silent_in_a_test_module():
+    code = """
+        import torch.nn as nn
+
+        def test_freeze_module():
+            model = nn.Sequential(nn.Conv2d(3, 10, 1), nn.BatchNorm2d(10), nn.ReLU())
+            assert model[1].training
+    """
+    assert lint(code, "TL701", path="tests/utils/test_model_utils.py").findings == []
+    assert [f.line for f in lint(code, "TL701", path="models/blocks.py").findings] == [5]

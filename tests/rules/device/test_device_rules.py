@@ -202,6 +202,9 @@ def test_tl603_constructors_aliases_and_type_calls():
             g = torch.FloatTensor(targets)
             h = isinstance(imgs, torch.cuda.FloatTensor)
             return a, b, c, d, e, f, g, h
+
+        for imgs, targets in loader:
+            step(imgs, targets)
     """
     result = lint(code, "TL603")
     # b and c are given sizes: they allocate on the GPU directly and copy nothing
@@ -219,12 +222,32 @@ def test_tl603_names_the_type_and_the_line_of_an_alias():
 
         def step(imgs, labels):
             return Tensor(labels), imgs.type(Tensor), torch.cuda.FloatTensor(labels)
+
+        for imgs, labels in loader:
+            step(imgs, labels)
     """
     messages = [f.message for f in lint(code, "TL603").findings]
     assert messages[0].startswith("`Tensor` is `torch.cuda.FloatTensor` (assigned on line 4): ")
     assert messages[1].startswith("`Tensor` is `torch.cuda.FloatTensor` (assigned on line 4): ")
     assert not messages[2].startswith("`")  # named directly: no alias to explain
     assert len(messages) == 3
+
+
+def test_tl603_silent_where_the_code_runs_once():
+    code = """
+        import torch
+
+        class Loss(torch.nn.Module):
+            def __init__(self, margins):
+                super().__init__()
+                self.margins = torch.cuda.FloatTensor(margins)
+
+        def evaluate(model, loader, seconds):
+            for imgs, _ in loader:
+                model(imgs.type(torch.cuda.FloatTensor))
+            return torch.cuda.FloatTensor([seconds, len(loader)])
+    """
+    assert [f.line for f in lint(code, "TL603").findings] == [11]
 
 
 def test_tl603_silent_on_constructors_given_sizes():

@@ -76,7 +76,9 @@ class BiasBeforeBatchnorm(Rule):
         "`x = self.bn(x)`, with `self.conv` used nowhere else in the class. The dimensions must agree "
         "(`Conv2d`/`ConvTranspose2d` with `BatchNorm2d`, `Linear` with `BatchNorm1d`, any with `SyncBatchNorm`), "
         "and a channel count known to differ silences it. A model that must keep loading checkpoints that "
-        "contain the bias, or whose initialisation code touches `layer.bias`, can keep it: `# noqa: TL701`."
+        "contain the bias, or whose initialisation code touches `layer.bias`, can keep it: `# noqa: TL701`. "
+        "Test modules are not checked: a unit test's toy network is never trained. A tutorial cell that only "
+        "builds and prints a network is still reported (whether it is trained cannot be told from the cell)."
     )
     fix_safety = FixSafety.UNSAFE
     fix_notes = (
@@ -175,6 +177,8 @@ class BiasBeforeBatchnorm(Rule):
         return a == b
 
     def _report(self, layer: cst.Call, bias_position: int) -> None:
+        if self.semantic.is_test_module:
+            return  # a unit test's toy network is never trained
         if layer in self._reported:
             return
         self._reported.add(layer)

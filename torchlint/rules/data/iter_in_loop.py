@@ -17,6 +17,9 @@ from torchlint.semantic.loader_calls import is_builtin, target_names
 from torchlint.semantic.loader_copies import root_name
 from torchlint.semantic.loaders import flow
 from torchlint.semantic.loops import gated, hot_loop, is_hot
+from torchlint.semantic.trip_counts import literal_trips
+
+_FEW = 8  # trips of a loop that draws a few batches to look at
 
 
 class IterInLoop(Rule):
@@ -56,7 +59,8 @@ class IterInLoop(Rule):
         "loader (`train_loader`, `dl`). Not reported where the call runs once per epoch (in an epoch loop "
         "around the step loop, or a loop whose variable is named like `epoch`: one sample batch per epoch, "
         "for a plot, costs little), only every N steps (`if step % 500 == 0:`), or when the loop variable "
-        "is itself the loader (`for loader in loaders:`)."
+        "is itself the loader (`for loader in loaders:`), nor in a loop of a few trips written in the code "
+        "(`for i in range(2): images, targets = next(iter(train_loader))` to show a couple of batches)."
     )
     requires = ("next(",)
 
@@ -109,6 +113,9 @@ class IterInLoop(Rule):
             ]
             if not loops or not self._repeated(call, loops[0]):
                 continue
+            trips = literal_trips(context, loops[0])
+            if trips is not None and trips <= _FEW and len(loops) == 1:
+                continue  # `for i in range(2): show(next(iter(loader)))`: a couple of batches to look at
             root = root_name(source, conversions=False)
             bound = {n for loop in loops if isinstance(loop, cst.For) for n in target_names(loop.target)}
             if root in bound or self._rebound_in(source, loops[0]):

@@ -107,7 +107,12 @@ class HostTensorThenMove(Rule):
         "and the functions of the file those call. It stays silent on tensors built once: in a module's "
         "`__init__`, at module level (a script's set-up, a notebook cell, a smoke test under "
         "`if __name__ == \"__main__\":`), the first noise of a sampling run, a dummy input to log the graph, "
-        "and anything behind a logging interval (`if step % 100 == 0:`). "
+        "and anything behind a logging interval (`if step % 100 == 0:`). An outer loop is not a step loop because "
+        "its body saves or evaluates a model every N trips: the initial recurrent state of an episode "
+        "(`hidden = torch.zeros(1, 1, h).cuda()` before the loop over environment steps) is built once per "
+        "episode. A size or device taken from configuration (`torch.device(\"cuda\")`, `opt.batch_size`) does not "
+        "make a function per-batch, and neither does a tensor of a function without parameters (a self-check "
+        "that builds its own inputs). Empty tensors (`torch.zeros(0, d).cuda()`) copy nothing and are not reported. "
         "Only factories (`zeros`, `ones`, `empty`, `full`, `eye`, `arange`, `linspace`, `logspace`, `rand`, "
         "`randn`, `randint`, `randperm`) directly followed by `.to(...)` or `.cuda(...)` are reported, and only "
         "when the target is clearly a device: a device string, `torch.device(...)`, `x.device`, or a name such "
@@ -173,6 +178,8 @@ class HostTensorThenMove(Rule):
             fix = self._fix(node, factory, name, device, dtype)
         # What sizes and places the tensor tells whether it is built for each batch.
         sizes = tuple(a.value for a in factory.args if a.keyword is None)
+        if name in _EXACT and name not in ("eye", "arange") and any(self.context.literal(v) == 0 for v in sizes):
+            return  # an empty tensor (`torch.zeros(0, d)`, an edge case's placeholder): nothing is copied
         moved_to = tuple(a.value for a in node.args if a.keyword is None or a.keyword.value == "device")
         self._candidates.append((node, sizes + moved_to, message, fix))
 

@@ -74,7 +74,10 @@ class LegacyTypedTensor(Rule):
         "`isinstance(x, torch.cuda.FloatTensor)` and type annotations are not reported, and neither is a "
         "constructor given sizes (`torch.cuda.LongTensor(max_len)`, `torch.cuda.FloatTensor(b, c)`): it allocates "
         "on the GPU directly, like `torch.empty(..., device=\"cuda\")`, and copies nothing; modernising it is "
-        "about the legacy API, not speed. A finding reached through an alias (`Tensor = torch.cuda.FloatTensor`) "
+        "about the legacy API, not speed; a size taken from a tensor (`x.shape`, `torch.Size(...)`) counts as one. "
+        "Only code that runs once per step, batch or sample is reported (a training or evaluation loop, a "
+        "`forward()`, and the functions they call): a constant built once in `__init__`, or statistics "
+        "gathered once after an evaluation loop, cost one copy per run. A finding reached through an alias (`Tensor = torch.cuda.FloatTensor`) "
         "names the type and the line of the alias."
     )
     fix_safety = FixSafety.NONE
@@ -88,6 +91,13 @@ class LegacyTypedTensor(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._positions = None  # computed only when a finding rests on an alias
+        self._candidates: list[tuple[cst.Call, str]] = []
+
+    def leave_Module(self, node: cst.Module) -> None:
+        # Decided once the walk is over: whether a function is hot depends on calls further down the file.
+        for call, message in self._candidates:
+            if self.semantic.on_hot_path(call):
+                self.report(call, message)
 
     def _typed(self, node: cst.BaseExpression, _depth: int = 0) -> Optional[str]:
         """The legacy CUDA type named by `node` ("FloatTensor"), following a single-assignment alias."""
@@ -151,12 +161,12 @@ class LegacyTypedTensor(Rule):
             found = self._typed_and_alias(target) if target is not None else None
             if found is not None:
                 typed, alias = found
-                self.report(
+                self._candidates.append((
                     node,
                     self._through_alias(target, typed, alias)  # type: ignore[arg-type]
                     + f"`.type(torch.cuda.{typed})` is a blocking copy to the GPU plus a cast: "
                     f"use `.to(device, {_DTYPE_OF[typed]}, non_blocking=True)` (with pinned host memory)",
-                )
+                ))
             return
         if isinstance(func, (cst.Name, cst.Attribute)):
             last = func.value if isinstance(func, cst.Name) else func.attr.value
@@ -165,12 +175,12 @@ class LegacyTypedTensor(Rule):
             found = self._typed_and_alias(func)
             if found is not None and not self._shape_only(node):
                 typed, alias = found
-                self.report(
+                self._candidates.append((
                     node,
                     self._through_alias(func, typed, alias)
                     + f"Legacy constructor `torch.cuda.{typed}`: use `torch.as_tensor(data, dtype={_DTYPE_OF[typed]}, "
                     f"device=device)` for data, or `torch.empty(size, dtype={_DTYPE_OF[typed]}, device=device)` for a shape",
-                )
+                ))
 
 
 _SIZE_CALLS = frozenset({"len", "int", "item", "size", "numel", "dim"})
@@ -186,7 +196,9 @@ def _is_size(context, node: cst.BaseExpression, _depth: int = 0) -> bool:
     if isinstance(node, cst.Call):
         func = node.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-        return name in _SIZE_CALLS
+        return name in _SIZE_CALLS or context.qualname(node) == "torch.Size"
+    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+        return True  # `x.shape`: a size
     if isinstance(node, cst.BinaryOperation):
         return _is_size(context, node.left, _depth + 1) and _is_size(context, node.right, _depth + 1)
     if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute):

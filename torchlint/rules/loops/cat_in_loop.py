@@ -10,7 +10,7 @@ from torchlint.lint.calls import argument
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
 from torchlint.semantic.dataset_items import in_per_item_method
-from torchlint.semantic.trip_counts import literal_trips
+from torchlint.semantic.trip_counts import few_by_nature, literal_trips
 
 _LOOPS = (cst.For, cst.While)
 
@@ -57,6 +57,9 @@ class CatInLoop(Rule):
         "back to the model, DenseNet-style feature concatenation) needs it whole each time; the rule stays "
         "silent when the accumulator is read elsewhere in the loop body. Loops over a short literal range, or over "
         "a name every assignment of which is a short literal list (`self.levels = [3, 4, 5, 6, 7]`), are ignored, "
+        "and so are loops in a network's own methods over its layers or settings (`for conv in self.convs`, "
+        "`for i in range(len(modules))` with `modules = self.blocks[1:]`: DenseNet-style branches, the outputs of "
+        "a few detection heads) and loops over the machine's devices (`range(1, len(self.device_id))`), "
         "and so are the per-item methods of a Dataset (a few annotations of one sample, grown in a loader "
         "worker; `__init__`, which runs over the whole dataset, is still checked). A loop known to run only a handful of times costs little: silence it with `# noqa: TL402`."
     )
@@ -168,6 +171,8 @@ class CatInLoop(Rule):
                 items = items.args[0].value
             if isinstance(items, (cst.Tuple, cst.List)):
                 return True  # written out in the code, however long
+        if few_by_nature(self.context, loop):
+            return True  # a network's own layers, the machine's devices
         trips = literal_trips(self.context, loop)
         return trips is not None and trips <= _FEW
 

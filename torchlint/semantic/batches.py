@@ -310,6 +310,17 @@ class Batches:
                 return self.loader_element(outer, name)
         return False
 
+    def output_on_batch(self, scope: Scope, expr: cst.BaseExpression) -> bool:
+        """`sr` in `sr = model(lr)`: always a module's output on a batch (not per-layer features), one row
+        per sample of the batch."""
+        if not isinstance(expr, cst.Name):
+            return False
+        values = scope.assigns.get(expr.value, [])
+        return bool(values) and all(
+            isinstance(v, cst.Call) and self.callees.is_module_call(scope, v) and self.is_batch(scope, v, sequence=True)
+            for v in values
+        )
+
     def loader_component(self, scope: Scope, expr: cst.BaseExpression) -> bool:
         """`y` in `for x, y in loader` or `x, y = batch` (one part of a loader's element: labels, targets),
         which may be a list as well as a tensor."""

@@ -276,14 +276,22 @@ class SampleBody:
     def _collectable(self, value: cst.BaseExpression) -> bool:
         """A collected value that is per-sample computation: work on a sample, not a record for logging
         (`rows.append({...})`) and not cheap math turned into a Python number (`float(y[i].mean())`); a
-        module or loss call counts even through `.item()`."""
+        module, loss or torch helper call counts even through `.item()`."""
         if isinstance(value, (cst.Dict, cst.DictComp, cst.FormattedString, cst.SimpleString)):
             return False
         if not self.work(value):
             return False
         if self._python_conversion(value):
-            return self._module_work(value)
+            return self._module_work(value) or self._helper_work(value)
         return True
+
+    def _helper_work(self, value: cst.CSTNode) -> bool:
+        """`psnr(sr[j], hr[j]).item()`: a function of the file that computes with torch, run on one sample
+        (a metric per image), is per-sample work even when its result is read as a number."""
+        return any(
+            isinstance(node, cst.Call) and self.callees.tensor_helper(node) and self._work_call(node)
+            for node in [value, *descendants(value)]
+        )
 
     def _python_conversion(self, value: cst.BaseExpression) -> bool:
         if isinstance(value, cst.Call):

@@ -14,6 +14,7 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
+from torchlint.semantic import project
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.module_outputs import several_outputs
@@ -247,7 +248,10 @@ class Batches:
             return False
         position = params.index(param.name.value)
         if not _may_be_called(self.context.source.text, function.name.value):
-            return False  # no call of it in the file: the walk below would find none
+            # no call of it in the file: a top-level function the training code of other files calls
+            return not method and function in self.context.module.body and _passed_tensor_elsewhere(
+                self.context, function.name.value, param.name.value, position
+            )
         found = False
         for call in self._calls_of(function.name.value):
             if isinstance(call.func, cst.Attribute) != method:
@@ -339,3 +343,26 @@ class Batches:
 
     def is_loader(self, iterable: cst.BaseExpression) -> bool:
         return is_loader_expr(self.context, iterable)
+
+
+def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:
+    """Every call of the top-level `function` in the project files that import this one passes a tensor
+    for `param` (`sample_loss(model(x), y)`), and there is one."""
+    sites = project.call_sites(context.source.path, function)
+    for site in sites:
+        passed = argument(site.call, param, position)
+        if passed is None or not _tensor_in(site.summary.context, passed.value):
+            return False
+    return bool(sites)
+
+
+def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
+    """A tensor in the calling file: by its own kind, or by the one value its name was bound to."""
+    kinds = value_kinds(context)
+    if kinds.kind(value) in ("tensor", "cpu"):
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    bindings = context.lookup(value) or ()
+    values = [getattr(b.node, "value", None) for b in bindings if isinstance(getattr(b, "node", None), cst.Assign)]
+    return len(bindings) == 1 and len(values) == 1 and values[0] is not None and kinds.kind(values[0]) in ("tensor", "cpu")

@@ -266,6 +266,10 @@ class SampleBody:
             return True
         if isinstance(small, cst.Expr):
             value = small.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "backward":
+                if not value.args and self.work(value.func.value) and self._module_work(value.func.value):
+                    self.collected = True  # gradients summed over the samples, one backward each
+                return True
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("append", "extend", "add_"):
                 receiver = value.func.value
                 if value.args and not self.is_sample(receiver) and any(self._collectable(a.value) for a in value.args):

@@ -157,7 +157,7 @@ class SampleBody:
                 return qualname.rsplit(".", 1)[1] not in TORCH_NOT_WORK
             if qualname in ("torch.linalg.norm", "torch.autograd.grad", "torch.func.grad"):
                 return True
-            return False
+            return self.callees.tensor_helper(call)  # a function imported from the project or a metric library
         return self.callees.is_module_call(self.scope, call) or self.callees.tensor_helper(call)
 
     # -- statements ------------------------------------------------------------------------------

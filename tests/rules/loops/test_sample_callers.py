@@ -50,3 +50,49 @@ def test_tl401_parameter_that_another_file_passes_a_batch(
     results = lint_paths(["losses.py", "train.py"], select=["TL401"])
     lines = [f.line for r in results if r.path.endswith("losses.py") for f in r.findings]
     assert lines == expected
+
+
+METRICS = """
+import torch
+import torch.nn.functional as F
+
+
+def calc_psnr(a, b):
+    return 10 * torch.log10(1.0 / F.mse_loss(a, b))
+
+
+def count_positive(a):
+    return len(torch.nonzero(a > 0))
+"""
+
+VALIDATE = """
+import torch
+from metrics import {helper}
+
+
+def validate(model, loader):
+    scores = []
+    with torch.no_grad():
+        for lr, hr in loader:
+            sr = model(lr.cuda())
+            for i in range(sr.size(0)):
+                scores.append({helper}(sr[i], hr[i]).item())
+    return scores
+"""
+
+
+@pytest.mark.parametrize(
+    "helper, expected",
+    [
+        ("calc_psnr", [10]),  # a metric computed with torch, one image at a time
+        ("count_positive", []),  # work of a different size per image: no batched form
+    ],
+)
+def test_tl401_metric_imported_from_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper: str, expected: list[int]
+) -> None:
+    (tmp_path / "metrics.py").write_text(textwrap.dedent(METRICS).lstrip())
+    (tmp_path / "validate.py").write_text(textwrap.dedent(VALIDATE).lstrip().replace("{helper}", helper))
+    monkeypatch.chdir(tmp_path)
+    results = lint_paths(["validate.py"], select=["TL401"])
+    assert [f.line for r in results for f in r.findings] == expected

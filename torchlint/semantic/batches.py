@@ -18,7 +18,7 @@ from torchlint.semantic import project
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.module_outputs import several_outputs
-from torchlint.semantic.sample_callees import Callees
+from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
 from torchlint.semantic.values import value_kinds
@@ -191,7 +191,7 @@ class Batches:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
         param = scope.params.get(name)
-        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name):
+        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
             # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
             # pass it one.
@@ -212,6 +212,18 @@ class Batches:
             if outer is not None:
                 return self._is_batch_name(outer, name, sequence, depth + 1)
         return False
+
+    def _torch_result(self, scope: Scope, name: str) -> bool:
+        """`pred = torch.sigmoid(model(x))`: bound only to what a torch op computes from another tensor, a
+        tensor with the same first dimension (not a factory, not pieces, not a stack of several values)."""
+        values = scope.assigns.get(name, [])
+        kinds = value_kinds(self.context)
+        for value in values:
+            qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
+            short = qualname.rsplit(".", 1)[-1]
+            if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):
+                return False
+        return bool(values)
 
     def _batch_param(self, scope: Scope, name: str, param: cst.Param, sequence: bool) -> bool:
         if name in ("self", "cls") or _STATE_PARAM.match(name):

@@ -29,6 +29,7 @@ _MODEL_METHODS = frozenset("forward predict predict_proba encode embed infer inf
 
 # Tensor methods that multiply: their presence shows a helper computes with tensors.
 _PRODUCTS = frozenset("dot mm bmm matmul mv einsum".split())
+_REDUCTIONS = frozenset("sum mean norm pow sqrt exp log abs clamp sigmoid softmax log_softmax".split())
 
 # torch functions that are not per-sample computation (creation, I/O, conversion, shape-only).
 TORCH_NOT_WORK = frozenset(
@@ -132,8 +133,8 @@ class Callees:
                 continue
             if last_name(node.func) in VARIABLE_LENGTH:
                 return False
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS:
-                computes = True  # `h.dot(e)`, `q.matmul(k)`
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS | _REDUCTIONS:
+                computes = True  # `h.dot(e)`, `q.matmul(k)`, `(p * t).sum()` on the tensors it is given
             elif self._self_module_call(function, node):
                 computes = True  # `self.attn(e)`
             elif self.is_module_call(self.scopes.of_function(function), node):

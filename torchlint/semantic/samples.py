@@ -36,6 +36,13 @@ from torchlint.semantic.single_samples import SingleSamples
 # Keyword arguments that set the size of a result: given a per-sample value, the results differ in size.
 _SIZE_KEYWORDS = frozenset("size output_size scale_factor shape new_size dsize".split())
 
+# What collects per-sample results into one value: stacked, concatenated, summed, or one tensor (or array)
+# built from a list of per-sample scores.
+_COMBINERS = frozenset(
+    "torch.stack torch.cat torch.concat torch.concatenate torch.vstack torch.tensor torch.as_tensor "
+    "torch.Tensor torch.FloatTensor numpy.mean numpy.array numpy.stack".split()
+)
+
 _SHAPE_METHODS = frozenset("view reshape expand repeat new_zeros new_ones new_empty new_full".split())
 
 
@@ -255,4 +262,4 @@ class PerSampleLoops:
         if isinstance(call.func, cst.Name) and call.func.value == "sum":
             return True
         qualname = self.context.qualname(call) or ""
-        return qualname in ("torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.vstack")
+        return qualname in _COMBINERS

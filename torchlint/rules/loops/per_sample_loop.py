@@ -18,7 +18,7 @@ class PerSampleLoop(Rule):
     name = "per-sample-loop"
     family = "Vectorisation and loops"
     summary = (
-        "A Python loop (or a comprehension fed to `torch.stack`/`torch.cat`/`sum`) over the samples of a batch "
+        "A Python loop (or a comprehension fed to `torch.stack`/`torch.cat`/`sum`/`torch.tensor`) over the samples of a batch "
         "that runs a module, a loss or tensor math on one sample at a time and collects the results; or the "
         "same arithmetic applied to every element of a list of tensors (a policy-gradient loss built step by "
         "step) before `torch.cat`/`torch.stack`."
@@ -66,7 +66,8 @@ class PerSampleLoop(Rule):
         "`len(x)` (or a batch-size variable), or the loop iterates `x` directly (`for s in x`, `enumerate(x)`, "
         "`zip(x, y)`), where `x` is a `forward()` input, a value drawn from a DataLoader, a parameter annotated "
         "`Tensor` or one that every caller in the file (for a top-level function no call of its file runs: every "
-        "caller in the project files that import it) passes a tensor to, a module's output or a torch op's output, "
+        "caller in the project files that import it) passes a tensor to, a module's output or a torch op's output "
+        "(`pred = torch.sigmoid(model(x))`, iterated even with no other tensor use), "
         "or a model's output zipped with labels drawn from the loader (`zip(sr, hr)`; not per-image records read by "
         "key, `out[\"boxes\"]`), and is used as a tensor when it is iterated or "
         "measured with `len()` (a list of tensors such as feature levels or per-image targets is not a batch). "

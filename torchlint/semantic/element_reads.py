@@ -193,7 +193,20 @@ class ElementReads:
             tensor = bound.func.value
         elif isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute) and bound.value.attr.value == "shape":
             tensor = bound.value.value
-        if tensor is None or not self._device_tensor(tensor):
+        if tensor is None:
+            # `for i in range(4)`, `range(batch_size)`: the body shows which device tensor row `i` belongs to
+            index = node.target.value
+            rows = [
+                n.value for n in descendants(node.body)
+                if isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name) and len(n.slice) == 1
+                and isinstance(n.slice[0].slice, cst.Index) and isinstance(n.slice[0].slice.value, cst.Name)
+                and n.slice[0].slice.value.value == index and self._device_tensor(n.value)
+            ]
+            for row in rows:
+                if self._reads_indexed(node.body, index, self.context.code(row)):
+                    return index, self.context.code(row)
+            return None
+        if not self._device_tensor(tensor):
             return None
         return node.target.value, self.context.code(tensor)
 

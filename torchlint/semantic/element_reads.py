@@ -194,7 +194,7 @@ class ElementReads:
         elif isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute) and bound.value.attr.value == "shape":
             tensor = bound.value.value
         if tensor is None:
-            # `for i in range(4)`, `range(batch_size)`: the body shows which device tensor row `i` belongs to
+            # `for i in range(4)`, `range(batch_size)`: the body shows which device tensors `i` walks together
             index = node.target.value
             rows = [
                 n.value for n in descendants(node.body)
@@ -202,6 +202,8 @@ class ElementReads:
                 and isinstance(n.slice[0].slice, cst.Index) and isinstance(n.slice[0].slice.value, cst.Name)
                 and n.slice[0].slice.value.value == index and self._device_tensor(n.value)
             ]
+            if len({row.value for row in rows}) < 2:
+                return None  # `out[i]` alone for the first n: perhaps a few rows; `c[i]` with `labels[i]`: samples
             for row in rows:
                 if self._reads_indexed(node.body, index, self.context.code(row)):
                     return index, self.context.code(row)

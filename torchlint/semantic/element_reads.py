@@ -221,6 +221,8 @@ class ElementReads:
                 continue
             if self._converts(node, lambda e: _refers_to(e, rows)):
                 return True
+            if _item_of_call_on(node, rows):
+                return True  # `target(o).cpu().item()`: a value computed from the row, read back per row
             if depth and self._helper_reads(node, rows, depth):
                 return True
         return False
@@ -292,6 +294,16 @@ def _converted(call: cst.Call) -> Optional[cst.BaseExpression]:
     if isinstance(func, cst.Attribute) and func.attr.value == "item" and not call.args:
         return func.value
     return None
+
+
+def _item_of_call_on(call: cst.Call, rows: set[str]) -> bool:
+    """`f(row).item()`: `.item()` (a tensor's own method) of a call given the row."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "item" and not call.args):
+        return False
+    value = _strip_methods(call.func.value)
+    return isinstance(value, cst.Call) and any(
+        isinstance(arg.value, cst.Name) and arg.value.value in rows for arg in value.args if arg.keyword is None
+    )
 
 
 def _strip_methods(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -17,7 +17,7 @@ from torchlint.lint.walk import semantic_children
 from torchlint.semantic import project
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
-from torchlint.semantic.module_outputs import several_outputs
+from torchlint.semantic.module_outputs import one_output, several_outputs
 from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
@@ -215,10 +215,15 @@ class Batches:
 
     def _torch_result(self, scope: Scope, name: str) -> bool:
         """`pred = torch.sigmoid(model(x))`: bound only to what a torch op computes from another tensor, a
-        tensor with the same first dimension (not a factory, not pieces, not a stack of several values)."""
+        tensor with the same first dimension (not a factory, not pieces, not a stack of several values), or
+        to the output of a module of this file that returns one tensor."""
         values = scope.assigns.get(name, [])
         kinds = value_kinds(self.context)
         for value in values:
+            if isinstance(value, cst.Call) and one_output(
+                self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n)
+            ):
+                continue  # `feats = self.encoder(x)` for a module of this file returning one tensor
             qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
             short = qualname.rsplit(".", 1)[-1]
             if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):

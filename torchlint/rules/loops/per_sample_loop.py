@@ -105,7 +105,8 @@ class PerSampleLoop(Rule):
         "A loop that nothing repeats is left alone: module-level code outside any loop (a demo, a notebook "
         "cell) or, in a script no project file imports, a function or method every call of which runs once "
         "that way; a loop over data a loop gathered (`output = torch.cat((output, pred))` per batch) still counts. A module of the file whose `forward` returns a tuple, a list or a "
-        "namedtuple (the features of several layers) gives layers, not samples, when its output is iterated."
+        "namedtuple (the features of several layers) gives layers, not samples, when its output is iterated; one whose `forward` returns one computed tensor "
+        "(not `torch.stack` of levels) gives samples."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch", "model")  # a file without torch can still run a project's model once per row

@@ -376,10 +376,14 @@ def _passed_tensor_elsewhere(context: Context, function: str, param: str, positi
 def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
     """A tensor in the calling file: by its own kind, or by the one value its name was bound to."""
     kinds = value_kinds(context)
-    if kinds.kind(value) in ("tensor", "cpu"):
-        return True
     if not isinstance(value, cst.Name):
-        return False
+        return kinds.kind(value) in ("tensor", "cpu")
+    # a name bound once, by a plain assignment (`out = model(x)`): not one part of an unpacked result
+    # (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists of outputs)
     bindings = context.lookup(value) or ()
-    values = [getattr(b.node, "value", None) for b in bindings if isinstance(getattr(b, "node", None), cst.Assign)]
-    return len(bindings) == 1 and len(values) == 1 and values[0] is not None and kinds.kind(values[0]) in ("tensor", "cpu")
+    nodes = [getattr(b, "node", None) for b in bindings]
+    if len(nodes) != 1 or not isinstance(nodes[0], cst.Assign) or len(nodes[0].targets) != 1:
+        return False
+    if not isinstance(nodes[0].targets[0].target, cst.Name):
+        return False
+    return kinds.kind(nodes[0].value) in ("tensor", "cpu")

@@ -39,6 +39,7 @@ def main(model, loader, opt):
     [
         ("out = model(x.cuda())", [6]),  # a module's output: a batch, one row per sample
         ("out = [model(x), model(x.flip(0))]", []),  # a list of outputs: not one batch
+        ("out, _ = model(x.cuda())", []),  # one part of an unpacked result: perhaps a list of outputs
     ],
 )
 def test_tl401_parameter_that_another_file_passes_a_batch(

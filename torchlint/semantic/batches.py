@@ -14,10 +14,11 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
+from torchlint.semantic import project
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
-from torchlint.semantic.module_outputs import several_outputs
-from torchlint.semantic.sample_callees import Callees
+from torchlint.semantic.module_outputs import one_output, several_outputs
+from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
 from torchlint.semantic.values import value_kinds
@@ -190,7 +191,7 @@ class Batches:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
         param = scope.params.get(name)
-        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name):
+        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
             # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
             # pass it one.
@@ -211,6 +212,23 @@ class Batches:
             if outer is not None:
                 return self._is_batch_name(outer, name, sequence, depth + 1)
         return False
+
+    def _torch_result(self, scope: Scope, name: str) -> bool:
+        """`pred = torch.sigmoid(model(x))`: bound only to what a torch op computes from another tensor, a
+        tensor with the same first dimension (not a factory, not pieces, not a stack of several values), or
+        to the output of a module of this file that returns one tensor."""
+        values = scope.assigns.get(name, [])
+        kinds = value_kinds(self.context)
+        for value in values:
+            if isinstance(value, cst.Call) and one_output(
+                self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n)
+            ):
+                continue  # `feats = self.encoder(x)` for a module of this file returning one tensor
+            qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
+            short = qualname.rsplit(".", 1)[-1]
+            if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):
+                return False
+        return bool(values)
 
     def _batch_param(self, scope: Scope, name: str, param: cst.Param, sequence: bool) -> bool:
         if name in ("self", "cls") or _STATE_PARAM.match(name):
@@ -247,7 +265,10 @@ class Batches:
             return False
         position = params.index(param.name.value)
         if not _may_be_called(self.context.source.text, function.name.value):
-            return False  # no call of it in the file: the walk below would find none
+            # no call of it in the file: a top-level function the training code of other files calls
+            return not method and function in self.context.module.body and _passed_tensor_elsewhere(
+                self.context, function.name.value, param.name.value, position
+            )
         found = False
         for call in self._calls_of(function.name.value):
             if isinstance(call.func, cst.Attribute) != method:
@@ -310,6 +331,17 @@ class Batches:
                 return self.loader_element(outer, name)
         return False
 
+    def output_on_batch(self, scope: Scope, expr: cst.BaseExpression) -> bool:
+        """`sr` in `sr = model(lr)`: always a module's output on a batch (not per-layer features), one row
+        per sample of the batch."""
+        if not isinstance(expr, cst.Name):
+            return False
+        values = scope.assigns.get(expr.value, [])
+        return bool(values) and all(
+            isinstance(v, cst.Call) and self.callees.is_module_call(scope, v) and self.is_batch(scope, v, sequence=True)
+            for v in values
+        )
+
     def loader_component(self, scope: Scope, expr: cst.BaseExpression) -> bool:
         """`y` in `for x, y in loader` or `x, y = batch` (one part of a loader's element: labels, targets),
         which may be a list as well as a tensor."""
@@ -328,3 +360,30 @@ class Batches:
 
     def is_loader(self, iterable: cst.BaseExpression) -> bool:
         return is_loader_expr(self.context, iterable)
+
+
+def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:
+    """Every call of the top-level `function` in the project files that import this one passes a tensor
+    for `param` (`sample_loss(model(x), y)`), and there is one."""
+    sites = project.call_sites(context.source.path, function)
+    for site in sites:
+        passed = argument(site.call, param, position)
+        if passed is None or not _tensor_in(site.summary.context, passed.value):
+            return False
+    return bool(sites)
+
+
+def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
+    """A tensor in the calling file: by its own kind, or by the one value its name was bound to."""
+    kinds = value_kinds(context)
+    if not isinstance(value, cst.Name):
+        return kinds.kind(value) in ("tensor", "cpu")
+    # a name bound once, by a plain assignment (`out = model(x)`): not one part of an unpacked result
+    # (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists of outputs)
+    bindings = context.lookup(value) or ()
+    nodes = [getattr(b, "node", None) for b in bindings]
+    if len(nodes) != 1 or not isinstance(nodes[0], cst.Assign) or len(nodes[0].targets) != 1:
+        return False
+    if not isinstance(nodes[0].targets[0].target, cst.Name):
+        return False
+    return kinds.kind(nodes[0].value) in ("tensor", "cpu")

@@ -46,6 +46,7 @@ class ElementReads:
 
     def __init__(self, context: Context) -> None:
         self.context = context
+        self._appends: dict[cst.CSTNode, dict[str, list[cst.BaseExpression]]] = {}
 
     def loop(self, node: cst.For) -> Optional[str]:
         """READ or COMPARE when the loop reads a device tensor back element by element; None otherwise."""
@@ -60,6 +61,32 @@ class ElementReads:
             return COMPARE if self._reads_in(node.body, rows) else None
         index = self._index_over_tensor(node)
         return READ if index is not None and self._reads_indexed(node.body, *index) else None
+
+    def walks_gathered(self, node: cst.For) -> bool:
+        """The loop walks a tensor gathered batch by batch (`preds.append(model(x))` in a loop, then
+        `torch.cat(preds)`): one trip per sample of the data set, however rarely the loop itself runs."""
+        iterable = node.iter
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate", "range"):
+            walked = [a.value for a in iterable.args if a.keyword is None and not a.star]
+            if iterable.func.value == "range":
+                index = self._index_over_tensor(node)
+                walked = [n for n in descendants(iterable) if isinstance(n, cst.Name) and index and n.value == index[1]]
+        else:
+            walked = [iterable]
+        return any(isinstance(e, cst.Name) and self._gathered(e) for e in walked)
+
+    def _gathered(self, name: cst.Name) -> bool:
+        for binding in self.context.lookup(name) or ():
+            value = _bound_value(binding)
+            if not (isinstance(value, cst.Call) and _concatenates(self.context, value) and value.args):
+                continue
+            parts = value.args[0].value
+            if isinstance(parts, cst.Name) and any(
+                self.context.enclosing(v, cst.For) is not None and not _moved_to_host(v) and self._device_evidence(v, 1)
+                for v in self._appended(parts)
+            ):
+                return True
+        return False
 
     def comprehension(self, node: _Comprehension) -> Optional[str]:
         for_in = node.for_in
@@ -111,7 +138,25 @@ class ElementReads:
                     value = _bound_value(binding)
                     if value is not None and value is not expr and self._device_evidence(value, depth + 1):
                         return True
+                # a list gathered batch by batch (`preds.append(model(x))`) and then `torch.cat(preds)`
+                if any(not _moved_to_host(v) and self._device_evidence(v, depth + 1) for v in self._appended(node)):
+                    return True
         return False
+
+    def _appended(self, name: cst.Name) -> list[cst.BaseExpression]:
+        """What `name.append(v)` adds to the list `name` in the function (or module) that uses it."""
+        scope = self.context.enclosing_function(name) or self.context.module
+        found = self._appends.get(scope)
+        if found is None:
+            found = {}
+            for node in descendants(scope):
+                if (
+                    isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append"
+                    and isinstance(node.func.value, cst.Name) and len(node.args) == 1
+                ):
+                    found.setdefault(node.func.value.value, []).append(node.args[0].value)
+            self._appends[scope] = found
+        return found.get(name.value, [])
 
     def _row_names(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
         """The names bound to a row (or to the row's elements) of a device tensor iterated directly."""
@@ -148,7 +193,22 @@ class ElementReads:
             tensor = bound.func.value
         elif isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute) and bound.value.attr.value == "shape":
             tensor = bound.value.value
-        if tensor is None or not self._device_tensor(tensor):
+        if tensor is None:
+            # `for i in range(4)`, `range(batch_size)`: the body shows which device tensors `i` walks together
+            index = node.target.value
+            rows = [
+                n.value for n in descendants(node.body)
+                if isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name) and len(n.slice) == 1
+                and isinstance(n.slice[0].slice, cst.Index) and isinstance(n.slice[0].slice.value, cst.Name)
+                and n.slice[0].slice.value.value == index and self._device_tensor(n.value)
+            ]
+            if len({row.value for row in rows}) < 2:
+                return None  # `out[i]` alone for the first n: perhaps a few rows; `c[i]` with `labels[i]`: samples
+            for row in rows:
+                if self._reads_indexed(node.body, index, self.context.code(row)):
+                    return index, self.context.code(row)
+            return None
+        if not self._device_tensor(tensor):
             return None
         return node.target.value, self.context.code(tensor)
 
@@ -161,6 +221,8 @@ class ElementReads:
                 continue
             if self._converts(node, lambda e: _refers_to(e, rows)):
                 return True
+            if _item_of_call_on(node, rows):
+                return True  # `target(o).cpu().item()`: a value computed from the row, read back per row
             if depth and self._helper_reads(node, rows, depth):
                 return True
         return False
@@ -211,6 +273,19 @@ def _bound_value(binding: object) -> Optional[cst.BaseExpression]:
     return None
 
 
+def _moved_to_host(expr: cst.BaseExpression) -> bool:
+    """`model(x).argmax(1).cpu()`: a method chain that ends on the host (`.cpu()`, `.numpy()`, `.tolist()`)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in ("cpu", "numpy", "tolist", "item"):
+            return True
+        expr = expr.func.value
+    return False
+
+
+def _concatenates(context: Context, call: cst.Call) -> bool:
+    return (context.qualname(call) or "") in ("torch.cat", "torch.stack", "torch.concat", "torch.concatenate")
+
+
 def _converted(call: cst.Call) -> Optional[cst.BaseExpression]:
     """`x` in `int(x)`, `float(x)`, `x.item()`: the value a call turns into a Python number."""
     func = call.func
@@ -219,6 +294,16 @@ def _converted(call: cst.Call) -> Optional[cst.BaseExpression]:
     if isinstance(func, cst.Attribute) and func.attr.value == "item" and not call.args:
         return func.value
     return None
+
+
+def _item_of_call_on(call: cst.Call, rows: set[str]) -> bool:
+    """`f(row).item()`: `.item()` (a tensor's own method) of a call given the row."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "item" and not call.args):
+        return False
+    value = _strip_methods(call.func.value)
+    return isinstance(value, cst.Call) and any(
+        isinstance(arg.value, cst.Name) and arg.value.value in rows for arg in value.args if arg.keyword is None
+    )
 
 
 def _strip_methods(expr: cst.BaseExpression) -> cst.BaseExpression:

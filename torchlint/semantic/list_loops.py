@@ -38,6 +38,7 @@ def elementwise_list_loop(context: Context, node: cst.For) -> bool:
         return False
     local = set(elements)
     collectors: list[str] = []
+    losses: list[str] = []  # lists of functional-API losses: tensors whatever happens to them next
     sums: list[str] = []
     for step in statements:
         if isinstance(step, cst.Assign) and len(step.targets) == 1 and isinstance(step.targets[0].target, cst.Name):
@@ -62,20 +63,23 @@ def elementwise_list_loop(context: Context, node: cst.For) -> bool:
                 return False
             collector = call.func.value
             value = call.args[0].value
-            if not isinstance(collector, cst.Name) or not (
-                _arithmetic_of(value, local, strict=True) or _functional_loss_of(context, value, local)
-            ):
+            if not isinstance(collector, cst.Name):
                 return False
-            collectors.append(collector.value)
+            if _functional_loss_of(context, value, local):
+                losses.append(collector.value)
+            elif _arithmetic_of(value, local, strict=True):
+                collectors.append(collector.value)
+            else:
+                return False
         else:
             return False
-    if not collectors and not sums:
+    if not collectors and not losses and not sums:
         return False
     if sums and not _walks_steps(context, node.iter):
         return False  # `total += w * loss` over a few task losses: a weighted sum, not a trajectory
     return all(_stacked_after(context, node, name) for name in collectors) and all(
         _backpropagated_after(context, node, name) for name in sums
-    )
+    ) and (not losses or bool(sums) or any(_stacked_after(context, node, name) for name in collectors + losses))
 
 
 def elementwise_list_comprehension(context: Context, node: Union[cst.ListComp, cst.GeneratorExp]) -> bool:

@@ -1,4 +1,4 @@
-"""Modules of this file whose forward returns several tensors, not one batch.
+"""Modules of this file whose forward returns several tensors, not one batch (or one tensor, one batch).
 
 A feature extractor for a style or perceptual loss returns the outputs of several layers (a tuple, a list
 or a namedtuple of feature maps of different sizes): iterating its output runs over layers, not over the
@@ -32,6 +32,21 @@ def several_outputs(
         return False
     returns = [r.value for r in returns_of(forward)]
     return bool(returns) and all(r is not None and _collection(context, forward, r) for r in returns)
+
+
+def one_output(context: Context, call: cst.Call, assigned: Callable[[str], list[cst.BaseExpression]]) -> bool:
+    """`call` runs a module of this file whose forward returns one tensor computed by a call or arithmetic
+    (`return self.conv(x).flatten(1)`): its output iterated walks the samples of the batch."""
+    cls = _module_class(context, call, assigned)
+    forward = method_named(cls, "forward") if cls is not None else None
+    if forward is None:
+        return False
+    returns = [r.value for r in returns_of(forward)]
+    return bool(returns) and all(
+        isinstance(r, (cst.Call, cst.BinaryOperation)) and not _collection(context, forward, r)
+        and not (isinstance(r, cst.Call) and (context.qualname(r) or "") == "torch.stack")  # levels stacked
+        for r in returns
+    )
 
 
 def _module_class(

@@ -157,7 +157,7 @@ class SampleBody:
                 return qualname.rsplit(".", 1)[1] not in TORCH_NOT_WORK
             if qualname in ("torch.linalg.norm", "torch.autograd.grad", "torch.func.grad"):
                 return True
-            return False
+            return self.callees.tensor_helper(call)  # a function imported from the project or a metric library
         return self.callees.is_module_call(self.scope, call) or self.callees.tensor_helper(call)
 
     # -- statements ------------------------------------------------------------------------------
@@ -266,6 +266,10 @@ class SampleBody:
             return True
         if isinstance(small, cst.Expr):
             value = small.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "backward":
+                if not value.args and self.work(value.func.value) and self._module_work(value.func.value):
+                    self.collected = True  # gradients summed over the samples, one backward each
+                return True
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("append", "extend", "add_"):
                 receiver = value.func.value
                 if value.args and not self.is_sample(receiver) and any(self._collectable(a.value) for a in value.args):
@@ -276,14 +280,22 @@ class SampleBody:
     def _collectable(self, value: cst.BaseExpression) -> bool:
         """A collected value that is per-sample computation: work on a sample, not a record for logging
         (`rows.append({...})`) and not cheap math turned into a Python number (`float(y[i].mean())`); a
-        module or loss call counts even through `.item()`."""
+        module, loss or torch helper call counts even through `.item()`."""
         if isinstance(value, (cst.Dict, cst.DictComp, cst.FormattedString, cst.SimpleString)):
             return False
         if not self.work(value):
             return False
         if self._python_conversion(value):
-            return self._module_work(value)
+            return self._module_work(value) or self._helper_work(value)
         return True
+
+    def _helper_work(self, value: cst.CSTNode) -> bool:
+        """`psnr(sr[j], hr[j]).item()`: a function of the file that computes with torch, run on one sample
+        (a metric per image), is per-sample work even when its result is read as a number."""
+        return any(
+            isinstance(node, cst.Call) and self.callees.tensor_helper(node) and self._work_call(node)
+            for node in [value, *descendants(value)]
+        )
 
     def _python_conversion(self, value: cst.BaseExpression) -> bool:
         if isinstance(value, cst.Call):

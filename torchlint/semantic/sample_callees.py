@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
+from torchlint.semantic import project
 from torchlint.semantic.functions import method_named
 from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.sample_scopes import Scope, Scopes
@@ -28,6 +29,7 @@ _MODEL_METHODS = frozenset("forward predict predict_proba encode embed infer inf
 
 # Tensor methods that multiply: their presence shows a helper computes with tensors.
 _PRODUCTS = frozenset("dot mm bmm matmul mv einsum".split())
+_REDUCTIONS = frozenset("sum mean norm pow sqrt exp log abs clamp sigmoid softmax log_softmax".split())
 
 # torch functions that are not per-sample computation (creation, I/O, conversion, shape-only).
 TORCH_NOT_WORK = frozenset(
@@ -43,6 +45,10 @@ VARIABLE_LENGTH = frozenset(
     "nonzero argwhere unique unique_consecutive masked_select nms batched_nms non_max_suppression "
     "split_with_sizes tolist".split()
 )
+
+
+# Libraries of image and signal metrics computed with torch (`ssim(sr[i:i + 1], hr[i:i + 1])`).
+_METRIC_LIBRARIES = ("pytorch_msssim.", "piq.", "kornia.metrics.", "kornia.losses.", "torchmetrics.functional.")
 
 
 class Callees:
@@ -102,7 +108,23 @@ class Callees:
             for statement in self.context.module.body:
                 if isinstance(statement, cst.FunctionDef):
                     helpers[statement.name.value] = self._computes_with_torch(statement)
-        return helpers.get(func.value, False)
+        if func.value not in helpers:
+            helpers[func.value] = self._imported_helper(func)
+        return helpers[func.value]
+
+    def _imported_helper(self, func: cst.Name) -> bool:
+        """`calc_psnr` imported from a project module (or a metric library) that computes with torch."""
+        qualname = self.context.qualname(cst.Call(func=func)) or ""
+        if qualname.startswith(_METRIC_LIBRARIES):
+            return True
+        found = project.imported(self.context, func)
+        if found is None:
+            return False
+        summary, name = found
+        definition = summary.definition(name)
+        if not isinstance(definition, cst.FunctionDef):
+            return False
+        return summary.model.per_sample_loops.callees._computes_with_torch(definition)
 
     def _computes_with_torch(self, function: cst.FunctionDef) -> bool:
         computes = False
@@ -111,8 +133,8 @@ class Callees:
                 continue
             if last_name(node.func) in VARIABLE_LENGTH:
                 return False
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS:
-                computes = True  # `h.dot(e)`, `q.matmul(k)`
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PRODUCTS | _REDUCTIONS:
+                computes = True  # `h.dot(e)`, `q.matmul(k)`, `(p * t).sum()` on the tensors it is given
             elif self._self_module_call(function, node):
                 computes = True  # `self.attn(e)`
             elif self.is_module_call(self.scopes.of_function(function), node):

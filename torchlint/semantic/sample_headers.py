@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.lint.calls import positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets
+from torchlint.lint.walk import descendants
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_scopes import Scope, Scopes
 
@@ -136,6 +137,13 @@ class LoopHeaders:
             return None
         batch = [self.batches.is_batch(scope, arg.value, sequence=True) for arg in args]
         if not any(batch):
+            # `zip(sr, hr)`: a model's output on a batch zipped with labels drawn from the loader
+            labels = [self.batches.loader_component(scope, arg.value) for arg in args]
+            outputs = [self.batches.output_on_batch(scope, arg.value) for arg in args]
+            if any(labels) and any(outputs) and all(l or o for l, o in zip(labels, outputs)):
+                if not _keyed(node, flatten_targets(target)):
+                    batch = [True] * len(args)  # not `out["boxes"]`: per-image records of varying size
+        if not any(batch):
             if not all(self._collection(arg.value) for arg in args) or not isinstance(target, (cst.Tuple, cst.List)):
                 return None
             if len(target.elements) != len(args) or not all(isinstance(e.value, cst.Name) for e in target.elements):
@@ -186,3 +194,14 @@ class LoopHeaders:
         if self.batches.batch_size_name(scope, bound):
             return SampleLoop(node, index, set(), None, False)
         return None
+
+
+def _keyed(node: cst.CSTNode, targets: list[cst.BaseExpression]) -> bool:
+    """The loop reads a target by key (`out["boxes"]`): each element is a record, not a row of a tensor."""
+    names = {t.value for t in targets if isinstance(t, cst.Name)}
+    return any(
+        isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name) and n.value.value in names
+        and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)
+        and isinstance(n.slice[0].slice.value, (cst.SimpleString, cst.FormattedString))
+        for n in descendants(node)
+    )

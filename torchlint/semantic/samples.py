@@ -36,6 +36,13 @@ from torchlint.semantic.single_samples import SingleSamples
 # Keyword arguments that set the size of a result: given a per-sample value, the results differ in size.
 _SIZE_KEYWORDS = frozenset("size output_size scale_factor shape new_size dsize".split())
 
+# What collects per-sample results into one value: stacked, concatenated, summed, or one tensor (or array)
+# built from a list of per-sample scores.
+_COMBINERS = frozenset(
+    "torch.stack torch.cat torch.concat torch.concatenate torch.vstack torch.tensor torch.as_tensor "
+    "torch.Tensor torch.FloatTensor numpy.mean numpy.array numpy.stack".split()
+)
+
 _SHAPE_METHODS = frozenset("view reshape expand repeat new_zeros new_ones new_empty new_full".split())
 
 
@@ -79,13 +86,19 @@ class PerSampleLoops:
         if any(isinstance(n, (cst.Break, cst.Return, cst.Yield, cst.Await, cst.Raise)) for n in nodes):
             return False
         # Per-sample work of varying size, or sequential updates: not a batch computation in disguise.
+        # A backward per sample only accumulates gradients (one backward of the summed loss does the same),
+        # unless the loop steps, clears or reads the gradients of each sample.
+        backward = False
         for node in nodes:
             if isinstance(node, cst.Call):
                 name = last_name(node.func)
-                if name in VARIABLE_LENGTH or name in ("step", "zero_grad", "backward", "generate", "beam_search", "decode"):
+                if name in VARIABLE_LENGTH or name in ("step", "zero_grad", "generate", "beam_search", "decode"):
                     return False
                 if name == "where" and len(node.args) == 1:
                     return False
+                backward = backward or name == "backward"
+        if backward and not self._accumulates_gradients(nodes):
+            return False
         tainted = set(loop.samples)
         sample_roots = self._sample_roots(loop, scope, nodes)
         if self._varying_size(loop, nodes):
@@ -102,6 +115,16 @@ class PerSampleLoops:
         if loop.rows and not any(isinstance(n, cst.Call) and helper.runs_model_on_sample(n) for n in nodes):
             return False
         return helper.collected
+
+    def _accumulates_gradients(self, nodes: list[cst.CSTNode]) -> bool:
+        """`loss.backward()` on a per-sample loss and nothing that reads or resets `.grad` in the loop."""
+        if any(isinstance(n, cst.Attribute) and n.attr.value == "grad" for n in nodes):
+            return False
+        return all(
+            isinstance(n.func, cst.Attribute) and not n.args
+            for n in nodes
+            if isinstance(n, cst.Call) and last_name(n.func) == "backward"
+        )
 
     def _varying_size(self, loop: SampleLoop, nodes: list[cst.CSTNode]) -> bool:
         """A slice bounded by a per-sample value (`x[i, :lengths[i]]`), a boolean mask (`x[i][x[i] > 0]`) or
@@ -239,4 +262,4 @@ class PerSampleLoops:
         if isinstance(call.func, cst.Name) and call.func.value == "sum":
             return True
         qualname = self.context.qualname(call) or ""
-        return qualname in ("torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.vstack")
+        return qualname in _COMBINERS

@@ -126,9 +126,13 @@ class PerElementTensor(Rule):
         "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved. Rows read back one "
         "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor made "
         "by a model's forward pass or moved to the device (`.cuda()`, `.to(device)`) in the same function (or "
-        "over `range(len(t))`, `range(t.size(0))`), on a path that runs every step of a program that uses an "
-        "accelerator (a printout after training is left alone), whose body converts "
-        "an element of the row with `int()`, `float()`, `bool()`, `round()` or `.item()`, directly or through "
+        "over `range(len(t))`, `range(t.size(0))`, or any range whose index walks two device tensors together and "
+        "converts an element: `for i in range(4): label = labels[i]; right[label] += c[i].item()`), on a path that runs every step of a program that uses an "
+        "accelerator (a printout after training is left alone) or over a tensor gathered on the device batch "
+        "by batch (`preds.append(model(x))` in a loop, then `torch.cat(preds)`: one trip per sample of the data "
+        "set, even in a metric run once an epoch; not when each batch was moved to the host first), whose body converts "
+        "an element of the row with `int()`, `float()`, `bool()`, `round()` or `.item()` (or reads back a value "
+        "computed from the row: `target(o).item()`), directly or through "
         "a function of the same file given the row; not when the tensor was moved to the host first "
         "(`.cpu()`, `.numpy()`, `.tolist()`), not when the loop stops early (`break`, `return`) and not when it "
         "keeps the rows themselves (`if det[4] > t: kept.append(det)`: a filter). Elements compared one at a "
@@ -163,8 +167,10 @@ class PerElementTensor(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         # Decided once the walk is over: whether a function runs per step depends on calls further down.
+        reads = element_reads(self.context)
         for loop, message in self._rows:
-            if self.semantic.on_accelerator_at(loop) and self.semantic.on_hot_path(loop):
+            walks_data_set = isinstance(loop, cst.For) and reads.walks_gathered(loop)
+            if self.semantic.on_accelerator_at(loop) and (self.semantic.on_hot_path(loop) or walks_data_set):
                 self._report_once(loop, message)
         for loop in self._index_loops:  # a row copy per index costs launches on any device, a sync on a GPU
             if self.semantic.on_hot_path(loop):

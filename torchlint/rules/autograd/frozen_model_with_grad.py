@@ -15,9 +15,6 @@ from torchlint.semantic.grad_mode import FileFacts
 from torchlint.semantic.modules import is_model_like
 
 
-_FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
-
-
 class FrozenModelWithGrad(GradRule):
     code = "TL305"
     name = "frozen-model-with-grad"
@@ -78,7 +75,7 @@ class FrozenModelWithGrad(GradRule):
 
     def gate(self, text: str) -> bool:
         signs = (".detach()", ".backward(", "pretrained", "weights=")
-        return any(sign in text for sign in signs) and not _FREEZES.search(text) and uses_torch(text)
+        return any(sign in text for sign in signs) and not frozen_networks.FREEZES.search(text) and uses_torch(text)
 
     def check(self, facts: FileFacts) -> None:
         text = self.context.source.text

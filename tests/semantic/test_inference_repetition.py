@@ -165,3 +165,52 @@ with torch.no_grad():
 
 def test_a_pretrained_encoder_fed_rewrapped_batches_in_front_of_a_trained_head() -> None:
     assert lines(PRETRAINED_ENCODER, "TL305") == [18]
+
+
+CONTENT_LOSS = """
+import torch
+import torch.nn as nn
+import torchvision.models as models
+
+
+def main():
+    global content_features
+    vgg = models.vgg19()
+
+    class _ContentFeatures(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.feature = nn.Sequential(*list(vgg.features.children())[:-1])
+
+        def forward(self, x):
+            return self.feature(x)
+
+    content_features = _ContentFeatures().cuda()
+    optimizer = torch.optim.Adam(generator.parameters())
+    for epoch in range(10):
+        train(optimizer)
+
+
+def train(optimizer):
+    for lr, hr in loader:
+        sr = generator(lr.cuda())
+        hr = hr.cuda()
+        fake = content_features(sr)
+        real = content_features(hr)
+        real = real.detach()
+        loss = criterion(sr, hr) + criterion(fake, real)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_content_network_of_any_name_built_from_a_module_class_of_the_file() -> None:
+    assert lines(CONTENT_LOSS, "TL305") == [30]
+
+
+def test_a_helper_object_that_is_no_module_is_not_a_network() -> None:
+    plain = CONTENT_LOSS.replace("class _ContentFeatures(nn.Module):", "class _ContentFeatures:").replace(
+        "        def forward(self, x):", "        def __call__(self, x):"
+    )
+    assert lines(plain, "TL305") == []

@@ -55,6 +55,22 @@ def untrained(facts: "FileFacts", name: str) -> bool:
     return True
 
 
+def built_from_module_class(facts: "FileFacts", name: str) -> bool:
+    """The plain name `name` is bound somewhere in the file to an instance of an `nn.Module` class of this file,
+    whatever it is called (`netContent = _content_model()`, a VGG wrapper for a content loss, even one defined
+    inside a function)."""
+    for node in descendants(facts.context.module):
+        if not isinstance(node, cst.Assign) or not any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+            continue
+        value = node.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
+            value = value.func.value  # `Features().cuda().eval()`
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            if facts.is_module_class(facts.classes.get(value.func.value)):
+                return True
+    return False
+
+
 def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
     """The network the name `expr` holds comes from a function (of this file or a project module) that freezes
     what it builds: `G = load_network_pkl(f)["G_ema"].to(device)` where the loader calls

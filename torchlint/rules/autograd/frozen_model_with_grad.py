@@ -90,7 +90,9 @@ class FrozenModelWithGrad(GradRule):
                 if call.covered or call.callee is None:
                     continue
                 callee = call.callee
-                if not is_model_like(callee) or self.context.qualname(call.node.func) is not None:
+                if self.context.qualname(call.node.func) is not None or not (
+                    is_model_like(callee) or frozen_networks.built_from_module_class(facts, callee)
+                ):
                     continue
                 last = callee.rsplit(".", 1)[-1]
                 if last not in bound or re.search(rf"\b{re.escape(last)}\s*\.\s*(named_)?parameters\s*\(", text):

@@ -214,3 +214,29 @@ def test_a_helper_object_that_is_no_module_is_not_a_network() -> None:
         "        def forward(self, x):", "        def __call__(self, x):"
     )
     assert lines(plain, "TL305") == []
+
+
+UPDATE_D = """
+import torch
+
+
+def update_D(X, Z, net_D, net_G, loss, trainer_D):
+    trainer_D.zero_grad()
+    real_Y = net_D(X)
+    fake_X = net_G(Z)
+    fake_Y = net_D(fake_X.detach())
+    loss_D = loss(real_Y, torch.ones_like(real_Y)) + loss(fake_Y, torch.zeros_like(fake_Y))
+    loss_D.backward()
+    trainer_D.step()
+    return loss_D
+
+
+def train_gan(loader, net_D, net_G, loss, trainer_D, epochs):
+    for epoch in range(epochs):
+        for X, _ in loader:
+            update_D(X.cuda(), torch.randn(X.shape[0], 20, device="cuda"), net_D, net_G, loss, trainer_D)
+"""
+
+
+def test_a_generator_received_as_a_parameter_and_detached_later_stays_a_tl301_finding() -> None:
+    assert found(UPDATE_D, ["TL301", "TL305"]) == [(8, "TL301")]

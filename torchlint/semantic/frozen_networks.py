@@ -55,6 +55,16 @@ def untrained(facts: "FileFacts", name: str) -> bool:
     return True
 
 
+def built_here(facts: "FileFacts", name: str) -> bool:
+    """The plain name `name` is assigned the result of a call somewhere in the file (`teacher = Net().cuda()`),
+    not only received as a parameter."""
+    for node in descendants(facts.context.module):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                return True
+    return False
+
+
 def built_from_module_class(facts: "FileFacts", name: str) -> bool:
     """The plain name `name` is bound somewhere in the file to an instance of an `nn.Module` class of this file,
     whatever it is called (`netContent = _content_model()`, a VGG wrapper for a content loss, even one defined

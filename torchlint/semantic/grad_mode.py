@@ -539,8 +539,9 @@ class FileFacts:
             if not inner.covered and self.is_network_call(inner)
         )
 
-    def detached_result(self, call: cst.Call) -> Optional[cst.Call]:
-        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains."""
+    def detached_result(self, call: cst.Call, later: bool = True) -> Optional[cst.Call]:
+        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains, or
+        (`later`) to the name it is assigned to, in every read of the statements after it."""
         current: cst.CSTNode = call
         for _ in range(8):
             parent = self.parents.get(current)
@@ -558,7 +559,7 @@ class FileFacts:
             if isinstance(parent, cst.Subscript) and parent.value is current:
                 current = parent
                 continue
-            if isinstance(parent, cst.Assign) and parent.value is current:
+            if later and isinstance(parent, cst.Assign) and parent.value is current:
                 return self._detached_later(parent)
             return None
         return None

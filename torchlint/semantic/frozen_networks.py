@@ -65,20 +65,21 @@ def built_here(facts: "FileFacts", name: str) -> bool:
     return False
 
 
-def built_from_module_class(facts: "FileFacts", name: str) -> bool:
-    """The plain name `name` is bound somewhere in the file to an instance of an `nn.Module` class of this file,
-    whatever it is called (`netContent = _content_model()`, a VGG wrapper for a content loss, even one defined
-    inside a function)."""
+def module_instances(facts: "FileFacts") -> set[str]:
+    """The plain names the file binds to an instance of one of its own `nn.Module` classes, whatever they are
+    called (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss, even one defined inside a
+    function)."""
+    found: set[str] = set()
     for node in descendants(facts.context.module):
-        if not isinstance(node, cst.Assign) or not any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+        if not isinstance(node, cst.Assign):
             continue
         value = node.value
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
             value = value.func.value  # `Features().cuda().eval()`
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
             if facts.is_module_class(facts.classes.get(value.func.value)):
-                return True
-    return False
+                found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+    return found
 
 
 def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:

@@ -83,6 +83,7 @@ class FrozenModelWithGrad(GradRule):
         text = self.context.source.text
         shapes = ".detach()" in text or ".backward(" in text  # else only unfrozen extractors can be found
         bound = _bound_names(self.context.module) if shapes else set()
+        instances = frozen_networks.module_instances(facts) if shapes else set()
         for scope in facts.scopes:
             if facts.is_grad_free(scope) or scope.decorated_other_grad:
                 continue
@@ -93,7 +94,7 @@ class FrozenModelWithGrad(GradRule):
                     continue
                 callee = call.callee
                 if self.context.qualname(call.node.func) is not None or not (
-                    is_model_like(callee) or frozen_networks.built_from_module_class(facts, callee)
+                    is_model_like(callee) or callee in instances
                 ):
                     continue
                 last = callee.rsplit(".", 1)[-1]

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from torchlint.lint.context import Context
     from torchlint.semantic.grad_mode import CallFact, FileFacts
 
-_FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
+# A freeze of parameters (`p.requires_grad = False`, `net.requires_grad_(False)`), not the keyword of a tensor
+# constructor (`Variable(y, requires_grad=False)`, `torch.zeros(n, requires_grad=False)`), which freezes nothing.
+FREEZES = re.compile(r"\.\s*requires_grad(_\(\s*(requires_grad\s*=\s*)?False|\s*=\s*False)")
 # Calls that copy or move a tensor without making it depend on anything else.
 _DATA_METHODS = frozenset({"to", "cuda", "float", "half", "long", "contiguous", "view", "reshape", "permute",
                            "unsqueeze", "squeeze", "clone", "detach"})
@@ -48,9 +50,36 @@ def untrained(facts: "FileFacts", name: str) -> bool:
         return False  # no optimizer built here: it may be trained where we cannot see
     if facts.has_parameters(name) or re.search(rf"\b{re.escape(name)}\s*\.\s*(train\s*\(|requires_grad)", text):
         return False
-    if _FREEZES.search(text) or _handed_to_constructor(facts, name):
+    if FREEZES.search(text) or _handed_to_constructor(facts, name):
         return False
     return True
+
+
+def built_here(facts: "FileFacts", name: str) -> bool:
+    """The plain name `name` is assigned the result of a call somewhere in the file (`teacher = Net().cuda()`),
+    not only received as a parameter."""
+    for node in descendants(facts.context.module):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                return True
+    return False
+
+
+def module_instances(facts: "FileFacts") -> set[str]:
+    """The plain names the file binds to an instance of one of its own `nn.Module` classes, whatever they are
+    called (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss, even one defined inside a
+    function)."""
+    found: set[str] = set()
+    for node in descendants(facts.context.module):
+        if not isinstance(node, cst.Assign):
+            continue
+        value = node.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
+            value = value.func.value  # `Features().cuda().eval()`
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            if facts.is_module_class(facts.classes.get(value.func.value)):
+                found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+    return found
 
 
 def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
@@ -95,7 +124,7 @@ def _freezes_whole(function: cst.FunctionDef) -> bool:
             if node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False":
                 owner = node.func.value
         elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute):
-            if node.iter.func.attr.value == "parameters" and _FREEZES.search(cst.Module([]).code_for_node(node.body)):
+            if node.iter.func.attr.value == "parameters" and FREEZES.search(cst.Module([]).code_for_node(node.body)):
                 owner = node.iter.func.value
         while isinstance(owner, cst.Call) and isinstance(owner.func, cst.Attribute) and owner.func.attr.value in _SAME_OBJECT:
             owner = owner.func.value
@@ -111,7 +140,7 @@ def unfrozen_pretrained(facts: "FileFacts", call: "CallFact") -> bool:
     reads. Only freezing its weights helps (the gradient must still flow through it to what feeds it)."""
     func = call.node.func
     text = facts.context.source.text
-    if call.covered or not _pretrained_eval(facts, func) or _FREEZES.search(text):
+    if call.covered or not _pretrained_eval(facts, func) or FREEZES.search(text):
         return False
     name = facts.context.code(func).rsplit(".", 1)[-1]
     if re.search(rf"\b{re.escape(name)}\s*\.\s*((named_)?parameters\s*\(|train\s*\()", text):
@@ -179,7 +208,7 @@ def _pretrained_constructor(context: "Context", call: cst.Call) -> bool:
 def class_freezes(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
     """The class the network `expr` is built from (when it can be read) freezes its parameters itself."""
     for owner, cls in network_methods.receiver_classes(facts, expr):
-        if _FREEZES.search(owner.context.code(cls)):
+        if FREEZES.search(owner.context.code(cls)):
             return True
     return False
 
@@ -193,20 +222,20 @@ def input_is_data(facts: "FileFacts", call: "CallFact") -> bool:
 
 def _from_data(facts: "FileFacts", expr: cst.BaseExpression, seen: set, depth: int) -> bool:
     """`expr` derives from loop variables through copies and moves only (`seen`: assignments being followed,
-    `imgs = imgs.cuda()` refers to itself)."""
+    `imgs = imgs.cuda()` refers to itself; `depth`: bindings followed, so `x = Variable(x).cuda()` costs one)."""
     if depth > 6:
         return False
     context = facts.context
     if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
         return True
     if isinstance(expr, cst.Subscript):
-        return _from_data(facts, expr.value, seen, depth + 1)
+        return _from_data(facts, expr.value, seen, depth)
     if isinstance(expr, cst.Call):
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in _DATA_METHODS:
-            return _from_data(facts, func.value, seen, depth + 1)
+            return _from_data(facts, func.value, seen, depth)
         if (context.qualname(func) or context.code(func)) in _DATA_FUNCTIONS and expr.args:
-            return _from_data(facts, expr.args[0].value, seen, depth + 1)
+            return _from_data(facts, expr.args[0].value, seen, depth)
         return False
     if not isinstance(expr, cst.Name):
         return False

@@ -169,7 +169,7 @@ class FileFacts:
 
     def _state(self) -> tuple[bool, tuple, tuple]:
         scope = self.scope
-        loops = tuple(loop for owner, loop in self.loops if owner is scope)
+        loops = tuple(loop for owner, loop in self.loops if owner is scope and not runs_at_most_once(loop))
         withs = tuple(w for owner, w in self.withs if owner is scope)
         return bool(withs), loops, withs
 
@@ -539,8 +539,9 @@ class FileFacts:
             if not inner.covered and self.is_network_call(inner)
         )
 
-    def detached_result(self, call: cst.Call) -> Optional[cst.Call]:
-        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains."""
+    def detached_result(self, call: cst.Call, later: bool = True) -> Optional[cst.Call]:
+        """The `.detach()` call applied to the result of `call` through attribute/subscript/method chains, or
+        (`later`) to the name it is assigned to, in every read of the statements after it."""
         current: cst.CSTNode = call
         for _ in range(8):
             parent = self.parents.get(current)
@@ -558,8 +559,39 @@ class FileFacts:
             if isinstance(parent, cst.Subscript) and parent.value is current:
                 current = parent
                 continue
+            if later and isinstance(parent, cst.Assign) and parent.value is current:
+                return self._detached_later(parent)
             return None
         return None
+
+    def _detached_later(self, assign: cst.Assign) -> Optional[cst.Call]:
+        """`y = net(x)` whose name the statements after it in the block read only through `.detach()` (`y =
+        y.detach()` on the next line, `loss(out, y.detach())`) until `y` is bound again: the `.detach()` call."""
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            return None
+        name = assign.targets[0].target.value
+        line = self.parents.get(assign)
+        block = self.parents.get(line) if line is not None else None
+        statements = list(getattr(block, "body", ()))
+        if line not in statements:
+            return None
+        found = None
+        for statement in statements[statements.index(line) + 1 :]:
+            for node in descendants(statement):
+                if isinstance(node, cst.Name) and node.value == name and not self._bound_here(node):
+                    attribute = self.parents.get(node)
+                    call = self.parents.get(attribute) if isinstance(attribute, cst.Attribute) else None
+                    if not (isinstance(call, cst.Call) and call.func is attribute and attribute.attr.value == "detach"):
+                        return None  # read another way: the graph may be wanted
+                    found = found or call
+            if any(isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and n.target.value == name
+                   for n in descendants(statement)):
+                break  # bound again: later reads are of another value
+        return found
+
+    def _bound_here(self, name: cst.Name) -> bool:
+        parent = self.parents.get(name)
+        return isinstance(parent, cst.AssignTarget) and parent.target is name
 
     def _sink(self, call: cst.Call) -> bool:
         """A call that only shows, logs or saves what it is given: a library's function or a logger's method."""
@@ -923,6 +955,19 @@ class FileFacts:
 
 # Methods that return the module itself (`model.eval().to(device)`).
 MODE_CHAIN = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "requires_grad_"})
+
+
+def runs_at_most_once(loop: cst.CSTNode) -> bool:
+    """The loop's body ends in an unconditional `break`/`return`/`raise` and never `continue`s: it runs at most
+    once (`for x, y in loader: out = model(x); print(out.shape); break`, a one-batch check), so it repeats
+    nothing."""
+    body = getattr(loop, "body", None)
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return False
+    last = body.body[-1]
+    if not isinstance(last, cst.SimpleStatementLine) or not isinstance(last.body[-1], (cst.Break, cst.Return, cst.Raise)):
+        return False
+    return not any(isinstance(node, cst.Continue) for node in descendants(body))
 
 
 def strip_mode_calls(text: str) -> str:

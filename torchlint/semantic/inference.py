@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
-from torchlint.semantic import network_methods, switched_training
+from torchlint.semantic import frozen_networks, network_methods, switched_training
 from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated, is_loader_expr
@@ -206,7 +206,7 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         if training and not accelerator and not _evaluation_loop(facts, scope, call):
             continue  # a CPU toy: a test forward between plots costs nothing worth a change; a test loop does
-        if facts.detached_result(call.node) is not None and not facts.has_parameters(facts.network_of(call) or ""):
+        if _left_to_tl305(facts, call):
             continue  # `target_net(s).max(1)[0].detach()`: TL305's finding (a network never trained here)
         if facts.result_reaches(scope, call.node, follow_callers=False, strict=True):
             continue
@@ -216,6 +216,18 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         found.append(call)
     return found
+
+
+def _left_to_tl305(facts: FileFacts, call: CallFact) -> bool:
+    """The result is detached and the network is never trained here: TL305 reports it. A result detached on a
+    later line counts only for a network this file builds (`teacher = Net()`), as TL305 requires; a parameter's
+    (`fake = net_G(z)`, then `net_D(fake.detach())`) stays this rule's finding."""
+    network = facts.network_of(call) or ""
+    if facts.has_parameters(network):
+        return False
+    if facts.detached_result(call.node, later=False) is not None:
+        return True
+    return facts.detached_result(call.node) is not None and frozen_networks.built_here(facts, network)
 
 
 def _evaluation_loop(facts: FileFacts, scope: ScopeFacts, call: CallFact) -> bool:

@@ -15,9 +15,6 @@ from torchlint.semantic.grad_mode import FileFacts
 from torchlint.semantic.modules import is_model_like
 
 
-_FREEZES = re.compile(r"requires_grad(_\(\s*False|\s*=\s*False)")
-
-
 class FrozenModelWithGrad(GradRule):
     code = "TL305"
     name = "frozen-model-with-grad"
@@ -39,7 +36,9 @@ class FrozenModelWithGrad(GradRule):
         "target network of DQN (`target_net(next_state).max(1)[0].detach()`), a distillation teacher and a "
         "frozen feature extractor for a perceptual loss applied to real images.\n\n"
         "The rule reports `.detach()` applied (directly, or through indexing and method calls) to the result of "
-        "calling a network when the call is not under no-grad, the network is bound in this file, its "
+        "calling a network, or to the name that result is assigned to when every later read detaches it "
+        "(`t = teacher(x)` then `t = t.detach()`), when the call is not under no-grad, the network (named like "
+        "one, or built from an `nn.Module` class of the file, whatever its name) is bound in this file, its "
         "`.parameters()` are never used (so it is not in an optimizer), nothing in the file freezes "
         "parameters, and the call runs more than once (not one demo batch in a script or notebook).\n\n"
         "It also reports a network run on a batch inside a training step when nothing trains it: a pretrained "
@@ -78,12 +77,13 @@ class FrozenModelWithGrad(GradRule):
 
     def gate(self, text: str) -> bool:
         signs = (".detach()", ".backward(", "pretrained", "weights=")
-        return any(sign in text for sign in signs) and not _FREEZES.search(text) and uses_torch(text)
+        return any(sign in text for sign in signs) and not frozen_networks.FREEZES.search(text) and uses_torch(text)
 
     def check(self, facts: FileFacts) -> None:
         text = self.context.source.text
         shapes = ".detach()" in text or ".backward(" in text  # else only unfrozen extractors can be found
         bound = _bound_names(self.context.module) if shapes else set()
+        instances = frozen_networks.module_instances(facts) if shapes else set()
         for scope in facts.scopes:
             if facts.is_grad_free(scope) or scope.decorated_other_grad:
                 continue
@@ -93,7 +93,9 @@ class FrozenModelWithGrad(GradRule):
                 if call.covered or call.callee is None:
                     continue
                 callee = call.callee
-                if not is_model_like(callee) or self.context.qualname(call.node.func) is not None:
+                if self.context.qualname(call.node.func) is not None or not (
+                    is_model_like(callee) or callee in instances
+                ):
                     continue
                 last = callee.rsplit(".", 1)[-1]
                 if last not in bound or re.search(rf"\b{re.escape(last)}\s*\.\s*(named_)?parameters\s*\(", text):

@@ -32,7 +32,7 @@ _GATHER = (
 
 
 _FORWARD = (
-    "{what} in `forward()` waits for the GPU on every step the model runs: keep the value on the device, or "
+    "{what} in `{where}()` waits for the GPU on every step the model runs: keep the value on the device, or "
     "compute it on the host before the batch is moved"
 )
 
@@ -157,8 +157,8 @@ class ItemInTrainingLoop(SyncRule):
             and not self._reduced_at_once(node)
         ):
             self.report(node, _GATHER.format(what=what))
-        elif isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
-            self.report(node, _FORWARD.format(what=what))
+        elif isinstance(loop, cst.FunctionDef) and loop.name.value in ("forward", "backward"):
+            self.report(node, _FORWARD.format(what=what, where=loop.name.value))
         elif isinstance(loop, cst.FunctionDef) and not loops.is_step_function(self.context, loop):
             self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
         else:

@@ -972,9 +972,15 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
 
 def _never_true(context: "Context", test: cst.BaseExpression) -> bool:
     """`if verbose:` where the only binding of `verbose` is `verbose = False`: the branch never runs. Nor
-    does a debug switch in a real run (`if args.debug:`, `if self.debug:`)."""
+    does a debug switch in a real run (`if args.debug:`, `if self.debug:`), nor a `--verbose` switch of the
+    file that is off by default."""
     if isinstance(test, (cst.Name, cst.Attribute)) and "debug" in (last_name(test) or "").lower():
         return True
+    if isinstance(test, cst.Attribute) and "verbose" in test.attr.value.lower():
+        # `if args.verbose:` with `--verbose` a switch that is off unless given: a default run skips it
+        from torchlint.semantic.model import semantic_model  # the model builds on this module
+
+        return semantic_model(context).loaders.switch_default(test.attr.value) in (False, 0)
     if not isinstance(test, cst.Name):
         return False
     value = context.literal(test)

@@ -262,6 +262,12 @@ class LoaderBatches:
                     parts.append(self._imported_loader(expr))
                 elif isinstance(binding.node, cst.WithItem):
                     parts.append(self.batch_sources(binding.node.item, depth + 1))  # `with tqdm(...) as bar:`
+                elif isinstance(binding.node, cst.For) and isinstance(binding.node.target, cst.Name):
+                    # `for it in iterators: x, y = next(it)`: each element of a list of loaders or their iterators
+                    elements = self._elements(binding.node.iter, depth + 1)
+                    if not elements:
+                        return None
+                    parts.extend(self.batch_sources(e, depth + 1) for e in elements)
                 else:
                     return None
             return strict_union(parts)

@@ -88,3 +88,40 @@ def test_a_dict_of_settings_is_not_a_dict_of_loaders(tmp_path: Path) -> None:
             model(x.cuda())
     """
     assert _findings(tmp_path, {"data.py": factory, "train.py": reader}, ["TL102", "TL103"]) == []
+
+
+TTA = """
+from torch.utils.data import DataLoader
+
+def eval_tta(model, datasets):
+    iterators = []
+    for dataset in datasets:
+        iterators.append(iter(DataLoader(dataset, batch_size=64, num_workers=4{pin})))
+    try:
+        while True:
+            for it in iterators:
+                data, label = next(it)
+                print(model(data.cuda()).argmax(1).eq(label.cuda(non_blocking=True)).sum())
+    except StopIteration:
+        pass
+"""
+
+
+def test_a_list_of_loader_iterators_filled_by_append(tmp_path: Path) -> None:
+    assert _findings(tmp_path, {"tta.py": TTA.format(pin=", pin_memory=True")}, ["TL102", "TL103"]) == [("tta.py", 12, "TL103")]
+    assert _findings(tmp_path, {"tta.py": TTA.format(pin="")}, ["TL102", "TL103"]) == [("tta.py", 7, "TL102")]
+
+
+def test_a_list_of_arrays_filled_by_append_holds_no_loader(tmp_path: Path) -> None:
+    script = """
+    import numpy as np
+    import torch
+
+    def run(model, paths):
+        chunks = []
+        for path in paths:
+            chunks.append(torch.from_numpy(np.load(path)))
+        for chunk in chunks:
+            model(chunk.cuda())
+    """
+    assert _findings(tmp_path, {"run.py": script}, ["TL102", "TL103"]) == []

@@ -40,7 +40,7 @@ class DataloaderWithoutPinMemory(Rule):
         "`pin_memory=True` for loaders that feed a GPU.\n\n"
         "The rule follows the loader to the places its batches are read (by name, through `self.` attributes, "
         "helper functions that return it, functions of the same file it is passed to, dicts or lists of "
-        "loaders read as `dataloaders[phase]`, `iter(loader)` and `next(it)` inside a loop, and generators "
+        "loaders read as `dataloaders[phase]` or in turn (`for it in iterators: next(it)`, the list filled by `append`), `iter(loader)` and `next(it)` inside a loop, and generators "
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
         "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
         "function of the file the batch is handed to or a function of another project file it is handed to, "

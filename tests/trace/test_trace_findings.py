@@ -97,7 +97,7 @@ PARTIAL = (
     "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
     "total = 0.0\n"
     "for (x,) in loader:\n"
-    "    loss = model(x.to(device)).sum()\n"
+    "    loss = model(x.to(device, non_blocking=True)).sum()\n"
     "    loss.backward()\n"
     "    opt.step()\n"
     "    if LOG:\n"

@@ -70,10 +70,15 @@ class ImportedLoader:
         return [Remote(there.model.loaders, call) for call in loaders] if loaders else None
 
 
+# The index of a `CallResult` that stands for any element of a returned dict or list of loaders
+# (`loaders = build_loaders(cfg)` then `for x, y in loaders["train"]:`).
+HELD = -1
+
+
 @dataclass(frozen=True, repr=False)
 class CallResult:
     """What a call, in `flow`'s file, of a function of another project file returns (element `index` of a
-    returned tuple): `get_loader(args)`."""
+    returned tuple, or `HELD`: an element of a returned dict or list): `get_loader(args)`."""
 
     flow: Flow
     call: cst.Call
@@ -88,6 +93,13 @@ class CallResult:
         out: list[Remote] = []
         for ret in returns_of(function):
             value = ret.value
+            if self.index == HELD:
+                elements = there._elements(value, 0) if value is not None else None
+                loaders = there._union(elements, 0) if elements else None
+                if loaders is None:
+                    return None
+                out.extend(Remote(there, call) for call in loaders)
+                continue
             if self.index is not None:
                 if isinstance(value, cst.Name):
                     value = there.context.assigned_value(value) or value
@@ -250,9 +262,19 @@ class LoaderBatches:
                     parts.append(self._imported_loader(expr))
                 elif isinstance(binding.node, cst.WithItem):
                     parts.append(self.batch_sources(binding.node.item, depth + 1))  # `with tqdm(...) as bar:`
+                elif isinstance(binding.node, cst.For) and isinstance(binding.node.target, cst.Name):
+                    # `for it in iterators: x, y = next(it)`: each element of a list of loaders or their iterators
+                    elements = self._elements(binding.node.iter, depth + 1)
+                    if not elements:
+                        return None
+                    parts.extend(self.batch_sources(e, depth + 1) for e in elements)
                 else:
                     return None
             return strict_union(parts)
+        if isinstance(expr, cst.Subscript) and self._remote:
+            # `loaders["train"]` where `loaders = build_loaders(cfg)` of another file returns a dict of loaders
+            held = self._held_in(expr.value)
+            return frozenset([CallResult(self, held, HELD)]) if held is not None else None
         if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and self.imported_function(expr):
             # `loader = get_loader(args)` of another file, or `data.train_dataloader()` of a class of another file
             return frozenset([CallResult(self, expr, None)])
@@ -282,6 +304,21 @@ class LoaderBatches:
                 if arg is not None:
                     parts.append(self.batch_sources(arg, depth + 1))
         return strict_union(parts) if parts else None
+
+    def _held_in(self, container: cst.BaseExpression) -> Optional[cst.Call]:
+        """The call of another project file's function that `container` (a name or `self.<attr>`, bound once)
+        holds the result of."""
+        if isinstance(container, cst.Name):
+            values = [self.context.assigned_value(container)]
+        elif isinstance(container, cst.Attribute) and isinstance(container.value, cst.Name) and container.value.value == "self":
+            cls = self.context.enclosing(container, cst.ClassDef)
+            values = list(self.self_assigns.get((id(cls), container.attr.value), [])) if cls is not None else []
+        else:
+            return None
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
+            return None
+        call = values[0]
+        return call if self.function_called(call) is None and self.imported_function(call) else None
 
     def _unpacked_result(
         self, assign: cst.Assign, name: str, attribute: bool = False, depth: int = 0
@@ -408,6 +445,9 @@ class LoaderBatches:
                 if loader in (self.loaders_of(value) or ()):
                     at = index if isinstance(ret.value, (cst.Tuple, cst.List)) else None
                     return function.name.value, at
+            elements = self._elements(ret.value, 0) if ret.value is not None else None
+            if elements and loader in (self._union(elements, 0) or ()):
+                return function.name.value, HELD  # `return {"train": DataLoader(...), "val": ...}`
         return None
 
     def pinned_options(self, source: object) -> Optional[frozenset]:

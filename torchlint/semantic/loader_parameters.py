@@ -1,5 +1,6 @@
 """The values a DataLoader setting given as a name may take: a parameter of the function that builds the
-loader (what its calls pass, or its default) or a command-line switch of the file (`pin_memory=args.pin`)."""
+loader (what its calls pass, or its default), a command-line switch of the file (`pin_memory=args.pin`), or
+whether CUDA is present (`pin_memory=torch.cuda.is_available()`: True on every GPU machine)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,20 @@ class LoaderParameters:
         enclosing function, what its calls pass and its default where they leave it out:
         `def loader(path, pin_memory=True)` called as `loader(path)` gives {True}."""
         value = self.context.literal(expr)
+        if value is UNKNOWN and self._cuda_present(expr):
+            return frozenset([True, False])
         if value is UNKNOWN and isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             return self._flag_options(expr.attr.value)  # `pin_memory=args.pin_memory`
         bindings = self.context.lookup(expr) if isinstance(expr, cst.Name) and value is UNKNOWN else None
         if not bindings or len(bindings) != 1 or bindings[0].kind != "param":
             return frozenset([value])
         return self._param_options(bindings[0].node) or frozenset([value])
+
+    def _cuda_present(self, expr: cst.BaseExpression) -> bool:
+        """`torch.cuda.is_available()`, or a name assigned only from it (`use_cuda = torch.cuda.is_available()`)."""
+        if isinstance(expr, cst.Name):
+            expr = self.context.assigned_value(expr)  # type: ignore[assignment]
+        return isinstance(expr, cst.Call) and not expr.args and self.context.qualname(expr) == "torch.cuda.is_available"
 
     def _flag_options(self, dest: str) -> frozenset:
         """A command-line switch of this file: its default and the other value (`store_true`), or its default

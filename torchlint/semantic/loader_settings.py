@@ -77,6 +77,19 @@ class LoaderSettings:
         default = keyword(calls[0], "default")
         return self.context.literal(default.value) if default is not None else UNKNOWN
 
+    def switch_default(self, dest: str) -> object:
+        """The value a command-line option of this file has when the command line leaves it out: its
+        `default=`, else False for `action="store_true"` (True for `store_false`); `UNKNOWN` when not known."""
+        calls = self._argparse.get(dest, [])
+        if len(calls) != 1:
+            return UNKNOWN
+        default = keyword(calls[0], "default")
+        if default is not None:
+            return self.context.literal(default.value)
+        action = keyword(calls[0], "action")
+        switch = self.context.literal(action.value) if action is not None else None
+        return {"store_true": False, "store_false": True}.get(switch, UNKNOWN)  # type: ignore[arg-type]
+
     def setting_options(self, call: cst.Call, name: str, position: Optional[int]) -> Optional[frozenset]:
         """Every value a DataLoader setting may take (`MISSING` for the default), or None when undecidable.
 

@@ -113,6 +113,10 @@ class LoaderValues:
                     continue
                 parent = self.context.parent(use)
                 if isinstance(parent, cst.Attribute) and parent.value is use:
+                    appended = self._appended(parent)
+                    if appended is not None:
+                        out.append(appended)  # `loaders.append(iter(loader))` into a list that starts empty
+                        continue
                     if parent.attr.value in ("update", "append", "extend", "insert", "setdefault", "__setitem__"):
                         return None  # filled in a way not followed
                 elif isinstance(parent, cst.Subscript) and parent.value is use:
@@ -137,6 +141,13 @@ class LoaderValues:
                 return None
             return self._all_elements(returned, depth)  # type: ignore[arg-type]
         return None
+
+    def _appended(self, method: cst.Attribute) -> Optional[cst.BaseExpression]:
+        """`x` of `name.append(x)`, a statement of its own."""
+        call = self.context.parent(method)
+        if method.attr.value != "append" or not isinstance(call, cst.Call) or len(call.args) != 1 or call.args[0].keyword:
+            return None
+        return call.args[0].value if isinstance(self.context.parent(call), cst.Expr) else None
 
     def _reaching_at_top(self, use: cst.Name, bindings: list) -> list:
         """At the top level of a script or notebook, which runs once from top to bottom, the one binding of

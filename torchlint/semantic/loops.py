@@ -166,13 +166,22 @@ def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.Funct
         if kind is cst.Lambda or kind is cst.ClassDef:
             return None
         if kind is cst.FunctionDef:
-            if ancestor.name.value != "forward":
-                return None
             cls = context.enclosing(ancestor, cst.ClassDef, cst.FunctionDef)
-            if isinstance(cls, cst.ClassDef) and objects(context).is_module_class(cls):
+            if not isinstance(cls, cst.ClassDef):
+                return None
+            if ancestor.name.value == "backward" and _is_autograd_function(context, cls):
+                return ancestor  # a custom op's backward runs on every training step, like its forward
+            if ancestor.name.value == "forward" and objects(context).is_module_class(cls):
                 return ancestor
             return None
     return None
+
+
+def _is_autograd_function(context: "Context", cls: cst.ClassDef) -> bool:
+    return any(
+        isinstance(base.value, (cst.Name, cst.Attribute)) and context.qualname(base.value) == "torch.autograd.Function"
+        for base in cls.bases
+    )
 
 
 # Callables whose first argument (or, for zip/chain, any argument) is what the loop iterates.
@@ -327,7 +336,19 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
             value = context.assigned_value(expr)
             if value is not None:
                 return is_loader_expr(context, value, _depth + 1)
+            return _given_loaders(context, expr)
     return False
+
+
+def _given_loaders(context: "Context", name: cst.Name) -> bool:
+    """A parameter that every call of this file passes a DataLoader (`evaluate(model, val_loader)` calling
+    `def evaluate(f, dload)`): iterating it iterates the loader, whatever the parameter is called."""
+    bindings = context.lookup(name)
+    if not bindings or len(bindings) != 1 or bindings[0].kind != "param":
+        return False
+    from torchlint.semantic.model import semantic_model  # the model builds on this module
+
+    return bool(semantic_model(context).loaders.loaders_of(name))
 
 
 def _range_of_steps(context: "Context", loop: cst.For) -> bool:
@@ -951,9 +972,15 @@ def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:
 
 def _never_true(context: "Context", test: cst.BaseExpression) -> bool:
     """`if verbose:` where the only binding of `verbose` is `verbose = False`: the branch never runs. Nor
-    does a debug switch in a real run (`if args.debug:`, `if self.debug:`)."""
+    does a debug switch in a real run (`if args.debug:`, `if self.debug:`), nor a `--verbose` switch of the
+    file that is off by default."""
     if isinstance(test, (cst.Name, cst.Attribute)) and "debug" in (last_name(test) or "").lower():
         return True
+    if isinstance(test, cst.Attribute) and "verbose" in test.attr.value.lower():
+        # `if args.verbose:` with `--verbose` a switch that is off unless given: a default run skips it
+        from torchlint.semantic.model import semantic_model  # the model builds on this module
+
+        return semantic_model(context).loaders.switch_default(test.attr.value) in (False, 0)
     if not isinstance(test, cst.Name):
         return False
     value = context.literal(test)

@@ -382,7 +382,7 @@ class ValueKinds:
                             return found
             return UNK
         whole = self.kind(value)
-        return T if whole == T else UNK
+        return whole if whole in (T, CPU) else UNK  # `_, pred = output.cpu().topk(1)`: parts of a host value stay there
 
     def _element(self, iterable: cst.BaseExpression) -> str:
         """What iterating `iterable` yields: host elements of a host batch, device tensors of a list of them

@@ -32,7 +32,7 @@ _GATHER = (
 
 
 _FORWARD = (
-    "{what} in `forward()` waits for the GPU on every step the model runs: keep the value on the device, or "
+    "{what} in `{where}()` waits for the GPU on every step the model runs: keep the value on the device, or "
     "compute it on the host before the batch is moved"
 )
 
@@ -90,7 +90,7 @@ class ItemInTrainingLoop(SyncRule):
         "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`, an image or "
         "mask written to a file for each batch (`Image.fromarray(img).save(path)`, `cv2.imwrite`, `np.save`), a "
         "number that bounds a Python loop or sizes a `view` (`keep = torch.topk(s, k)[1].tolist()` then `for i in "
-        "keep:`). A read behind a debug switch (`if args.debug:`) is not reported either. Other syncs that decide "
+        "keep:`). A read behind a debug switch (`if args.debug:`), or behind a `--verbose` switch of the file that is off by default, is not reported either. Other syncs that decide "
         "control flow may be intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
         "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
@@ -100,7 +100,8 @@ class ItemInTrainingLoop(SyncRule):
         "mask helper), and a copy gathered in any loop that runs a model on each trip (a sampler's "
         "`xs.append(x.to(\"cpu\"))`). So is a read in the `forward()` of a module "
         "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
-        "the first call runs it (`if not self.initialized:`). A helper's read that a step loop of this file reaches "
+        "the first call runs it (`if not self.initialized:`), and one in the `backward()` of a custom "
+        "`torch.autograd.Function`. A helper's read that a step loop of this file reaches "
         "through a call that TL207 reports is reported at that call only: one finding per sync. A statement that reads several values "
         "(`print(a.item(), b.item())`) is reported once, at its first read: the later ones find the GPU idle. "
         "Silence a deliberate one with `# noqa: TL201`."
@@ -157,8 +158,8 @@ class ItemInTrainingLoop(SyncRule):
             and not self._reduced_at_once(node)
         ):
             self.report(node, _GATHER.format(what=what))
-        elif isinstance(loop, cst.FunctionDef) and loop.name.value == "forward":
-            self.report(node, _FORWARD.format(what=what))
+        elif isinstance(loop, cst.FunctionDef) and loop.name.value in ("forward", "backward"):
+            self.report(node, _FORWARD.format(what=what, where=loop.name.value))
         elif isinstance(loop, cst.FunctionDef) and not loops.is_step_function(self.context, loop):
             self.report(node, f"{what} in `{loop.name.value}()`, which runs on every step, waits for the GPU: " + ADVICE)
         else:

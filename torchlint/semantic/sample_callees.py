@@ -99,7 +99,7 @@ class Callees:
             # `self.score(h, enc[i])`: a method of the class that computes with torch
             cls = self.context.enclosing(call, cst.ClassDef)
             method = method_named(cls, func.attr.value) if cls is not None else None
-            return method is not None and self._computes_with_torch(method)
+            return method is not None and self.computes_with_torch(method)
         if not isinstance(func, cst.Name):
             return False
         helpers = self._helpers
@@ -107,7 +107,7 @@ class Callees:
             helpers = self._helpers = {}
             for statement in self.context.module.body:
                 if isinstance(statement, cst.FunctionDef):
-                    helpers[statement.name.value] = self._computes_with_torch(statement)
+                    helpers[statement.name.value] = self.computes_with_torch(statement)
         if func.value not in helpers:
             helpers[func.value] = self._imported_helper(func)
         return helpers[func.value]
@@ -124,9 +124,9 @@ class Callees:
         definition = summary.definition(name)
         if not isinstance(definition, cst.FunctionDef):
             return False
-        return summary.model.per_sample_loops.callees._computes_with_torch(definition)
+        return summary.model.per_sample_loops.callees.computes_with_torch(definition)
 
-    def _computes_with_torch(self, function: cst.FunctionDef) -> bool:
+    def computes_with_torch(self, function: cst.FunctionDef) -> bool:
         computes = False
         for node in descendants(function.body):
             if not isinstance(node, cst.Call):

@@ -372,6 +372,7 @@ def main() -> None:
                 print(name, batch, dtype, f"eager {row['eager_ms']:.1f} ms",
                       {k: round(v, 2) for k, v in row["speedup"].items()}, row["note"], flush=True)
     versions = []
+    register_torchvision_standins()  # torchvision imports only with them (also when no model was built)
     for package in ("torchvision", "timm", "transformers"):
         try:
             versions.append(f"{package} {__import__(package).__version__}")

@@ -52,3 +52,15 @@ def fixed(code: str, rule: str, unsafe: bool = True) -> str:
     again = lint_source(text, "example.py", select=[rule], fix=True, unsafe_fixes=unsafe)
     assert again.fixed_text is None, "fixing twice changed the file"
     return text
+
+
+def project_findings(root: Path, files: dict[str, str], select: list[str]) -> list[tuple[str, int, str]]:
+    """Write dedented `files` (name -> text) under `root`, lint them together (a project), and return
+    (file name, line, code) of every finding, sorted; every file must lint without an error."""
+    from torchlint.lint.api import lint_paths
+
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    results = lint_paths([str(root / name) for name in files], select=select)
+    assert all(r.error is None for r in results), [(r.path, r.error) for r in results]
+    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)

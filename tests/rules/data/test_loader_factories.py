@@ -3,21 +3,12 @@ and batches read through a method of this file that returns the factory's result
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from lint_testing import project_findings as _findings
 
 from torchlint.lint.api import lint_paths
-
-
-def _findings(root: Path, files: dict[str, str], select: list[str]) -> list[tuple[str, int, str]]:
-    for name, text in files.items():
-        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    results = lint_paths([str(root / name) for name in files], select=select)
-    assert all(r.error is None for r in results), [(r.path, r.error) for r in results]
-    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)
-
 
 FACTORY = """
 import torch.utils.data as data

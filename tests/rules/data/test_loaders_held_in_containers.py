@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
-
-from torchlint.lint.api import lint_paths
-
-
-def _findings(root: Path, files: dict[str, str], select: list[str]) -> list[tuple[str, int, str]]:
-    for name, text in files.items():
-        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    results = lint_paths([str(root / name) for name in files], select=select)
-    assert all(r.error is None for r in results), [(r.path, r.error) for r in results]
-    return sorted((Path(r.path).name, f.line, f.code) for r in results for f in r.findings)
-
+from lint_testing import project_findings as _findings
 
 FACTORY = """
 from torch.utils.data import DataLoader

@@ -54,33 +54,26 @@ _FUNCTIONS = {
     torch.sigmoid: ("sigmoid", ()),
     torch.tanh: ("tanh", ()),
 }
-# The same activations as ATen operators, as torch.export records them.
+# The same activations as ATen operators, as torch.export records them, and their in-place forms (a norm-act
+# layer's `inplace=True` activation); gelu's in-place form is not taken.
 _aten = torch.ops.aten
-_FUNCTIONS.update({
-    _aten.relu.default: ("relu", ()),
-    _aten.hardtanh.default: ("hardtanh", (("min_val", -1.0), ("max_val", 1.0))),
-    _aten.leaky_relu.default: ("leaky_relu", (("negative_slope", 0.01),)),
-    _aten.silu.default: ("silu", ()),
-    _aten.hardswish.default: ("hardswish", ()),
-    _aten.hardsigmoid.default: ("hardsigmoid", ()),
-    _aten.gelu.default: ("gelu", (("approximate", "none"),)),
-    _aten.sigmoid.default: ("sigmoid", ()),
-    _aten.tanh.default: ("tanh", ()),
-})
-# Their in-place forms (a norm-act layer's `inplace=True` activation, as export records it).
-_FUNCTIONS.update({
-    _aten.relu_.default: ("relu", ()),
-    _aten.hardtanh_.default: ("hardtanh", (("min_val", -1.0), ("max_val", 1.0))),
-    _aten.leaky_relu_.default: ("leaky_relu", (("negative_slope", 0.01),)),
-    _aten.silu_.default: ("silu", ()),
-    _aten.hardswish_.default: ("hardswish", ()),
-    _aten.hardsigmoid_.default: ("hardsigmoid", ()),
-    _aten.sigmoid_.default: ("sigmoid", ()),
-    _aten.tanh_.default: ("tanh", ()),
-})
-_INPLACE_FUNCTIONS = {torch.relu_, _aten.relu_.default, _aten.hardtanh_.default, _aten.leaky_relu_.default,
-                      _aten.silu_.default, _aten.hardswish_.default, _aten.hardsigmoid_.default, _aten.sigmoid_.default,
-                      _aten.tanh_.default}
+_INPLACE_FUNCTIONS = {torch.relu_}
+for _name, _defaults in {
+    "relu": (),
+    "hardtanh": (("min_val", -1.0), ("max_val", 1.0)),
+    "leaky_relu": (("negative_slope", 0.01),),
+    "silu": (),
+    "hardswish": (),
+    "hardsigmoid": (),
+    "gelu": (("approximate", "none"),),
+    "sigmoid": (),
+    "tanh": (),
+}.items():
+    _FUNCTIONS[getattr(_aten, _name).default] = (_name, _defaults)
+    if _name != "gelu":
+        _in_place = getattr(_aten, _name + "_").default
+        _FUNCTIONS[_in_place] = (_name, _defaults)
+        _INPLACE_FUNCTIONS.add(_in_place)
 _METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh", "tanh_": "tanh"}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.generalisation.variants import check  # noqa: E402
+from tests.generalisation.variants import check
 
 
 def main() -> None:
@@ -28,7 +28,9 @@ def main() -> None:
             choices = shape.choices(args.limit)
             ok = sum(check(shape, c) is None for c in choices)
             right, total = right + ok, total + len(choices)
-            print(f"  {shape.name:<40} {ok:>4}/{len(choices):<4} of {shape.size()} spellings")
+            print(
+                f"  {shape.name:<40} {ok:>4}/{len(choices):<4} of {shape.size()} spellings"
+            )
         print(f"{path.stem}: {right}/{total} ({right / max(total, 1):.0%})")
 
 

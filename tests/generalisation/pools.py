@@ -18,7 +18,7 @@ HEADER = (
 )
 
 # a network: the module class is in the file, another file, torchvision, or a Sequential
-NET_CLASS = '''
+NET_CLASS = """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -26,4 +26,4 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.body(x)
-'''
+"""

@@ -40,10 +40,18 @@ class Shape:
         the first one always the base (every slot's first alternative)."""
         names = sorted(self.slots)
         if self.size() <= limit:
-            return [dict(zip(names, pick)) for pick in itertools.product(*(range(len(self.slots[n])) for n in names))]
+            return [
+                dict(zip(names, pick))
+                for pick in itertools.product(
+                    *(range(len(self.slots[n])) for n in names)
+                )
+            ]
         rng = random.Random(f"{self.name}:{seed}")
         picks = [{n: 0 for n in names}]
-        picks += [{n: rng.randrange(len(self.slots[n])) for n in names} for _ in range(limit - 1)]
+        picks += [
+            {n: rng.randrange(len(self.slots[n])) for n in names}
+            for _ in range(limit - 1)
+        ]
         return picks
 
 
@@ -84,7 +92,9 @@ def expected(files: dict[str, str]) -> set[tuple[str, int, str]]:
     }
 
 
-def findings(files: dict[str, str], select: tuple[str, ...]) -> set[tuple[str, int, str]]:
+def findings(
+    files: dict[str, str], select: tuple[str, ...]
+) -> set[tuple[str, int, str]]:
     from torchlint.lint.api import lint_paths
 
     with tempfile.TemporaryDirectory() as folder:
@@ -95,7 +105,11 @@ def findings(files: dict[str, str], select: tuple[str, ...]) -> set[tuple[str, i
         results = lint_paths([str(root / name) for name in files], select=list(select))
         errors = [(r.path, r.error) for r in results if r.error]
         assert not errors, errors
-        return {(str(Path(r.path).relative_to(root)), f.line, f.code) for r in results for f in r.findings}
+        return {
+            (str(Path(r.path).relative_to(root)), f.line, f.code)
+            for r in results
+            for f in r.findings
+        }
 
 
 def check(shape: Shape, choice: dict[str, int]) -> str | None:

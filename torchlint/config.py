@@ -16,6 +16,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from torchlint.lint.rule import Rule, all_rules
+from torchlint.lint.time_limit import DEFAULT_SECONDS
 
 DEFAULT_EXCLUDE = (
     ".bzr",
@@ -50,6 +51,7 @@ _KEYS = {
     "extend-exclude": list,
     "fix": bool,
     "unsafe-fixes": bool,
+    "file-time-limit": float,
 }
 
 
@@ -67,6 +69,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     fix: bool = False
     unsafe_fixes: bool = False
+    file_time_limit: float = DEFAULT_SECONDS  # seconds one file's analysis may take; 0: no limit
     root: str = "."  # directory that relative patterns are relative to
     source: Optional[str] = None  # the config file these came from
 
@@ -244,6 +247,10 @@ def load_settings(path: Optional[Path]) -> Settings:
             hint = difflib.get_close_matches(key, list(_KEYS), n=1)
             suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
             raise ConfigError(f"{where}: unknown key '{key}'{suggestion}")
+        if expected is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"{where}: '{key}' must be a number of seconds (0 for no limit)")
+            continue
         if not isinstance(value, expected):
             raise ConfigError(f"{where}: '{key}' must be a {'list' if expected is list else expected.__name__}")
         if expected is list and not all(isinstance(item, str) for item in value):
@@ -262,6 +269,7 @@ def load_settings(path: Optional[Path]) -> Settings:
         extend_exclude=tuple(table.get("extend-exclude", [])),
         fix=table.get("fix", False),
         unsafe_fixes=table.get("unsafe-fixes", False),
+        file_time_limit=float(table.get("file-time-limit", DEFAULT_SECONDS)),
         root=str(path.parent),
         source=str(path),
     )

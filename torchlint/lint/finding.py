@@ -61,6 +61,7 @@ class FileResult:
     original_text: Optional[str] = None  # kept for --diff
     fixed_text: Optional[str] = None
     cells: list[tuple[int, int]] = field(default_factory=list)  # notebooks: (cell index, its first line)
+    cacheable: bool = True  # False when the outcome depends on the machine (a time limit hit), not the text
 
 
 # A file that does not parse is reported as a finding of this code, in every output format. It is no rule

@@ -22,6 +22,7 @@ from torchlint.lint.finding import FileResult, syntax_error_finding
 from torchlint.lint.fix import applicable, fix_file
 from torchlint.lint.rule import Rule, all_rules
 from torchlint.lint.source import SourceError, SourceFile, read_source, write_fixed
+from torchlint.lint.time_limit import TimeLimitExceeded, time_limit
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,16 @@ class Job:
     use_cache: bool = True
 
 
-def _lint_source(source: SourceFile, rules: Sequence[type[Rule]]) -> FileResult:
+def _lint_source(source: SourceFile, rules: Sequence[type[Rule]], seconds: float) -> FileResult:
     # libcst and the rules load only when a file is linted
     from torchlint.lint.engine import InvalidSyntax, lint_text
 
     try:
-        return lint_text(source, rules)
+        with time_limit(seconds):
+            return lint_text(source, rules)
+    except TimeLimitExceeded:
+        message = f"analysis took longer than {seconds:g} s and was stopped (raise file-time-limit to wait longer)"
+        return FileResult(path=source.path, error=message, cacheable=False)
     except InvalidSyntax as exc:
         return FileResult(path=source.path, findings=[syntax_error_finding(exc.line, exc.column, exc.reason)])
     except SourceError as exc:
@@ -52,15 +57,16 @@ def _lint_source(source: SourceFile, rules: Sequence[type[Rule]]) -> FileResult:
 def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None) -> FileResult:
     """Lint one decoded source; with fixing on, fix it and (unless --diff) write it to `write_to`."""
     rules = job.settings.rules_for(source.path)
+    seconds = job.settings.file_time_limit
     cells = [(c.index, c.first_line) for c in source.cells]
     if (not job.fix and not job.diff) or source.unfixable:
-        result = _lint_source(source, rules)
+        result = _lint_source(source, rules, seconds)
         result.path = source.path
         result.cells = cells
         if (job.fix or job.diff) and source.unfixable and any(applicable(f, job.unsafe_fixes) for f in result.findings):
             result.notes.append(source.unfixable)
         return result
-    fixed_source, result = fix_file(source, lambda s: _lint_source(s, rules), job.unsafe_fixes)
+    fixed_source, result = fix_file(source, lambda s: _lint_source(s, rules, seconds), job.unsafe_fixes)
     result.path = source.path
     result.cells = [(c.index, c.first_line) for c in fixed_source.cells]
     if fixed_source.text != source.text or fixed_source.to_bytes() != source.to_bytes():
@@ -73,7 +79,7 @@ def process_source(source: SourceFile, job: Job, write_to: Optional[str] = None)
             except (OSError, SourceError) as exc:
                 # Nothing was fixed: report what the file on disk still has.
                 reason = str(exc) if isinstance(exc, SourceError) else f"cannot write the fixed file: {exc.strerror or exc}"
-                result = _lint_source(source, rules)
+                result = _lint_source(source, rules, seconds)
                 result.path = source.path
                 result.cells = cells
                 result.error = reason
@@ -110,7 +116,7 @@ def process_file(item: Discovered, job: Job, cache: Optional[Cache]) -> FileResu
         key = cache.key(item.display, source.text.encode("utf-8", "surrogatepass"))
     result = process_source(source, job, write_to=item.path)
     # A fixing run's notes (a fix dropped, a file not fixed) are about that run: not for a later check.
-    if key is not None and result.new_text is None and not ((job.fix or job.diff) and result.notes):
+    if key is not None and result.cacheable and result.new_text is None and not ((job.fix or job.diff) and result.notes):
         from torchlint.lint.torch_requirement import declaration_files
         from torchlint.semantic.project import dependencies  # the project files its findings may rest on
 

@@ -136,12 +136,15 @@ def parse_findings(repo: str, root: Path, report: list[dict]) -> list[Finding]:
     return findings
 
 
+EXTEND_SELECT: list[str] = []  # rules off by default to score too (--extend-select)
+
+
 def run_linter(repo: str, root: Path) -> list[Finding]:
     """Lint one materialised repository with this checkout's torchlint, every default rule."""
     paths = [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
     command = [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "--no-cache", "--exit-zero",
-               "."]
+               *(f"--extend-select={code}" for code in EXTEND_SELECT), "."]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{root}: error: torchlint exited {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -267,10 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=HERE / "corpus", help="materialised repositories")
     parser.add_argument("--repo", action="append", default=[], metavar="TEXT",
                         help="score only repositories whose owner/name contains TEXT (repeatable)")
+    parser.add_argument("--extend-select", action="append", default=[], metavar="CODE",
+                        help="also run a rule that is off by default (repeatable)")
     parser.add_argument("--show-unjudged", action="store_true", help="list every unjudged finding")
     parser.add_argument("--show-errors", metavar="FAMILY", nargs="?", const="all",
                         help="list the misses and false positives that stand, of one family (A..E, other) or all")
     args = parser.parse_args(argv)
+    EXTEND_SELECT.extend(args.extend_select)
 
     repos = [r for r in read_repos(HERE) if args.split in ("all", r["split"])]
     if args.repo:

@@ -10,12 +10,13 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
 from torchlint.config import Settings
+from torchlint.lint import shards
 from torchlint.lint.cache import Cache
 from torchlint.lint.discovery import Discovered
 from torchlint.lint.finding import FileResult, syntax_error_finding
@@ -208,9 +209,7 @@ def _lint_all(
         return
     all_rules()  # import the rules once, before the workers fork
     workers = min(jobs, len(items))
-    size = max(1, min(16, len(items) // (workers * 8) or 1))
-    chunks = [list(range(start, min(start + size, len(items)))) for start in range(0, len(items), size)]
-    yield from _pooled(items, chunks, job, workers, cache_root)
+    yield from _pooled(items, shards.split([item.path for item in items], workers), job, cache_root)
 
 
 def _pool(job: Job, workers: int, cache_root: Optional[str]) -> ProcessPoolExecutor:
@@ -224,35 +223,57 @@ def _pool(job: Job, workers: int, cache_root: Optional[str]) -> ProcessPoolExecu
 
 
 def _pooled(
-    items: Sequence[Discovered], chunks: list[list[int]], job: Job, workers: int, cache_root: Optional[str]
+    items: Sequence[Discovered], work: shards.Shards, job: Job, cache_root: Optional[str]
 ) -> Iterator[FileResult]:
-    """Results in order. A worker that dies (the native parser can crash on input no check foresaw) costs
-    only its own file: the files still unlinted go to a new pool, one per task; when a pool breaks before
-    any of them is done, the first is linted alone, so the file that kills its worker is named."""
+    """Results in order. Each shard has one task in flight at a time, and its next one is sent when that task
+    is done, so that the worker just freed (the only idle one) takes it: a worker stays on its shard's files.
+
+    A worker that dies (the native parser can crash on input no check foresaw) costs only its own file: the
+    files still unlinted go to a new pool, one per task; when a pool breaks before any of them is done, the
+    first is linted alone, so the file that kills its worker is named."""
     ready: dict[int, FileResult] = {}
     next_index = 0
-    while chunks:
+    while True:
         failed: list[int] = []
-        pool = _pool(job, workers, cache_root)
+        progressed = False
+        pool = _pool(job, len(work), cache_root)
         try:
-            pending = [(chunk, pool.submit(_work, [items[i] for i in chunk])) for chunk in chunks]
-            for chunk, future in pending:
-                try:
-                    ready.update(zip(chunk, future.result()))
-                except BrokenProcessPool:
-                    failed.extend(chunk)
+            in_flight: dict[Future, tuple[list[int], int]] = {}
+            for shard in range(len(work)):
+                chunk = work.take(shard)
+                if chunk is not None:
+                    in_flight[pool.submit(_work, [items[i] for i in chunk])] = (chunk, shard)
+            while in_flight:
+                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in done:
+                    chunk, shard = in_flight.pop(future)
+                    try:
+                        ready.update(zip(chunk, future.result()))
+                        progressed = True
+                    except BrokenProcessPool:
+                        failed.extend(chunk)
+                        continue
+                    if not failed:
+                        following = work.take(shard)
+                        if following is not None:
+                            in_flight[pool.submit(_work, [items[i] for i in following])] = (following, shard)
                 while next_index in ready:
                     yield ready.pop(next_index)
                     next_index += 1
         finally:
             pool.shutdown(wait=not failed, cancel_futures=True)
-        if failed and len(failed) == sum(len(c) for c in chunks):  # no progress: find the culprit
+        if not failed:
+            return
+        failed = sorted(failed + work.drain())
+        if not progressed:  # no file done: find the culprit
             first = failed.pop(0)
             ready[first] = _alone(items[first], job, cache_root)
-        chunks = [[i] for i in failed]
+        work = shards.one_per_task(failed, len(work))
         while next_index in ready:
             yield ready.pop(next_index)
             next_index += 1
+        if not failed:
+            return
 
 
 def _alone(item: Discovered, job: Job, cache_root: Optional[str]) -> FileResult:

@@ -253,10 +253,12 @@ def _pooled(
                     except BrokenProcessPool:
                         failed.extend(chunk)
                         continue
-                    if not failed:
-                        following = work.take(shard)
-                        if following is not None:
+                    following = work.take(shard) if not failed else None
+                    if following is not None:
+                        try:
                             in_flight[pool.submit(_work, [items[i] for i in following])] = (following, shard)
+                        except BrokenProcessPool:  # another worker died meanwhile
+                            failed.extend(following)
                 while next_index in ready:
                     yield ready.pop(next_index)
                     next_index += 1

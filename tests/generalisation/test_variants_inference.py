@@ -112,6 +112,7 @@ CLASSIFIER = (
     "build_model('resnet').to(device)",
     "torch.load('init.pt', map_location=device, weights_only=False)",
     "nets['cnn'].to(device)",
+    "load_model('init.pt', device)",
 )
 
 TRAIN_EPOCH = """
@@ -210,7 +211,7 @@ def _indent(text: str, by: str = "    ") -> str:
     return "\n".join(by + line if line.strip() else line for line in text.strip("\n").splitlines())
 
 
-HEAD = IMPORTS + "from tqdm import tqdm\nfrom models import ConvNet, build_model\n" + NET + DATA + "nets = {'cnn': Net()}\n"
+HEAD = IMPORTS + "from tqdm import tqdm\nfrom models import ConvNet, build_model, load_model\n" + NET + DATA + "nets = {'cnn': Net()}\n"
 
 EVAL_FRAMES = {
     # the evaluation function beside the training loop of main()
@@ -539,7 +540,7 @@ PREDICT_USE = (
 
 PREDICT_SLOTS = {
     "fname": ("predict", "infer", "run", "f", "forward_batch", "_loop"),
-    "result": PREDICT_RESULT, "use": PREDICT_USE, "construct": CLASSIFIER[:5],
+    "result": PREDICT_RESULT, "use": PREDICT_USE, "construct": CLASSIFIER,
     "model": pools.MODEL, "x": pools.INPUT, "out": ("outputs", "logits", "o"),
     "mode_here": ("", "$model.eval()"), "mark": (MARK,),
 }
@@ -626,20 +627,141 @@ DISTILL_SHAPES = [
     for frame, body in DISTILL_FRAMES.items()
 ]
 
-SHAPES = EVAL_SHAPES + SAMPLE_SHAPES + SCRIPT_SHAPES + PREDICT_SHAPES + DISTILL_SHAPES
+# the same predict as a method of a predictor object that holds the model: reported at the calls in the loop
+PREDICTOR = """
+
+class Predictor:
+    def __init__(self, path):
+        self.$attr = $loaded
+        $mode_init
+
+    def $fname(self, $x):  $mark
+        $result
+
+
+predictor = Predictor('model.pt')
+for i, ($x, _) in enumerate(DataLoader(test_set, batch_size=64, num_workers=2)):
+    $use
+"""
+
+METHOD_PREDICT_SLOTS = {
+    **PREDICT_SLOTS, "model": ("self.$attr",), "attr": ATTRIBUTE, "mode_here": ("",), "mark": ("",),
+    "loaded": ("torch.load(path, map_location=device, weights_only=False)", "load_model(path, device)",
+               "Net().to(device)", "torchvision.models.resnet18(weights='DEFAULT').to(device)"),
+    "mode_init": ("", "self.$attr.eval()"),
+}
+
+PREDICT_SHAPES += [
+    # it hands back a graph (a tensor, a dict, a list): judged where it is called, for what the caller does with it
+    Shape(
+        name="predict/method",
+        files={**MODELS, "main.py": HEAD + "log = []\n" + PREDICTOR},
+        slots={**METHOD_PREDICT_SLOTS, "result": PREDICT_RESULT[:1] + PREDICT_RESULT[2:],
+               "use": ("result = predictor.$fname($x)  " + MARK + "\nprint(i, result)",
+                       "log.append(str(predictor.$fname($x)))  " + MARK)},
+        select=SELECT,
+    ),
+    # it hands back host values only: reported once, at its `def`
+    Shape(
+        name="predict/method_host",
+        files={**MODELS, "main.py": HEAD + "log = []\n" + PREDICTOR},
+        slots={**METHOD_PREDICT_SLOTS, "mark": (MARK,),
+               "result": ("$out = $model($x.to(device))\nreturn $out.argmax(1).cpu().numpy()",
+                          "return $model($x.to(device)).softmax(1).tolist()",
+                          "$out = $model($x.to(device))\nreturn $out.argmax(1)"),
+               "use": ("result = predictor.$fname($x)\nprint(i, result)", "log.append(str(predictor.$fname($x)))")},
+        select=SELECT,
+    ),
+]
+
+# -- a captioning script: an encoder once per image, a decoder once per generated word ---------------------------
+CAPTIONER = """
+
+class Encoder(nn.Module):
+    def __init__(self, size=256):
+        super().__init__()
+        self.cnn = torchvision.models.resnet18(weights='DEFAULT')
+        self.cnn.fc = nn.Linear(512, size)
+
+    def forward(self, images):
+        return self.cnn(images)
+
+
+class Decoder(nn.Module):
+    def __init__(self, vocab=5000, size=256):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, size)
+        self.cell = nn.LSTMCell(size, size)
+        self.out = nn.Linear(size, vocab)
+
+    def forward(self, word, state):
+        h, c = self.cell(self.embed(word), state)
+        return self.out(h), (h, c)
+
+
+$decorator
+def $fname($enc, $dec, image, max_len=30):  $mark
+    $features = $enc(image.unsqueeze(0).to(device))
+    state = ($features, torch.zeros_like($features))
+    word = torch.zeros(1, dtype=torch.long, device=device)
+    words = []
+    $decode_loop
+        $scores, state = $dec(word, state)
+        word = $scores.argmax(1)
+        words.append(word.item())
+    return words
+"""
+
+DECODE_LOOP = (
+    "for _ in range(max_len):",
+    "for step in range(max_len):",
+    "while len(words) < max_len:",
+)
+
+CAPTION_MAIN = """
+$enc, $dec = Encoder().to(device), Decoder().to(device)
+checkpoint = torch.load('captioner.pth', map_location=device)
+$enc.load_state_dict(checkpoint['encoder'])
+$dec.load_state_dict(checkpoint['decoder'])
+$mode_caller
+for path in sorted(glob.glob('images/*.jpg')):
+    image = transform(Image.open(path).convert('RGB'))
+    print(path, ' '.join(vocab[i] for i in $fname($enc, $dec, image)))
+"""
+
+CAPTION_SLOTS = {
+    "fname": ("caption", "generate_caption", "sample", "run", "f", "_loop", "beam_search"),
+    "enc": ("encoder", "enc", "cnn", "m1"), "dec": ("decoder", "dec", "rnn", "m2"),
+    "features": ("features", "feats", "h0"), "scores": ("scores", "logits", "out"),
+    "decode_loop": DECODE_LOOP, "mode_caller": ("", "$enc.eval()\n$dec.eval()"),
+    "mark": (MARK,), "decorator": ("",),
+}
+
+CAPTION_HEAD = IMPORTS + "from PIL import Image\n" + DATA + "vocab = [str(i) for i in range(5000)]\n"
+
+CAPTION_SHAPES = [
+    Shape(name="captioning/script", files={"caption.py": CAPTION_HEAD + CAPTIONER + CAPTION_MAIN},
+          slots=CAPTION_SLOTS, select=SELECT),
+    Shape(
+        name="captioning/main_block",
+        files={"caption.py": CAPTION_HEAD + CAPTIONER + "\n\nif __name__ == '__main__':\n"
+               + "\n".join("    " + line if line else line for line in CAPTION_MAIN.strip("\n").splitlines()) + "\n"},
+        slots=CAPTION_SLOTS,
+        select=SELECT,
+    ),
+    Shape(
+        name="captioning/other_file",
+        files={"decoding.py": CAPTION_HEAD + CAPTIONER,
+               "main.py": CAPTION_HEAD + "from decoding import Encoder, Decoder, $fname\n" + CAPTION_MAIN},
+        slots=CAPTION_SLOTS,
+        select=SELECT,
+    ),
+]
+
+SHAPES = EVAL_SHAPES + SAMPLE_SHAPES + SCRIPT_SHAPES + PREDICT_SHAPES + CAPTION_SHAPES + DISTILL_SHAPES
 
 LIMIT = 10
-_PARAMETER = "a network reaching a function as a parameter with a neutral name (`m`, `clf`) is not followed to what the callers pass"
-XFAIL: dict[str, str] = {
-    "evaluation-loop/other_file": _PARAMETER,
-    "evaluation-loop/deep": _PARAMETER,
-    "gan-samples/other_file": _PARAMETER,
-    "predict/same_file": _PARAMETER,
-    "predict/other_file": _PARAMETER,
-    "inference-script/main_function": "a whole model loaded with `torch.load` (or a helper returning one) under a neutral name is no network",
-    "detached-teacher/script": "a teacher of a class of another file, torchvision or `torch.load` under a neutral name is no network",
-    "detached-teacher/function": "a teacher of a class of another file, torchvision or `torch.load` under a neutral name is no network",
-}
+XFAIL: dict[str, str] = {}
 
 
 def params(shapes: list[Shape], xfail: dict[str, str]) -> list:

@@ -318,6 +318,49 @@ GRADIENT_SHAPES = [
           slots=GRADIENT_SLOTS, select=SELECT),
 ]
 
+# a WGAN-GP critic step: the penalty's forward pass on interpolates needs its graph (a gradient of a gradient)
+PENALTY = """
+
+def $fname($critic, real, fake):
+    alpha = torch.rand(real.size(0), 1, 1, 1, device=device)
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    $score = $critic(mixed)
+    grads = torch.autograd.grad($score.sum(), mixed, create_graph=True)[0]
+    return ((grads.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+"""
+
+CRITIC_STEP = """
+$critic = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1)).to(device)
+generator = nn.Sequential(nn.Linear(64, 3 * 32 * 32), nn.Tanh()).to(device)
+opt_c = torch.optim.Adam($critic.parameters(), lr=1e-4, betas=(0.0, 0.9))
+opt_g = torch.optim.Adam(generator.parameters(), lr=1e-4, betas=(0.0, 0.9))
+loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4, pin_memory=True)
+for epoch in range(10):
+    for real, _ in loader:
+        real = real.to(device)
+        fake = generator(torch.randn(real.size(0), 64, device=device)).view_as(real)
+        loss = $critic(fake.detach()).mean() - $critic(real).mean() + 10 * $fname($critic, real, fake.detach())
+        opt_c.zero_grad()
+        loss.backward()
+        opt_c.step()
+        g_loss = -$critic(fake).mean()
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+"""
+
+PENALTY_SLOTS = {"fname": ("gradient_penalty", "gp", "penalty", "f", "compute_gp", "_loop"),
+                 "critic": ("critic", "D", "net_d", "m", "disc"), "score": ("score", "out", "d_out", "o")}
+
+GRADIENT_SHAPES += [
+    Shape(name="gradients-wanted/penalty_function", files={**MODELS, "main.py": HEAD + PENALTY + CRITIC_STEP},
+          slots=PENALTY_SLOTS, select=SELECT),
+    Shape(name="gradients-wanted/penalty_other_file",
+          files={**MODELS, "losses.py": IMPORTS + DATA + PENALTY,
+                 "main.py": HEAD + "from losses import $fname\n" + CRITIC_STEP},
+          slots=PENALTY_SLOTS, select=SELECT),
+]
+
 # -- one forward pass for one picture, once the training is over --------------------------------------------------
 ONE_PICTURE = (
     "save_image($G(fixed), 'final.png', normalize=True)",

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.lint.walk import descendants
-from torchlint.semantic import network_methods, project
+from torchlint.semantic import network_methods, network_values, project
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.functions import called_function
-from torchlint.semantic.objects import objects
+from torchlint.semantic.objects import MODULE, objects
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -66,9 +66,10 @@ def built_here(facts: "FileFacts", name: str) -> bool:
 
 
 def module_instances(facts: "FileFacts") -> set[str]:
-    """The plain names the file binds to an instance of one of its own `nn.Module` classes, whatever they are
-    called (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss, even one defined inside a
-    function)."""
+    """The plain names the file binds to a network it builds or loads, whatever they are called: an instance of
+    one of its own `nn.Module` classes (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss,
+    even one defined inside a function), a module by its binding (torchvision, a class or factory of a project
+    module) or a whole model loaded from a file (`big = torch.load(path)`)."""
     found: set[str] = set()
     for node in descendants(facts.context.module):
         if not isinstance(node, cst.Assign):
@@ -79,6 +80,11 @@ def module_instances(facts: "FileFacts") -> set[str]:
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
             if facts.is_module_class(facts.classes.get(value.func.value)):
                 found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+                continue
+        if isinstance(value, cst.Call) and (
+            objects(facts.context).kind(node.value) == MODULE or network_values.loads_model(facts, node.value)
+        ):  # a torchvision network, a class or factory of a project module, a whole model loaded from a file
+            found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
     return found
 
 

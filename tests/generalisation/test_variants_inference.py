@@ -445,7 +445,7 @@ SCRIPT_LOOP = (
 SCRIPT_SINK = (
     "save_image($out.softmax(1).view(-1, 1, 1, 10), f'out/{i}.png')",
     "print(i, $out.argmax(1).tolist())",
-    "results.append($out.cpu().numpy())",
+    "results.append($out.detach().cpu().numpy())",
     "with open(f'out/{i}.txt', 'w') as handle:\n    handle.write(str($out.argmax(1).item()))",
     "plt.imshow($out.softmax(1).detach().cpu().numpy())\nplt.savefig(f'out/{i}.png')",
 )

@@ -55,6 +55,13 @@ def untrained(facts: "FileFacts", name: str) -> bool:
     return True
 
 
+def file_trains(facts: "FileFacts") -> bool:
+    """Some code of the file trains (a backward pass, an optimizer step, a gradient read). A network run with
+    autograd on in a file that trains nothing is plain inference (TL301's), whatever happens to its output;
+    a network never trained beside code that trains is a frozen one (a target network, a teacher)."""
+    return any(scope.training for scope in facts.scopes)
+
+
 def built_here(facts: "FileFacts", name: str) -> bool:
     """The plain name `name` is assigned the result of a call somewhere in the file (`teacher = Net().cuda()`),
     not only received as a parameter."""

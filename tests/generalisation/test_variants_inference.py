@@ -113,6 +113,7 @@ CLASSIFIER = (
     "torch.load('init.pt', map_location=device, weights_only=False)",
     "nets['cnn'].to(device)",
     "load_model('init.pt', device)",
+    "nn.DataParallel(Net()).to(device)",
 )
 
 TRAIN_EPOCH = """
@@ -200,6 +201,7 @@ optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
 """
 
 MAIN_LOOP = """
+history = []
 for epoch in range(10):
     train_epoch($model, $loader, optimizer)
     $mode_caller
@@ -262,8 +264,8 @@ EVAL_SLOTS = {
 }
 
 CALL = {
-    "function": ("score = $fname($model, $L)\nprint(epoch, score)",),
-    "other_file": ("score = $fname($model, $L)\nprint(epoch, score)",),
+    "function": ("score = $fname($model, $L)\nprint(epoch, score)", "print(epoch, $fname($L=$L, $model=$model))"),
+    "other_file": ("score = $fname($model, $L)\nprint(epoch, score)", "history.append($fname($model, $L=$L))"),
     "deep": ("report(epoch, $model, $L)",),
 }
 

@@ -21,16 +21,21 @@ def test_a_parameter_holds_a_network_when_every_caller_passes_one() -> None:
     import torch
     import torch.nn as nn
 
-    def run(m, fn, mixed, x):
+    def make_loss():
+        loss = nn.SmoothL1Loss()
+        return loss
+
+    def run(m, fn, mixed, measure, x):
         probe(m)
         probe(fn)
         probe(mixed)
+        probe(measure)
 
     net = nn.Linear(4, 2).cuda()
-    run(net, torch.sigmoid, net, torch.ones(1, 4))
-    run(nn.Sequential(nn.Linear(4, 2)), torch.tanh, lambda t: t, torch.ones(1, 4))
+    run(net, torch.sigmoid, net, nn.MSELoss(), torch.ones(1, 4))
+    run(nn.Sequential(nn.Linear(4, 2)), torch.tanh, lambda t: t, make_loss(), torch.ones(1, 4))
     """
-    assert holds(source) == ["True", "False", "False"]
+    assert holds(source) == ["True", "False", "False", "False"]  # a loss module is a module, not a network
 
 
 def test_a_loaded_model_is_a_network_and_a_state_dict_is_not_a_parameter() -> None:

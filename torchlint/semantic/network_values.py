@@ -18,7 +18,7 @@ import libcst as cst
 from torchlint.lint.names import dotted
 from torchlint.semantic import call_arguments, project
 from torchlint.semantic.functions import called_function, returns_of
-from torchlint.semantic.objects import MODULE, objects
+from torchlint.semantic.objects import LOSS_MODULE_NAME, MODULE, objects
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -52,6 +52,8 @@ def _passes_network(facts: "FileFacts", argument: cst.BaseExpression, hops: int)
     """The argument a caller passes is a network, in the caller's file: a module by its binding, an owner of
     parameters, an eval mode or a state dict, a network by its plain name, or a name that holds one itself."""
     argument = _strip_same_object(argument)
+    if _is_loss(facts.context, argument, 0):
+        return False  # `criterion = nn.MSELoss()`: a module, but a loss, not a network to run without grad
     if objects(facts.context).kind(argument) == MODULE:
         return True
     text = dotted(argument) if isinstance(argument, (cst.Name, cst.Attribute)) else None
@@ -60,6 +62,28 @@ def _passes_network(facts: "FileFacts", argument: cst.BaseExpression, hops: int)
     if facts.is_network_receiver(text, argument):
         return True
     return isinstance(argument, cst.Name) and holds_network(facts, argument, hops)
+
+
+def _is_loss(context: "Context", expr: cst.BaseExpression, depth: int) -> bool:
+    """`expr` holds a loss module: named like one (`criterion`), or built by a class named `...Loss`, directly,
+    through the name it is assigned to, or returned by a helper of this file (`self._select_criterion()`)."""
+    expr = _strip_same_object(expr)
+    if isinstance(expr, (cst.Name, cst.Attribute)) and LOSS_MODULE_NAME.match(expr.value if isinstance(expr, cst.Name) else expr.attr.value):
+        return True
+    if depth >= 3:
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = context.lookup(expr) or []
+        values = [b.value for b in bindings if b.kind == "assign" and b.value is not None]
+        return bool(values) and all(_is_loss(context, value, depth + 1) for value in values)
+    if not isinstance(expr, cst.Call):
+        return False
+    name = dotted(expr.func) if isinstance(expr.func, (cst.Name, cst.Attribute)) else None
+    if name is not None and name.rsplit(".", 1)[-1].endswith("Loss"):
+        return True
+    function = called_function(context, expr)
+    returned = [r.value for r in returns_of(function) if r.value is not None] if function is not None else []
+    return bool(returned) and all(_is_loss(context, value, depth + 1) for value in returned)
 
 
 def loads_model(facts: "FileFacts", value: cst.BaseExpression, depth: int = 0) -> bool:

@@ -23,7 +23,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow, frozen_networks, host_sinks, network_methods
+from torchlint.semantic import forward_flow, frozen_networks, host_sinks, network_methods, network_values
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
@@ -419,7 +419,8 @@ class FileFacts:
             return False
         receiver = func.value
         if _FORWARD_METHODS.match(func.attr.value) and not (func.attr.value != "forward" and _self_attribute(receiver)):
-            return False  # a network's own forward methods; a helper object's `self.extractor.forward_pass(x)` is read
+            if func.attr.value == "forward" or not _plain_object(self, receiver):
+                return False  # a network's own forward methods; a helper object's `forward_pass(x)` is read
         if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
             return False  # a method of this class: judged as a helper of its own
         return self._method_calls.ask(
@@ -458,7 +459,9 @@ class FileFacts:
             return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
         if self.has_parameters(base):
             return True
-        return is_network_callee(base) and is_forward_call(self.context, call.node)  # the cheap test first
+        if is_network_callee(base) and is_forward_call(self.context, call.node):  # the cheap test first
+            return True
+        return isinstance(func, cst.Name) and network_values.holds_network(self, func)  # `m(x)`, `m` passed a network
 
     def has_parameters(self, target: str) -> bool:
         """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""
@@ -1035,6 +1038,13 @@ def collect_grad_facts(context: Context) -> FileFacts:
 def _self_attribute(expr: cst.BaseExpression) -> bool:
     """`self.<attr>`: an object the enclosing class holds."""
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _plain_object(facts: FileFacts, receiver: cst.BaseExpression) -> bool:
+    """`receiver` is built from classes that are found and are no networks (`predictor = Predictor(path)`): its
+    `forward_batch(x)` is a method like any other, read to see whether it runs a network."""
+    classes = network_methods.receiver_classes(facts, receiver)
+    return bool(classes) and not any(network_methods.is_network_class(owner, cls) for owner, cls in classes)
 
 
 def _framework_decorated(scope: ScopeFacts) -> bool:

@@ -54,6 +54,54 @@ def build_model(classes=10):
     return ConvNet(classes)
 '''
 
+# helpers a loop may call: a metric fed numbers, a meter of host values, syncs one to three calls deep and
+# in a metric object's method
+METRICS = '''
+import torch
+
+
+class Accuracy:
+    def __init__(self):
+        self.correct, self.total = 0, 0
+
+    def update(self, correct, total):
+        self.correct += correct
+        self.total += total
+
+
+class AverageMeter:
+    def __init__(self):
+        self.val = self.avg = self.sum = 0.0
+        self.count = 0
+
+    def update(self, val, n=1):
+        self.val = val
+        self.sum += val * n
+        self.count += n
+        self.avg = self.sum / self.count
+
+
+def accuracy(logits, labels):
+    return (logits.argmax(1) == labels).float().mean().item()
+
+
+def batch_stats(logits, labels, loss):
+    return {"acc": accuracy(logits, labels), "loss": loss.detach()}
+
+
+def log_batch(history, logits, labels, loss):
+    history.append(batch_stats(logits, labels, loss))
+
+
+class TopK:
+    def __init__(self, k=5):
+        self.k, self.hits = k, 0
+
+    def update(self, logits, labels):
+        top = logits.topk(self.k, 1).indices
+        self.hits += (top == labels[:, None]).any(1).sum().item()
+'''
+
 NET = pools.NET_CLASS.replace("784", "3072")
 
 CONSTRUCT = (
@@ -103,7 +151,7 @@ def _head(extra: str) -> str:
     return (
         IMPORTS
         + "from data import make_dataset, make_loader\nfrom models import ConvNet, build_model\n"
-        + "from metrics import *\n"
+        + "$metimport\n"
         + NET
         + extra
     )
@@ -120,7 +168,7 @@ def _main(setup: str, call: str) -> str:
 def _frames(setup: str, extra: str) -> dict[str, tuple[dict[str, str], dict[str, tuple[str, ...]]]]:
     plain = {"M": ("$model",), "O": ("$optimizer",), "L": ("$loader",), "met": ("$metric",), "dev": ("device",)}
     function = f"\n\ndef run_epoch({PARAMS}):\n    criterion = nn.CrossEntropyLoss()\n    $loop\n"
-    engine = IMPORTS + "from metrics import *\n" + extra + function
+    engine = IMPORTS + "$metimport\n" + extra + function
     epochs = "for epoch in range(10):\n    run_epoch($model, $loader, $optimizer, $metric, device)"
     method = (
         "\n\nclass Trainer:\n"
@@ -181,15 +229,11 @@ def framed(
 ) -> list[Shape]:
     """One shape per frame: `loop` is the block run once per epoch; `metrics` is metrics.py (helpers the loop
     may call, beside the `Accuracy` metric every frame builds); `extra` is code every file holding the loop has."""
-    base_metrics = (
-        "import torch\n\n\nclass Accuracy:\n    def __init__(self):\n        self.correct, self.total = 0, 0\n\n"
-        "    def update(self, correct, total):\n        self.correct += correct\n        self.total += total\n"
-    )
     shapes = []
     for frame, (files, frame_slots) in _frames(SETUP if gpu else CPU_SETUP, extra).items():
         if frame not in frames:
             continue
-        project = {"data.py": DATA, "models.py": MODELS + models, "metrics.py": base_metrics + metrics, **files}
+        project = {"data.py": DATA, "models.py": MODELS + models, "metrics.py": METRICS + metrics, **files}
         if not gpu:
             project = {n: t.replace(", pin_memory=True", "") for n, t in project.items()}
         all_slots = {
@@ -206,6 +250,10 @@ def framed(
             "out": ("out", "logits", "outputs", "pred", "y_hat"),
             "metric": ("metric", "meter", "acc_metric"),
             "metclass": ("Accuracy",),
+            "metimport": (
+                "from metrics import Accuracy, AverageMeter, TopK, accuracy, batch_stats, log_batch",
+                "from metrics import *",
+            ),
             **frame_slots,
             **slots,
         }

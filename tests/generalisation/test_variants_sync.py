@@ -231,28 +231,6 @@ TIMED = sync_frames.framed(
 )
 
 # syncs one, two and three calls deep, in this file and another, and in a method of a metric object
-HELPERS = '''
-
-def accuracy(logits, labels):
-    return (logits.argmax(1) == labels).float().mean().item()
-
-
-def batch_stats(logits, labels, loss):
-    return {"acc": accuracy(logits, labels), "loss": loss.detach()}
-
-
-def log_batch(history, logits, labels, loss):
-    history.append(batch_stats(logits, labels, loss))
-
-
-class TopK:
-    def __init__(self, k=5):
-        self.k, self.hits = k, 0
-
-    def update(self, logits, labels):
-        top = logits.topk(self.k, 1).indices
-        self.hits += (top == labels[:, None]).any(1).sum().item()
-'''
 
 DEEP = [
     shape
@@ -272,7 +250,6 @@ DEEP = [
         f"sync-deep-in-helper/{metclass}",
         _step_loop("$record"),
         {"record": records, "metclass": (metclass,)},
-        metrics=HELPERS,
         extra="\n\ndef top1(logits, labels):\n    return accuracy(logits, labels)\n",
     )
 ]

@@ -126,19 +126,6 @@ CPU_ONLY = sync_frames.framed(
     gpu=False,
 )
 
-METER = '''
-
-class AverageMeter:
-    def __init__(self):
-        self.val = self.avg = self.sum = 0.0
-        self.count = 0
-
-    def update(self, val, n=1):
-        self.val = val
-        self.sum += val * n
-        self.count += n
-        self.avg = self.sum / self.count
-'''
 
 HOST_STATE = sync_frames.framed(
     "metric-host-state",
@@ -157,7 +144,6 @@ HOST_STATE = sync_frames.framed(
             "$met.update(seen, seen)\nprint(f'{$met.correct / max($met.total, 1):.3f}')",
         )
     },
-    metrics=METER,
 )
 
 GATHERED_ONCE = sync_frames.framed(

@@ -504,7 +504,7 @@ def imported(
     if isinstance(name, cst.Name):
         origin = context.imports.origin(name.value)
         if origin is None:
-            return None
+            return _star_imported(context, name.value, mentions)
         dots, module, attr = origin
         target = module_file(context.source.path, dots, module)
         if target is None:  # `from package import module`, then `module.name`: not a name in a module
@@ -525,6 +525,18 @@ def imported(
         target = module_file(context.source.path, 0, plain) if plain else None
         found = summary(target) if target is not None else None
         return (found, name.attr.value) if found is not None else None
+    return None
+
+
+def _star_imported(context: "Context", name: str, mentions: tuple[str, ...]) -> Optional[tuple[ModuleSummary, str]]:
+    """`name` unbound in the file, defined by a project module it imports with `from module import *`."""
+    if not context.imports.stars or context.bindings(context.module).get(name):
+        return None
+    for dots, module in reversed(context.imports.stars):  # the last star import wins, as in Python
+        target = module_file(context.source.path, dots, module)
+        found = summary(target, mentions) if target is not None else None
+        if found is not None and found.definition(name) is not None:
+            return found, name
     return None
 
 

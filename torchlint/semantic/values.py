@@ -392,8 +392,9 @@ class ValueKinds:
         ):
             iterable = self.context.assigned_value(iterable)  # type: ignore[assignment]
         if isinstance(iterable, (cst.List, cst.Tuple)):
+            # `zip(names, (loss, reg))`: a device tensor among values of unknown kind, none known to be the host's
             kinds = [self.kind(e.value) for e in iterable.elements if not isinstance(e, cst.StarredElement)]
-            return T if kinds and all(k == T for k in kinds) else UNK
+            return T if T in kinds and all(k in (T, UNK) for k in kinds) else UNK
         if isinstance(iterable, cst.ListComp):  # losses = [out[:, i].mean() for i in range(k)]
             return T if self.kind(iterable.elt) == T else UNK
         # iterating a model's output may give dicts or lists (detection models): only a host batch is told

@@ -343,19 +343,7 @@ ONCE_ELEMENTS = sync_frames.framed(
 GENERAL = FRAMED + PROGRESS + SEVERAL + TIMED + DEEP + FORWARD + GATHER + ELEMENTS + ONCE_ELEMENTS
 
 # Spellings the model does not follow yet: (shape name, reason).
-_FRAMES = ("script", "function", "method", "other_file", "nested")
-XFAIL: dict[str, str] = {
-    **{f"several-tensors-formatted/{f}": "`%` of a tuple built by `tuple(...)`, `.format(*...)` and a value drawn "
-       "through `zip` are not followed to the tensors" for f in _FRAMES},
-    **{f"sync-deep-in-helper/{c}/{f}": "a helper of another file that reads a device value is not reported at "
-       "the call the step loop makes" for c in ("Accuracy", "TopK") for f in _FRAMES},
-    **{f"eval-gather/{f}": "`.tolist()` of a device tensor gathered in an evaluation loop of a function is missed"
-       for f in ("function", "other_file", "nested")},
-    **{f"per-element-read/{f}": "a comparison of one element of a device tensor in a loop inside the step is missed"
-       for f in ("script", "method", "other_file", "nested")},
-    **{f"per-element-read-once/{f}": "per-element reads of a device tensor outside a step loop (`if probs[c] > t`, "
-       "`float(p)`) are missed" for f in _FRAMES},
-}
+XFAIL: dict[str, str] = {}
 
 SHAPES = SHAPES + GENERAL
 

@@ -1034,9 +1034,25 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
             names = {t.value for t in flatten_targets(target) if isinstance(t, cst.Name)}
             if isinstance(expr, cst.Name) and expr.value in names and isinstance(target, cst.Name):
                 return iterable  # for b in boxes: b.item()
+            enumerated = _enumerated(target, iterable)
+            if isinstance(expr, cst.Name) and enumerated is not None and enumerated[0] == expr.value:
+                return enumerated[1]  # for i, b in enumerate(boxes): b.item()
             if indexes & names and _counts(iterable):
                 return root  # for i in range(len(boxes)): boxes[i].item()
     return None
+
+
+def _enumerated(
+    target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression
+) -> Optional[tuple[str, cst.BaseExpression]]:
+    """`for i, b in enumerate(boxes)`: ("b", boxes)."""
+    if not (isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Name)):
+        return None
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate"):
+        return None
+    if not iterable.args or iterable.args[0].keyword is not None or iterable.args[0].star:
+        return None
+    return target.elements[1].value.value, iterable.args[0].value
 
 
 def _rare_for(context: "Context", test: cst.BaseExpression, element_names: set[str]) -> bool:

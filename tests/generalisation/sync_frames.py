@@ -25,15 +25,33 @@ from tqdm import tqdm
 
 DATA = '''
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 
-def make_dataset(n=4096):
-    return TensorDataset(torch.randn(n, 3, 32, 32), torch.randint(0, 10, (n,)))
+class AsDicts(Dataset):
+    def __init__(self, pairs):
+        self.pairs = pairs
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __getitem__(self, index):
+        image, label = self.pairs[index]
+        return {"image": image, "label": label}
+
+
+def make_dataset(n=4096, as_dict=False):
+    pairs = TensorDataset(torch.randn(n, 3, 32, 32), torch.randint(0, 10, (n,)))
+    return AsDicts(pairs) if as_dict else pairs
 
 
 def make_loader(dataset, batch_size):
     return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=4, pin_memory=True)
+
+
+def unpack(batch, device):
+    images, labels = batch
+    return images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 '''
 
 MODELS = '''
@@ -124,11 +142,19 @@ HEADER = tuple(h.replace("$loader", "$L") for h in pools.HEADER) + (
     "for batch in $L:\n    $x, $y = batch[0], batch[1]",
     "it = iter($L)\nfor step in range(1000):\n    $x, $y = next(it)",
     "step, max_steps, it = 0, 1000, iter($L)\nwhile step < max_steps:\n    $x, $y = next(it)\n    step += 1",
+    "for batch in $L:\n    $x, $y = unpack(batch, $dev)",
+)
+
+# dict batches (the dataset yields `{"image": ..., "label": ...}`)
+DICT_HEADER = (
+    "for batch in $L:\n    $x, $y = batch['image'], batch['label']",
+    "for step, batch in enumerate($L):\n    $x = batch['image']\n    $y = batch['label']",
+    "for batch in tqdm($L):\n    batch = {k: v.to($dev) for k, v in batch.items()}\n    $x, $y = batch['image'], batch['label']",
 )
 
 SETUP = """
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-dataset = make_dataset()
+dataset = $dataset
 $model = $construct.to(device)
 $loaderbuild
 $optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
@@ -137,7 +163,7 @@ $metric = $metclass()
 
 CPU_SETUP = """
 device = "cpu"
-dataset = make_dataset()
+dataset = $dataset
 $model = $construct
 $loaderbuild
 $optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
@@ -150,7 +176,7 @@ PARAMS = "$model, $loader, $optimizer, $metric, device"
 def _head(extra: str) -> str:
     return (
         IMPORTS
-        + "from data import make_dataset, make_loader\nfrom models import ConvNet, build_model\n"
+        + "from data import make_dataset, make_loader, unpack\nfrom models import ConvNet, build_model\n"
         + "$metimport\n"
         + NET
         + extra
@@ -168,7 +194,7 @@ def _main(setup: str, call: str) -> str:
 def _frames(setup: str, extra: str) -> dict[str, tuple[dict[str, str], dict[str, tuple[str, ...]]]]:
     plain = {"M": ("$model",), "O": ("$optimizer",), "L": ("$loader",), "met": ("$metric",), "dev": ("device",)}
     function = f"\n\ndef run_epoch({PARAMS}):\n    criterion = nn.CrossEntropyLoss()\n    $loop\n"
-    engine = IMPORTS + "$metimport\n" + extra + function
+    engine = IMPORTS + "from data import unpack\n$metimport\n" + extra + function
     epochs = "for epoch in range(10):\n    run_epoch($model, $loader, $optimizer, $metric, device)"
     method = (
         "\n\nclass Trainer:\n"
@@ -215,6 +241,12 @@ def _frames(setup: str, extra: str) -> dict[str, tuple[dict[str, str], dict[str,
     }
 
 
+def _host_only(text: str) -> str:
+    text = text.replace(", pin_memory=True", "").replace(", unpack\n", "\n").replace("from data import unpack\n", "")
+    start = text.find("\n\ndef unpack(")
+    return text[:start] + "\n" if start >= 0 else text
+
+
 def framed(
     name: str,
     loop: str,
@@ -223,6 +255,7 @@ def framed(
     metrics: str = "",
     models: str = "",
     extra: str = "",
+    files: dict[str, str] | None = None,
     gpu: bool = True,
     select: tuple[str, ...] = ("TL201", "TL202", "TL203", "TL204", "TL205", "TL207"),
     frames: tuple[str, ...] = ("script", "function", "method", "other_file", "nested"),
@@ -230,17 +263,16 @@ def framed(
     """One shape per frame: `loop` is the block run once per epoch; `metrics` is metrics.py (helpers the loop
     may call, beside the `Accuracy` metric every frame builds); `extra` is code every file holding the loop has."""
     shapes = []
-    for frame, (files, frame_slots) in _frames(SETUP if gpu else CPU_SETUP, extra).items():
+    for frame, (frame_files, frame_slots) in _frames(SETUP if gpu else CPU_SETUP, extra).items():
         if frame not in frames:
             continue
-        project = {"data.py": DATA, "models.py": MODELS + models, "metrics.py": METRICS + metrics, **files}
-        if not gpu:
-            project = {n: t.replace(", pin_memory=True", "") for n, t in project.items()}
+        project = {"data.py": DATA, "models.py": MODELS + models, "metrics.py": METRICS + metrics, **(files or {}), **frame_files}
         all_slots = {
             "loop": (loop,),
             "header": HEADER,
             "construct": CONSTRUCT,
             "loaderbuild": LOADER_BUILD,
+            "dataset": ("make_dataset()",),
             "model": pools.MODEL,
             "loader": pools.LOADER,
             "optimizer": pools.OPTIMIZER,
@@ -257,5 +289,8 @@ def framed(
             **frame_slots,
             **slots,
         }
+        if not gpu:  # nothing moves to a device anywhere: no pinned memory, no helper that moves a batch
+            project = {n: _host_only(t) for n, t in project.items()}
+            all_slots = {k: tuple(_host_only(v) for v in vs if "unpack(" not in v) for k, vs in all_slots.items()}
         shapes.append(Shape(name=f"{name}/{frame}", files=project, slots=all_slots, select=select))
     return shapes

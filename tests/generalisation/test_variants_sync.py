@@ -181,6 +181,43 @@ def _step_loop(tail: str) -> str:
 
 FRAMED = sync_frames.framed("framed-sync-in-step", _step_loop("$sync"), {"sync": STEP_SYNC})
 
+# dict batches
+DICT_BATCH = sync_frames.framed(
+    "dict-batch",
+    _step_loop("$sync"),
+    {"sync": STEP_SYNC, "header": sync_frames.DICT_HEADER, "dataset": ("make_dataset(as_dict=True)",)},
+)
+
+# a step function of another file: its read is reported once, at the call the loop makes (TL207); the loss it
+# returns is a device tensor the loop reads
+STEPS = """
+import torch
+
+
+def train_step(model, optimizer, criterion, x, y):
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    $stepret
+"""
+
+STEP_FUNCTION = sync_frames.framed(
+    "step-function-elsewhere/reads",
+    "running = 0.0\n$header\n    $x, $y = $x.to($dev), $y.to($dev)\n"
+    "    running += train_step($M, $O, criterion, $x, $y)  # expect: TL207",
+    {"stepret": ("return loss.item()", "return float(loss)", "return loss.detach().cpu().item()")},
+    extra="from steps import train_step\n",
+    files={"steps.py": STEPS},
+) + sync_frames.framed(
+    "step-function-elsewhere/returns",
+    "running, history, times = 0.0, [], []\n$header\n    $x, $y = $x.to($dev), $y.to($dev)\n"
+    "    $loss = train_step($M, $O, criterion, $x, $y)\n    $sync",
+    {"stepret": ("return loss", "return loss.detach()"), "sync": STEP_SYNC[:9]},
+    extra="from steps import train_step\n",
+    files={"steps.py": STEPS},
+)
+
 # progress bars: the bar formats what it is given on every step
 PROGRESS = sync_frames.framed(
     "progress-bar",
@@ -340,7 +377,7 @@ ONCE_ELEMENTS = sync_frames.framed(
     },
 )
 
-GENERAL = FRAMED + PROGRESS + SEVERAL + TIMED + DEEP + FORWARD + GATHER + ELEMENTS + ONCE_ELEMENTS
+GENERAL = FRAMED + DICT_BATCH + STEP_FUNCTION + PROGRESS + SEVERAL + TIMED + DEEP + FORWARD + GATHER + ELEMENTS + ONCE_ELEMENTS
 
 # Spellings the model does not follow yet: (shape name, reason).
 XFAIL: dict[str, str] = {}

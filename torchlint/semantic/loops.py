@@ -444,9 +444,15 @@ def _decide(context: "Context", loop: Loop) -> bool:
 
 
 def _runs_step_function(context: "Context", call: cst.Call) -> bool:
-    """`train(epoch)` where `train` is a one-step function of this file (full-batch training): each trip of
-    the loop that calls it is one step."""
+    """`train(epoch)` where `train` is a one-step function of this file (full-batch training) or of another
+    project file (`train_step(model, opt, x, y)`): each trip of the loop that calls it is one step."""
     function = called_function(context, call)
+    if function is None and isinstance(call.func, cst.Name):  # `train_step(model, opt, x, y)` of another file
+        from torchlint.semantic import project
+
+        found = project.imported(context, call.func, (".backward(",))
+        summary = found[0].function_summary(found[1]) if found is not None else None
+        return summary is not None and summary.one_step
     return function is not None and context.enclosing_function(call) is not function and is_step_function(context, function)
 
 

@@ -78,7 +78,7 @@ class TensorConditionInTrainingLoop(SyncRule):
         for side in sides:
             if isinstance(side, (cst.Name, cst.Subscript)):
                 collection = self.semantic.element_read(side)
-                if collection is not None and self.values.is_tensor(collection):
+                if collection is not None and self.walks_device_tensor(collection):
                     return True
         return False
 

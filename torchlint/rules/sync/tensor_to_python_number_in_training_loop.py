@@ -51,7 +51,7 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
             return  # rebound builtin
         if self.semantic.every_step(node) is None or not self.values.is_tensor(args[0].value):
             collection = self.semantic.element_read(args[0].value)
-            if collection is not None and self.values.is_tensor(collection):
+            if collection is not None and self.walks_device_tensor(collection):
                 self.report(node, _PER_ELEMENT.format(name=func.value))  # `[int(b) for b in boxes]`, in any loop
             return
         if self.semantic.sets_host_size(node) and self.semantic.element_read(args[0].value) is None:

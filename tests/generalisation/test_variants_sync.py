@@ -11,7 +11,7 @@ from tests.generalisation import pools, sync_frames
 from tests.generalisation.variants import Shape, check
 
 SELECT = ("TL201", "TL202", "TL203", "TL204")
-LIMIT = 8  # spellings per framed shape: the first is the base, the rest drawn at random
+LIMIT = 6  # spellings per framed shape: the first is the base, the rest drawn at random
 
 IMPORTS = """
 import torch

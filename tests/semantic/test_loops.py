@@ -370,7 +370,8 @@ for b in boxes:
         found = model.element_read(expr)
         return "-" if found is None else cst.Module([]).code_for_node(found)
 
-    assert ask(source, collection) == ["boxes", "scores", "-", "scores", "-", "-"]
+    # `b` of `for i, b in enumerate(boxes)` is an element of `boxes`, as in `for b in boxes`
+    assert ask(source, collection) == ["boxes", "scores", "boxes", "scores", "-", "-"]
 
 
 def test_a_settings_comparison_is_not_a_logging_interval() -> None:

@@ -87,6 +87,7 @@ class ImportTable:
         self._aliases: dict[str, str] = {}
         self._shadowed: set[str] = set()
         self._origins: dict[str, tuple[int, str, str]] = {}  # local -> (dots, module, imported name)
+        self.stars: list[tuple[int, str]] = []  # `from [dots]module import *`: (dots, module)
 
     def add(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
@@ -104,6 +105,7 @@ class ImportTable:
         dots = len(node.relative)
         module = _module_name(node.module) if node.module is not None else ""
         if isinstance(node.names, cst.ImportStar):
+            self.stars.append((dots, module))
             return
         for alias in node.names:
             imported = _module_name(alias.name)

@@ -30,11 +30,31 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
         index -= 1  # `obj.method(a)`: `a` is the second parameter
     name = param.name.value
     found = []
-    for site_facts, _, call in facts.call_sites(scope):
-        for position, arg in enumerate(call.node.args):
+    sites = [(f, c.node) for f, _, c in facts.call_sites(scope)]
+    if scope.cls is not None and function.name.value == "__init__":  # type: ignore[union-attr]
+        sites = _constructions(facts, scope.cls)  # `Trainer(model, loader)` runs `__init__`
+    for site_facts, node in sites:
+        for position, arg in enumerate(node.args):
             if arg.star:
                 break
             if (arg.keyword is not None and arg.keyword.value == name) or (arg.keyword is None and position == index):
                 found.append((site_facts, arg.value))
                 break
+    return found
+
+
+def _constructions(facts: "FileFacts", cls: cst.ClassDef) -> list[tuple["FileFacts", cst.Call]]:
+    """The calls that build an object of `cls`: by its name in this file, and in the project files that import
+    it (a top-level class)."""
+    from torchlint.semantic import project
+
+    name = cls.name.value
+    found = [
+        (facts, c.node)
+        for _, c in facts.callers(name)
+        if isinstance(c.node.func, cst.Name) and c.node.func.value == name
+    ]
+    if cls in facts.context.module.body:
+        for site in project.call_sites(facts.context.source.path, name):
+            found.append((site.summary.model.grad, site.call))
     return found

@@ -27,9 +27,10 @@ CLOCK_CALLS = frozenset(
 TENSOR_ARGUMENT = "`.item()` of a tensor it is given"
 
 
-# Words a module's text must contain for one of its functions to read a device value on the host itself.
-# (`int(`, `float(` are in most modules and rarely of a tensor: left out, the scan would spare nothing.)
-SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'")
+# Words a module's text must contain for one of its functions to read a device value on the host itself
+# (`float(loss)` returned by a step function of another file included: the scan spares less, the summary
+# still reads `float(x)` as a sync only where `x` is shown to be a tensor).
+SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'", "float(", "int(")
 
 
 # Methods that return the module they are called on (`Net().to(device)`, `Net().cuda().eval()`).
@@ -171,7 +172,7 @@ class FunctionSummaries:
         ):
             built = built.func.value  # `Meta(args).to(device)`: the object `Meta(args)` built
         if not isinstance(built, cst.Call) or not isinstance(built.func, (cst.Name, cst.Attribute)):
-            return None
+            return self._method_of_passed_object(func.value, func.attr.value, strict)
         method = func.attr.value
         if isinstance(built.func, cst.Name):
             bindings = self.context.lookup(built.func)
@@ -185,6 +186,44 @@ class FunctionSummaries:
         summary, name = found
         how = summary.method_syncs(name, method)
         return (f"{name}.{method}", how) if how is not None else None
+
+    def _method_of_passed_object(
+        self, holder: cst.BaseExpression, method: str, strict: bool, depth: int = 0
+    ) -> Optional[tuple[str, str]]:
+        """`metric.update(out, y)` where `metric` is a parameter, or `self.metric` is assigned one in `__init__`,
+        and the callers pass an object of a project class whose `update` reads a device value on the host (their
+        own parameters are followed to their callers, two calls up)."""
+        from torchlint.semantic.call_arguments import passed_for
+        from torchlint.semantic.model import semantic_model
+        from torchlint.semantic.network_methods import receiver_classes
+
+        if is_self_attribute(holder):
+            built = self._instance_built(holder)  # `self.metric = metric`: the parameter of `__init__`
+            if not isinstance(built, cst.Name):
+                return None
+            holder = built
+        if not isinstance(holder, cst.Name):
+            return None
+        for owner, cls in receiver_classes(semantic_model(self.context).grad, holder):
+            function = method_named(cls, method)
+            if function is None:
+                continue
+            if owner.context is self.context:
+                how = self.sync_in(function, strict=strict)
+            else:
+                found = project.summary(owner.context.source.path)
+                how = found.method_syncs(cls.name.value, method) if found is not None else None
+            if how is not None:
+                return f"{cls.name.value}.{method}", how
+        bindings = self.context.lookup(holder) or ()
+        if depth < 1 and len(bindings) == 1 and bindings[0].kind == "param" and isinstance(bindings[0].node, cst.Param):
+            for facts, argument in passed_for(semantic_model(self.context).grad, bindings[0].node):
+                if isinstance(argument, cst.Name):
+                    summaries = semantic_model(facts.context).calls
+                    found = summaries._method_of_passed_object(argument, method, strict, depth + 1)
+                    if found is not None:
+                        return found
+        return None
 
     def _is_parameter(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
         """`value` is a parameter of `function`, never rebound there."""

@@ -444,9 +444,15 @@ def _decide(context: "Context", loop: Loop) -> bool:
 
 
 def _runs_step_function(context: "Context", call: cst.Call) -> bool:
-    """`train(epoch)` where `train` is a one-step function of this file (full-batch training): each trip of
-    the loop that calls it is one step."""
+    """`train(epoch)` where `train` is a one-step function of this file (full-batch training) or of another
+    project file (`train_step(model, opt, x, y)`): each trip of the loop that calls it is one step."""
     function = called_function(context, call)
+    if function is None and isinstance(call.func, cst.Name):  # `train_step(model, opt, x, y)` of another file
+        from torchlint.semantic import project
+
+        found = project.imported(context, call.func, (".backward(",))
+        summary = found[0].function_summary(found[1]) if found is not None else None
+        return summary is not None and summary.one_step
     return function is not None and context.enclosing_function(call) is not function and is_step_function(context, function)
 
 
@@ -1034,9 +1040,25 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
             names = {t.value for t in flatten_targets(target) if isinstance(t, cst.Name)}
             if isinstance(expr, cst.Name) and expr.value in names and isinstance(target, cst.Name):
                 return iterable  # for b in boxes: b.item()
+            enumerated = _enumerated(target, iterable)
+            if isinstance(expr, cst.Name) and enumerated is not None and enumerated[0] == expr.value:
+                return enumerated[1]  # for i, b in enumerate(boxes): b.item()
             if indexes & names and _counts(iterable):
                 return root  # for i in range(len(boxes)): boxes[i].item()
     return None
+
+
+def _enumerated(
+    target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression
+) -> Optional[tuple[str, cst.BaseExpression]]:
+    """`for i, b in enumerate(boxes)`: ("b", boxes)."""
+    if not (isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Name)):
+        return None
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate"):
+        return None
+    if not iterable.args or iterable.args[0].keyword is not None or iterable.args[0].star:
+        return None
+    return target.elements[1].value.value, iterable.args[0].value
 
 
 def _rare_for(context: "Context", test: cst.BaseExpression, element_names: set[str]) -> bool:

@@ -209,7 +209,16 @@ class Objects:
             qual = self.context.qualname(annotation) if isinstance(annotation, (cst.Name, cst.Attribute)) else None
             if qual is not None:
                 return base_kind(qual)
-        return None
+            return None
+        if depth > 2:
+            return None
+        from torchlint.semantic.call_arguments import passed_for
+        from torchlint.semantic.model import semantic_model
+
+        # what the callers pass (`run_epoch(net, loader)` where `net = Net()`), when they all agree
+        passed = passed_for(semantic_model(self.context).grad, param)
+        kinds = {objects(facts.context)._kind(arg, depth + 1) for facts, arg in passed}
+        return kinds.pop() if len(kinds) == 1 else None
 
     def classes(self) -> dict[str, cst.ClassDef]:
         """The file's classes by name (top level and nested; the first definition of a name wins)."""
@@ -292,9 +301,9 @@ class Objects:
             for node in descendants(cls.body):
                 if type(node) is cst.Assign:  # exact type: see `walk.is_a`
                     for target in node.targets:
-                        t = target.target
-                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                            found.setdefault(t.attr.value, []).append(node.value)
+                        for t, value in _pairs(target.target, node.value):
+                            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                                found.setdefault(t.attr.value, []).append(value)
         return found
 
     # -- by evidence, else by name ---------------------------------------------------------------------
@@ -343,6 +352,16 @@ def _bound_once(context: "Context", name: cst.Name) -> bool:
     """`name` refers to one class statement of this file (not rebound)."""
     bindings = context.lookup(name)
     return bool(bindings) and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef)
+
+
+def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Target and value, each target of `self.a, self.b = a, b` with its own value."""
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        if len(target.elements) == len(value.elements) and not any(
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)
+        ):
+            return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+    return [(target, value)]
 
 
 def objects(context: "Context") -> Objects:

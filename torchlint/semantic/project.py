@@ -53,6 +53,8 @@ class FunctionSummary:
     returns: Optional[str]  # the `objects` kind of what it returns
     syncs: Optional[str]  # how it reads a device value on the host (None: it does not)
     moves_to_accelerator: bool  # it puts something on an accelerator (`x.cuda()`, `.to(device)`)
+    value: str = "unknown"  # a `values` kind of what it returns: "tensor" for a loss a step function returns
+    one_step: bool = False  # it runs one training step (`loss.backward(); optimizer.step()`, no loop)
 
 
 class ModuleSummary:
@@ -118,6 +120,7 @@ class ModuleSummary:
         return ClassSummary(kind, kind == DATASET and datasets.indexes_memory(node))
 
     def _summarise_function(self, node: cst.FunctionDef) -> FunctionSummary:
+        from torchlint.semantic import loops
         from torchlint.semantic.functions import returns_of
         from torchlint.semantic.placement import is_device_argument
 
@@ -131,10 +134,13 @@ class ModuleSummary:
                 ):
                     moves = True
                     break
+        values = {self.model.values.kind(r.value) for r in returns_of(node) if r.value is not None}
         return FunctionSummary(
             returns=returns.pop() if len(returns) == 1 else None,
             syncs=self.model.calls.sync_in(node, strict=True),
             moves_to_accelerator=moves,
+            value=values.pop() if len(values) == 1 else "unknown",
+            one_step=loops.is_step_function(self.context, node),
         )
 
     def release(self) -> None:
@@ -504,7 +510,7 @@ def imported(
     if isinstance(name, cst.Name):
         origin = context.imports.origin(name.value)
         if origin is None:
-            return None
+            return _star_imported(context, name.value, mentions)
         dots, module, attr = origin
         target = module_file(context.source.path, dots, module)
         if target is None:  # `from package import module`, then `module.name`: not a name in a module
@@ -525,6 +531,18 @@ def imported(
         target = module_file(context.source.path, 0, plain) if plain else None
         found = summary(target) if target is not None else None
         return (found, name.attr.value) if found is not None else None
+    return None
+
+
+def _star_imported(context: "Context", name: str, mentions: tuple[str, ...]) -> Optional[tuple[ModuleSummary, str]]:
+    """`name` unbound in the file, defined by a project module it imports with `from module import *`."""
+    if not context.imports.stars or context.bindings(context.module).get(name):
+        return None
+    for dots, module in reversed(context.imports.stars):  # the last star import wins, as in Python
+        target = module_file(context.source.path, dots, module)
+        found = summary(target, mentions) if target is not None else None
+        if found is not None and found.definition(name) is not None:
+            return found, name
     return None
 
 

@@ -207,7 +207,7 @@ class ValueKinds:
                 return PY
             if qual.startswith("torch."):
                 return self._torch_call(call, qual)
-            return UNK
+            return self._returned_elsewhere(func)
         if isinstance(func, cst.Attribute):
             method = name
             if method in _PY_METHODS:
@@ -254,6 +254,14 @@ class ValueKinds:
             return UNK
         kinds = [self.kind(r.value) for r in returns_of(function) if r.value is not None]
         return _combine(kinds) if kinds else PY
+
+    def _returned_elsewhere(self, func: cst.BaseExpression) -> str:
+        """What a function of another project file returns (`loss = train_step(...)`): a device or host tensor."""
+        from torchlint.semantic import project
+
+        found = project.imported(self.context, func)
+        summary = found[0].function_summary(found[1]) if found is not None else None
+        return summary.value if summary is not None and summary.value in (T, CPU) else UNK
 
     def _torch_call(self, call: cst.Call, qual: str) -> str:
         if qual == "torch.Tensor":
@@ -392,8 +400,9 @@ class ValueKinds:
         ):
             iterable = self.context.assigned_value(iterable)  # type: ignore[assignment]
         if isinstance(iterable, (cst.List, cst.Tuple)):
+            # `zip(names, (loss, reg))`: a device tensor among values of unknown kind, none known to be the host's
             kinds = [self.kind(e.value) for e in iterable.elements if not isinstance(e, cst.StarredElement)]
-            return T if kinds and all(k == T for k in kinds) else UNK
+            return T if T in kinds and all(k in (T, UNK) for k in kinds) else UNK
         if isinstance(iterable, cst.ListComp):  # losses = [out[:, i].mean() for i in range(k)]
             return T if self.kind(iterable.elt) == T else UNK
         # iterating a model's output may give dicts or lists (detection models): only a host batch is told

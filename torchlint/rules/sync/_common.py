@@ -23,6 +23,15 @@ class SyncRule(Rule):
     def values(self) -> ValueKinds:
         return self.semantic.values
 
+    def walks_device_tensor(self, collection: cst.BaseExpression) -> bool:
+        """A per-element read walks a device tensor: one the code shows to be one, not a parameter, whose
+        place its callers decide (a forward's `lengths` a caller moved to the host)."""
+        if isinstance(collection, cst.Name):
+            bindings = self.context.lookup(collection) or ()
+            if bindings and all(b.kind == "param" for b in bindings):
+                return False
+        return self.values.is_tensor(collection)
+
     def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
         # a CPU-only program pays nothing for a host read; a module a GPU script imports runs on its device.
         # A test suite's loops check behaviour, not speed.

@@ -128,6 +128,8 @@ class ItemInTrainingLoop(SyncRule):
         loop: Optional[cst.CSTNode] = self.semantic.every_step(node)
         if loop is None:
             loop = self._in_step_function(node)
+            if loop is not None and self.semantic.calls.reported_at_a_call(loop):  # type: ignore[arg-type]
+                return  # TL207 reports the call the step loop makes: one finding per sync
         if loop is None:
             if self.values.kind(func.value) == T:
                 self._helper_reads.append((node, method, statement))  # its callers are known once the walk ends
@@ -144,7 +146,9 @@ class ItemInTrainingLoop(SyncRule):
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
         receiver = _receiver(node.func.value)  # type: ignore[attr-defined]
-        per_element = self.semantic.element_read(receiver) is not None or self._indexed_per_trip(receiver, loop)
+        collection = self.semantic.element_read(receiver)
+        walked = collection is not None and self.walks_device_tensor(collection)
+        per_element = walked or self._indexed_per_trip(receiver, loop)
         if self.semantic.feeds_host_consumer(node) and not per_element:
             return  # `envs.step(actions.cpu().numpy())`: only the host can use the value (one copy per batch)
         if self.semantic.sets_host_size(node) and not per_element:
@@ -221,7 +225,7 @@ class ItemInTrainingLoop(SyncRule):
             elif not self._gathered_in_forward_loop(call, method, statement):
                 self._check_element_read(call, method, statement)
         for call, method, statement, collection in self._element_reads:
-            if statement not in self._reported and self.values.is_tensor(collection):
+            if statement not in self._reported and self.walks_device_tensor(collection):
                 self._reported.add(statement)  # type: ignore[arg-type]
                 self.report(call, _PER_ELEMENT.format(what=self._spelling(call, method)))
 

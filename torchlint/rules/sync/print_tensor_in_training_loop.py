@@ -64,7 +64,7 @@ class PrintTensorInTrainingLoop(SyncRule):
         name = last_name(node.func)
         where: cst.CSTNode | None = None  # the expression to report when not the tensor itself
         if name == "format" and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.SimpleString):
-            values = [a.value for a in node.args if a.star == ""]
+            values = [v for a in node.args if a.star != "**" for v in (self._items(a.value) if a.star else [a.value])]
             where = node
         elif name == "print" and isinstance(node.func, cst.Name):
             values = [a.value for a in positional(node)]
@@ -85,7 +85,7 @@ class PrintTensorInTrainingLoop(SyncRule):
             return
         for value in values:
             if self.values.is_tensor(value):
-                self.report(where if where is not None else value)
+                self.report(where if where is not None else value)  # `value` is an argument of `node`
                 return
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
@@ -96,9 +96,23 @@ class PrintTensorInTrainingLoop(SyncRule):
         named = isinstance(right, cst.Name) and isinstance(self.context.assigned_value(right), cst.Tuple)
         if named:
             right = self.context.assigned_value(right)  # losses = (d_loss, g_loss); "%.3f %.3f" % losses
-        items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
-        # `"%.3f %.3f" % (*losses,)`: the unpacked elements of a tensor are tensors
-        items = [i.value if isinstance(i, cst.StarredElement) else i for i in items]
+        # `"%.3f %.3f" % (*losses,)`: the unpacked elements of a tensor are tensors, and those of a list of them
+        elements = right.elements if isinstance(right, cst.Tuple) else [cst.Element(right)]
+        items = [v for e in elements for v in (self._items(e.value) if isinstance(e, cst.StarredElement) else [e.value])]
+        if len(items) == 1 and isinstance(items[0], cst.Call) and last_name(items[0].func) in ("tuple", "list"):
+            call = items[0]  # `"%.3f %.3f" % tuple(losses)`
+            if isinstance(call.func, cst.Name) and len(call.args) == 1 and not self.context.lookup(call.func):
+                items = self._items(call.args[0].value)
         tensors = [i for i in items if self.values.is_tensor(i)]
         if tensors and self._every_step(node):
-            self.report(node.right if named else tensors[0])
+            inside = any(a is node for a in self.context.ancestors(tensors[0]))
+            self.report(tensors[0] if inside and not named else node.right)
+
+    def _items(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """What unpacking `expr` gives: the elements of a list or tuple, also through the name it is assigned
+        to (`parts = [loss, reg]`), else `expr` itself (the rows of a tensor are tensors)."""
+        if isinstance(expr, cst.Name) and isinstance(self.context.assigned_value(expr), (cst.List, cst.Tuple)):
+            expr = self.context.assigned_value(expr)  # type: ignore[assignment]
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return [e.value for e in expr.elements if not isinstance(e, cst.StarredElement)]
+        return [expr]

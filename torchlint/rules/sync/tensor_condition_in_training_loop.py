@@ -9,6 +9,12 @@ import libcst as cst
 from torchlint.rules.sync._common import EXPLANATION_COMMON, SyncRule
 
 
+_PER_ELEMENT = (
+    "A condition on each element of a device tensor waits for the GPU once per element: copy the tensor to the "
+    "host once before the loop (`.tolist()`, `.cpu()`), or decide on the device (`torch.where`, a mask)"
+)
+
+
 class TensorConditionInTrainingLoop(SyncRule):
     code = "TL204"
     name = "tensor-condition-in-training-loop"
@@ -56,12 +62,25 @@ class TensorConditionInTrainingLoop(SyncRule):
         self._check(node.test, node)
 
     def _check(self, test: cst.BaseExpression, where: cst.CSTNode) -> None:
-        if self.semantic.every_step(test) is None:  # asked first: it is cheaper than the tensor question
-            return
+        every_step = self.semantic.every_step(test) is not None
         for part in self._operands(test):
-            if self.values.is_tensor(part):
+            if every_step and self.values.is_tensor(part):
                 self.report(test)
                 return
+            if self._reads_element(part):
+                self.report(test, _PER_ELEMENT)
+                return
+
+    def _reads_element(self, part: cst.BaseExpression) -> bool:
+        """`scores[i] > 0.5` under `for i in range(len(scores))`, `s > 0.5` under `for s in scores`: one wait
+        per element of a device tensor, in any loop (post-processing included)."""
+        sides = [part.left, *(c.comparator for c in part.comparisons)] if isinstance(part, cst.Comparison) else [part]
+        for side in sides:
+            if isinstance(side, (cst.Name, cst.Subscript)):
+                collection = self.semantic.element_read(side)
+                if collection is not None and self.walks_device_tensor(collection):
+                    return True
+        return False
 
     def _operands(self, test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         """The operands Python converts to bool, stopping after an interval test joined by `and`

@@ -8,6 +8,12 @@ from torchlint.lint.calls import positional
 from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
 
 
+_PER_ELEMENT = (
+    "`{name}()` of each element of a device tensor waits for the GPU once per element: copy the whole tensor to "
+    "the host once before the loop (`.tolist()`, `.cpu()`)"
+)
+
+
 class TensorToPythonNumberInTrainingLoop(SyncRule):
     code = "TL202"
     name = "tensor-to-python-number-in-training-loop"
@@ -44,6 +50,9 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
         if len(args) != 1 or len(node.args) != 1 or self.context.lookup(func):
             return  # rebound builtin
         if self.semantic.every_step(node) is None or not self.values.is_tensor(args[0].value):
+            collection = self.semantic.element_read(args[0].value)
+            if collection is not None and self.walks_device_tensor(collection):
+                self.report(node, _PER_ELEMENT.format(name=func.value))  # `[int(b) for b in boxes]`, in any loop
             return
         if self.semantic.sets_host_size(node) and self.semantic.element_read(args[0].value) is None:
             return  # `n = int(counts.max())` then `x.view(n, -1)`: Python needs the number

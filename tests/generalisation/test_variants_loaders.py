@@ -610,19 +610,7 @@ SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + CPU_ONLY + IN_MEMO
 LIMIT = 8
 
 # Shapes the model does not judge right yet, with what it lacks.
-MISSING = {
-    **{
-        f"cpu-only/{frame}": "a CPU-only program whose loader is iterated in another project file is not seen as one"
-        for frame in ("engine_file", "trainer_file", "deep")
-    },
-    **{
-        f"{shape}/{frame}": "batches read in another file, from a loader handed over in a dict or to a class, are not followed"
-        for shape in ("pin-missing/disk", "pin-missing/dict-batch", "pinned-blocking-copy")
-        for frame in ("trainer_file", "deep")
-        if (shape, frame) != ("pinned-blocking-copy", "deep")
-    },
-    "peeked/other_file": "a loader returned straight from a factory of another file and only peeked at is not seen as peeked",
-}
+MISSING: dict[str, str] = {}
 
 
 def _cases() -> list:

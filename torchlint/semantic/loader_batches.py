@@ -406,16 +406,20 @@ class LoaderBatches:
     def _remote_param(self, param: cst.CSTNode) -> Optional[frozenset]:
         """The loaders that files importing this one pass for a parameter of a top-level function."""
         function = self.context.enclosing(param, cst.FunctionDef) if isinstance(param, cst.Param) else None
-        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+        called = self._called_from_importers(function) if isinstance(function, cst.FunctionDef) else None
+        if called is None:
             return None
-        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:
+        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:  # type: ignore[arg-type]
             return None  # called here too (and that was not decided), or already one file away
-        ordered = [*function.params.posonly_params, *function.params.params]
-        position = ordered.index(param) if param in ordered else None
+        name, skipped = called
+        ordered = [*function.params.posonly_params, *function.params.params]  # type: ignore[union-attr]
+        position = ordered.index(param) - skipped if param in ordered else None
+        if position is not None and position < 0:
+            return None  # `self`
         _REMOTE_HOPS[0] += 1
         try:
             parts: list[Optional[frozenset]] = []
-            for site in project.call_sites(self.context.source.path, function.name.value):
+            for site in project.call_sites(self.context.source.path, name):
                 arg = argument(site.call, param.name.value, position)  # type: ignore[attr-defined]
                 caller = site.summary.model.loaders
                 caller._remote = True
@@ -429,6 +433,17 @@ class LoaderBatches:
         finally:
             _REMOTE_HOPS[0] -= 1
         return strict_union(parts)
+
+    def _called_from_importers(self, function: cst.FunctionDef) -> Optional[tuple[str, int]]:
+        """The name other files call to run `function` and how many leading parameters the call does not
+        pass: a top-level function (`train(model, loader)`: 0) or the constructor of a top-level class
+        (`Trainer(model, loader)` runs `__init__(self, model, loader)`: 1)."""
+        if function in self.context.module.body:
+            return function.name.value, 0
+        cls = self.context.enclosing(function, cst.ClassDef)
+        if function.name.value == "__init__" and cls in self.context.module.body:
+            return cls.name.value, 1  # type: ignore[union-attr]
+        return None
 
     def returned_by(self, loader: cst.Call) -> Optional[tuple[str, Optional[int]]]:
         """(name, index) when a top-level function of this file returns the loader (as element `index` of a

@@ -41,6 +41,7 @@ class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, Loader
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None
+        self._cpu_program: Optional[bool] = None
         self._sources_active: set[int] = set()
         self._remote = False  # whether `batch_sources` may ask other files (see `batch_reads`)
         self._reads: Optional[dict[object, list[tuple[cst.CSTNode, cst.BaseExpression]]]] = None

@@ -135,7 +135,7 @@ class DataloaderNumWorkersZero(Rule):
                 continue
             if data.collate_on_device(node):
                 continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
-            if cpu_only and (self._consumed_here(node) or self.semantic.loaders.callers_on_accelerator(node) is False):
+            if cpu_only and (self._consumed_here(node) or data.callers_on_accelerator(node) is False or data.cpu_program_trains()):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             self._report(node)
 

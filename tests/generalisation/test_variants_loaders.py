@@ -607,7 +607,7 @@ PRE_TOKENISED = [
 
 SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
 
-LIMIT = 8
+LIMIT = 6
 
 # Shapes the model does not judge right yet, with what it lacks.
 MISSING: dict[str, str] = {}
@@ -624,3 +624,61 @@ def _cases() -> list:
 def test_loader_findings_do_not_depend_on_spelling(shape: Shape) -> None:
     failures = [report for choice in shape.choices(limit=LIMIT) if (report := check(shape, choice))]
     assert not failures, f"{len(failures)} of {LIMIT} variants differ; first:\n{failures[0]}"
+
+
+def _canonical(frame: str) -> list[dict[str, str]]:
+    """The base spelling of the unpinned, single-process loader shape in a frame, with each setting that
+    leaves both workers and pinning to be chosen, and each plain copy to the GPU."""
+    shape = next(s for s in SHAPES_C if s.name.endswith(f"/{frame}"))
+    base = shape.choices(limit=1)[0]
+    return [
+        render(shape, {**base, "settings": settings, "copy": copy})
+        for settings in (0, 1, 4)  # num_workers missing or 0, pin_memory missing or False
+        for copy in (0, 1)
+        if copy == 0 or settings == 0
+    ]
+
+
+def _loader_settings(text: str) -> list[set[str]]:
+    calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DataLoader"]
+    return [{k.arg for k in c.keywords if k.arg is not None and not (isinstance(k.value, ast.Constant) and k.value.value in (0, False))} for c in calls]
+
+
+@pytest.mark.parametrize("frame", ["script", "function", "method"])
+def test_worker_and_pinning_fixes_compose_in_one_run(frame: str) -> None:
+    from torchlint.lint.api import lint_source
+
+    select = ["TL101", "TL102", "TL103"]
+    for files in _canonical(frame):
+        fixed = lint_source(files["main.py"], "main.py", select=select, fix=True, unsafe_fixes=True)
+        assert fixed.fixed_text is not None and not fixed.findings, fixed.findings
+        settings = _loader_settings(fixed.fixed_text)  # parses, and every loader got both settings
+        assert len(settings) == 2 and all({"num_workers", "pin_memory"} <= s for s in settings), fixed.fixed_text
+        assert "non_blocking=True" in fixed.fixed_text  # the copies from the now pinned loaders overlap
+        again = lint_source(fixed.fixed_text, "main.py", select=select, fix=True, unsafe_fixes=True)
+        assert not again.findings and again.fixed_text in (None, fixed.fixed_text)
+
+
+def test_fixes_compose_across_files_in_one_cli_run(tmp_path) -> None:
+    """`torchlint check --fix --unsafe-fixes` on a project whose loaders are built by a factory of another
+    file: one run gives the factory's loaders both workers and pinning. The copies in the training file
+    become blocking copies from pinned memory only then (TL103): the next run makes them `non_blocking`,
+    and one more changes nothing."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import cli
+
+    for name, text in _canonical("factory_tuple")[0].items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    command = ["check", "--fix", "--unsafe-fixes", "--no-cache", "--select", "TL101,TL102,TL103", str(tmp_path)]
+    first = CliRunner().invoke(cli, command)
+    assert first.exit_code == 0, first.output
+    settings = _loader_settings((tmp_path / "data.py").read_text(encoding="utf-8"))
+    assert len(settings) == 2 and all({"num_workers", "pin_memory"} <= s for s in settings)
+    second = CliRunner().invoke(cli, command)
+    main = (tmp_path / "main.py").read_text(encoding="utf-8")
+    assert second.exit_code == 0 and main.count("non_blocking=True") == 4, main  # two copies in each loop
+    ast.parse(main)
+    before = {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()}
+    third = CliRunner().invoke(cli, command)
+    assert third.exit_code == 0 and {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()} == before

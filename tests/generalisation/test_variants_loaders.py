@@ -13,6 +13,7 @@ from tests.generalisation import pools
 from tests.generalisation.variants import Shape, check, render
 
 IMPORTS = """
+import argparse
 import glob
 import os
 
@@ -27,8 +28,11 @@ from tqdm import tqdm
 import tensors
 from tensors import make_tensors
 
-CONFIG = {"batch_size": 32, "workers": 4}
+CONFIG = {"batch_size": 32, "workers": 4, "pin": True}
 LOADER_KWARGS = {"num_workers": 4, "pin_memory": True}
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=4)
+args, _ = parser.parse_known_args()
 """
 
 # tensors built in memory in another file (a function returning them, and a dataset bound at its top level)
@@ -360,6 +364,7 @@ SETTINGS_C = (
     "batch_size=64, pin_memory=torch.cuda.is_available())  # expect: TL101",
     "batch_size=32, num_workers=0, pin_memory=False)  # expect: TL101",
     'batch_size=CONFIG["batch_size"], num_workers=CONFIG["workers"])',
+    "batch_size=32, num_workers=args.workers)",
 )
 SHAPES_C = shapes(
     "workers-zero/disk",
@@ -376,6 +381,7 @@ SETTINGS_D = (
     "batch_size=32, num_workers=0)  # expect: TL102",
     "batch_size=32, num_workers=os.cpu_count() or 1)  # expect: TL102",
     'batch_size=CONFIG["batch_size"], num_workers=CONFIG["workers"])  # expect: TL102',
+    "batch_size=32, num_workers=args.workers)  # expect: TL102",
 )
 SHAPES_D = shapes(
     "pin-missing/disk",
@@ -390,6 +396,7 @@ SETTINGS_PINNED = (
     "batch_size=32, num_workers=4, pin_memory=True)",
     "batch_size=32, num_workers=4, pin_memory=torch.cuda.is_available())",
     "batch_size=32, **LOADER_KWARGS)",
+    'batch_size=32, num_workers=args.workers, pin_memory=CONFIG["pin"])',
 )
 COPY_PINNED = (
     "$x, $y = $x.to(device), $y.to(device)  # expect: TL103",

@@ -142,7 +142,17 @@ NAMES = {
     "header": HEADERS,
     "M": ("$model",),
     "O": ("$optimizer",),
+    "construct": ("Net()", "nn.Sequential(nn.Flatten(), nn.Linear(784, 10))", "build_model()"),
 }
+
+# a model built by a factory of another file
+MODELS = """
+import torch.nn as nn
+
+
+def build_model(hidden=128):
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+"""
 
 GPU = 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
 
@@ -166,8 +176,8 @@ def frames(
     """The same program in six frames: `device` is the line that picks the device (or none), `utils` the
     helper file, `build` makes the loaders, `step` and `evaluate` read them."""
     STEP, EVAL, BUILD = step, evaluate, build  # noqa: N806
-    head = IMPORTS + "from utils import $helper\n" + pools.NET_CLASS + IMAGE_FILES
-    model = "$model = Net().to(device)\n" if "cuda" in device else "$model = Net()\n"
+    head = IMPORTS + "from models import build_model\nfrom utils import $helper\n" + pools.NET_CLASS + IMAGE_FILES
+    model = "$model = $construct.to(device)\n" if "cuda" in device else "$model = $construct\n"
     train = model + "$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)\ncriterion = nn.CrossEntropyLoss()\n"
     loops = "for epoch in range(10):\n" + _indent(STEP) + "\ncorrect = 0\n" + EVAL
     refs = {"L": ("$loader",), "V": ("$val",)}
@@ -343,7 +353,7 @@ def shapes(
 ) -> list[Shape]:
     out = []
     for frame, (files, refs) in frames(device, utils, **templates).items():
-        files = {**files, "tensors.py": TENSORS, **(extra or {})}
+        files = {**files, "tensors.py": TENSORS, "models.py": MODELS, **(extra or {})}
         out.append(Shape(name=f"{prefix}/{frame}", files=files, slots={**NAMES, **refs, **slots}, select=select))
     return out
 
@@ -441,6 +451,26 @@ IN_MEMORY = shapes(
         "copy": COPY_TO_GPU,
     },
     ("TL101",),
+)
+
+# D: tensors in memory batched in the training process and copied to the GPU for a training step: pinning
+# pays there too (TL102); the evaluation loader, read outside a training step, gains nothing from it.
+BUILD_SPLIT_SETTINGS = BUILD.replace("$val = DataLoader(held, $settings", "$val = DataLoader(held, $eval_settings")
+IN_MEMORY_PIN = shapes(
+    "pin-missing/in-memory",
+    GPU,
+    {
+        "dataset": MEMORY,
+        "settings": (
+            "batch_size=32)  # expect: TL102",
+            "batch_size=32, num_workers=0)  # expect: TL102",
+            "batch_size=32, pin_memory=False)  # expect: TL102",
+        ),
+        "eval_settings": ("batch_size=256)", "batch_size=256, num_workers=0)"),
+        "copy": COPY_TO_GPU,
+    },
+    ("TL102",),
+    build=BUILD_SPLIT_SETTINGS,
 )
 
 # D: batches as dicts, moved by a helper of another file (TL102 on both loaders).
@@ -612,7 +642,7 @@ PRE_TOKENISED = [
     for frame, files in TEXT_FRAMES.items()
 ]
 
-SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
+SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
 
 LIMIT = 6
 

@@ -5,12 +5,13 @@ generators), `next(it)` inside a loop, and loaders built in another file of the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_args
+from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
@@ -19,12 +20,14 @@ from torchlint.semantic.loader_calls import (
     TQDM,
     argument_for,
     element_at,
+    enclosing_loops,
     is_builtin,
     match_iteration,
     next_of,
     step_loop_of_read,
     strict_union,
 )
+from torchlint.semantic.loader_entries import entry_key
 from torchlint.semantic.loader_exemptions import after_an_exit, waits_for_a_person
 
 if TYPE_CHECKING:
@@ -83,6 +86,7 @@ class CallResult:
     flow: Flow
     call: cst.Call
     index: Optional[int]
+    key: Optional[str] = None  # with `HELD`: the literal key read (`loaders["train"]`), None for any
 
     def resolve(self) -> Optional[list[Remote]]:
         """The DataLoader(...) calls of the other file the function returns, or None when not certain."""
@@ -94,7 +98,8 @@ class CallResult:
         for ret in returns_of(function):
             value = ret.value
             if self.index == HELD:
-                elements = there._elements(value, 0) if value is not None else None
+                entries = there.dict_entry(value, self.key) if value is not None and self.key is not None else None
+                elements = entries if entries is not None else there._elements(value, 0) if value is not None else None
                 loaders = there._union(elements, 0) if elements else None
                 if loaders is None:
                     return None
@@ -152,7 +157,10 @@ class LoaderBatches:
                     target = parent.targets[0].target
                 self._record_read(iterator, loop.body, target)
             self._record_wrapper_reads()
-        return self._reads.get(loader, [])
+        found = self._reads.get(loader, [])
+        if isinstance(loader, CallResult) and loader.key is not None:
+            found = found + self._reads.get(replace(loader, key=None), [])  # `loaders[phase]` reads every entry
+        return found
 
     def _record_wrapper_reads(self) -> None:
         """`batch = batch_loader.next()` in a step loop, where `batch_loader = InfiniteDataLoader(...)` is a
@@ -222,6 +230,21 @@ class LoaderBatches:
                     return True
         return False
 
+    def copied_for_training(self, copies: list[tuple[Context, cst.Call]]) -> bool:
+        """Some of these copies of a loader's batches (in this file or another) feeds a training step: a loop
+        around it, in its function, runs a backward pass or an optimizer step, or its function does."""
+        from torchlint.semantic import loops  # loops asks about values, which ask about loaders
+
+        for where, copy in copies:
+            if any(loops.is_training_loop(where, loop) for loop in enclosing_loops(where, copy)):
+                return True
+            function = where.enclosing(copy, cst.FunctionDef)
+            if function is not None and any(
+                isinstance(n, cst.Attribute) and n.attr.value == "backward" for n in descendants(function)
+            ):
+                return True  # `def training_step(batch)`: moves the batch and runs the backward pass
+        return False
+
     def batch_sources(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[frozenset]:
         """The DataLoader(...) calls whose batches iterating `expr` yields: `loaders_of`, and also through
         `iter(loader)` and generators of this file that loop over a loader they are given."""
@@ -274,7 +297,7 @@ class LoaderBatches:
         if isinstance(expr, cst.Subscript) and self._remote:
             # `loaders["train"]` where `loaders = build_loaders(cfg)` of another file returns a dict of loaders
             held = self._held_in(expr.value)
-            return frozenset([CallResult(self, held, HELD)]) if held is not None else None
+            return frozenset([CallResult(self, held, HELD, entry_key(context, expr))]) if held is not None else None
         if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and self.imported_function(expr):
             # `loader = get_loader(args)` of another file, or `data.train_dataloader()` of a class of another file
             return frozenset([CallResult(self, expr, None)])

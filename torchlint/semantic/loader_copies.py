@@ -16,7 +16,7 @@ from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
 from torchlint.semantic.functions import is_generator, method_named, returns_of
-from torchlint.semantic.loader_batches import CallResult, ImportedLoader
+from torchlint.semantic.loader_batches import HELD, CallResult, ImportedLoader
 from torchlint.semantic.loader_calls import (
     TQDM,
     element_at,
@@ -115,10 +115,12 @@ class LoaderCopies:
         if returned is None:
             return self._copies_where_imported(loader) or self._copies_of_method_result(loader)
         name, index = returned
+        function = self.context.enclosing(loader, cst.FunctionDef)
+        key = self.returned_key(function, loader) if index == HELD and function is not None else None
         found: list[tuple[Context, cst.Call]] = []
         for site in project.call_sites(self.context.source.path, name):
             caller = site.summary.model.loaders
-            result = CallResult(caller, site.call, index)
+            result = CallResult(caller, site.call, index, key)
             copies = [(caller.context, c) for c in caller.batch_copies(result)]
             found.extend(copies or caller.copies_in_callees(result))
         return found

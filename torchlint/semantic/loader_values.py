@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.lint.calls import argument
 from torchlint.lint.names import last_name
 from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.loader_entries import entry_key
 from torchlint.semantic.loader_calls import (
     TQDM,
     element_at,
@@ -73,6 +74,10 @@ class LoaderValues:
             values = self.self_assigns.get((id(cls), expr.attr.value)) if cls is not None else None
             return self._union(values, depth) if values else None
         if isinstance(expr, cst.Subscript):
+            key = entry_key(context, expr)
+            entries = self.dict_entry(expr.value, key) if key is not None else None  # type: ignore[attr-defined]
+            if entries is not None:
+                return self._union(entries, depth)  # `loaders["train"]` of `{"train": DataLoader(a), ...}`
             # `dataloaders[phase]` where `dataloaders = {x: DataLoader(...) for x in ["train", "val"]}`
             elements = self._elements(expr.value, depth)
             return None if elements is None else self._union(elements, depth)

@@ -104,18 +104,18 @@ class DataloaderWithoutPinMemory(Rule):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
             if data.collates_token_ids(loader):
                 continue  # padded token ids: too few bytes per step for pinning to show
-            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
-            single = workers is not None and (MISSING in workers or 0 in workers)
-            if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):
-                # Tensors in memory batched on the main thread, read outside a training step (a predict or
-                # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
-                continue
             moved = (
                 [(self.context, c) for c in data.batch_copies(loader)]
                 or data.copies_in_importers(loader)
                 or data.copies_in_callees(loader)
             )
             if not moved:
+                continue
+            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
+            single = workers is not None and (MISSING in workers or 0 in workers)
+            if single and self.semantic.loads_from_memory(loader) and not self._for_training(data, loader, moved):
+                # Tensors in memory batched on the main thread, read outside a training step (a predict or
+                # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
                 continue
             where, copy = moved[0]
             shown = snippet(where, copy) + ("" if where is self.context else f"` in `{os.path.basename(where.source.path)}")
@@ -130,6 +130,12 @@ class DataloaderWithoutPinMemory(Rule):
                     self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=PIN_MEMORY_AT
                 )
             self.report(loader, message=message, fix=fix)
+
+    def _for_training(self, data: Flow, loader: cst.Call, moved: list) -> bool:
+        """The loader's batches feed a training step: read by one in this file, or copied in one elsewhere."""
+        if data.read_by_training_step(loader):
+            return True
+        return data.copied_for_training([(where, copy) for where, copy in moved if where is not self.context])
 
     def _dataset_on_device(self, data: Flow, loader: cst.Call) -> bool:
         """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""

@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 import torchvision
 from PIL import Image
+import torch.utils.data as tud
 from torch.utils.data import DataLoader, Dataset, TensorDataset, random_split
 from torchvision import datasets, transforms
 from tqdm import tqdm
@@ -97,6 +98,8 @@ VAL_LOADER = ("val_loader", "test_loader", "vl", "held_out", "other")
 # loop headers over `$L` (the loader, however it is reached) that unpack `$x, $y`
 HEADERS = tuple(h.replace("$loader", "$L") for h in pools.HEADER) + (
     "it = iter($L)\nfor step in range(len($L)):\n    $x, $y = next(it)",
+    "for batch in $L:\n    $x, $y = batch",
+    "for i, batch in enumerate($L):\n    $x, $y = batch[0], batch[1]",
     "stream = iter($L)\nwhile True:\n    try:\n        $x, $y = next(stream)\n    except StopIteration:\n        break",
 )
 
@@ -128,6 +131,15 @@ with torch.no_grad():
         correct += ($M($x).argmax(1) == $y).sum().item()
 """
 
+GPU = "device = $device\n"
+DEVICE = (
+    'torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+    '"cuda"',
+    'torch.device("cuda:0")',
+    '"cuda" if torch.cuda.is_available() else "cpu"',
+)
+
+
 NAMES = {
     "model": pools.MODEL,
     "loader": pools.LOADER,
@@ -142,6 +154,8 @@ NAMES = {
     "header": HEADERS,
     "M": ("$model",),
     "O": ("$optimizer",),
+    "device": DEVICE,
+    "DL": ("DataLoader", "torch.utils.data.DataLoader", "tud.DataLoader"),
     "construct": ("Net()", "nn.Sequential(nn.Flatten(), nn.Linear(784, 10))", "build_model()"),
 }
 
@@ -154,15 +168,14 @@ def build_model(hidden=128):
     return nn.Sequential(nn.Flatten(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 """
 
-GPU = 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
 
 # Where the loaders are built and iterated. `$build` makes `$loader` and `$val` from `$data`; `$L` and `$V`
 # are how the loops reach them.
 BUILD = """
 full = $dataset
 $data, held = random_split(full, [0.9, 0.1])
-$loader = DataLoader($data, shuffle=True, $settings
-$val = DataLoader(held, $settings
+$loader = $DL($data, shuffle=True, $settings
+$val = $DL(held, $settings
 """
 
 
@@ -177,7 +190,7 @@ def frames(
     helper file, `build` makes the loaders, `step` and `evaluate` read them."""
     STEP, EVAL, BUILD = step, evaluate, build  # noqa: N806
     head = IMPORTS + "from models import build_model\nfrom utils import $helper\n" + pools.NET_CLASS + IMAGE_FILES
-    model = "$model = $construct.to(device)\n" if "cuda" in device else "$model = $construct\n"
+    model = "$model = $construct\n" if "cpu" in device else "$model = $construct.to(device)\n"
     train = model + "$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)\ncriterion = nn.CrossEntropyLoss()\n"
     loops = "for epoch in range(10):\n" + _indent(STEP) + "\ncorrect = 0\n" + EVAL
     refs = {"L": ("$loader",), "V": ("$val",)}
@@ -455,7 +468,7 @@ IN_MEMORY = shapes(
 
 # D: tensors in memory batched in the training process and copied to the GPU for a training step: pinning
 # pays there too (TL102); the evaluation loader, read outside a training step, gains nothing from it.
-BUILD_SPLIT_SETTINGS = BUILD.replace("$val = DataLoader(held, $settings", "$val = DataLoader(held, $eval_settings")
+BUILD_SPLIT_SETTINGS = BUILD.replace("$val = $DL(held, $settings", "$val = $DL(held, $eval_settings")
 IN_MEMORY_PIN = shapes(
     "pin-missing/in-memory",
     GPU,
@@ -480,7 +493,7 @@ def $helper(batch, device):
 """
 DICT_STEP = """
 $bheader
-    batch = $helper(batch, device)
+    $move
     $O.zero_grad()
     $loss = criterion($M(batch["image"]), batch["label"])
     $loss.backward()
@@ -489,7 +502,7 @@ $bheader
 DICT_EVAL = """
 with torch.no_grad():
     for batch in $V:
-        batch = $helper(batch, device)
+        $move
         correct += ($M(batch["image"]).argmax(1) == batch["label"]).sum().item()
 """
 DICT_BATCHES = shapes(
@@ -499,8 +512,35 @@ DICT_BATCHES = shapes(
         "dataset": ('DictFiles("data/train")',),
         "settings": SETTINGS_D,
         "bheader": ("for batch in $L:", "for i, batch in enumerate($L):", "for batch in tqdm($L):"),
+        "move": (
+            "batch = $helper(batch, device)",
+            "batch = {k: v.to(device) for k, v in batch.items()}",
+            "batch = {key: value.cuda() for key, value in batch.items()}",
+            "batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}",
+        ),
     },
     ("TL102",),
+    utils=DICT_UTILS,
+    step=DICT_STEP,
+    evaluate=DICT_EVAL,
+)
+DICT_HEADERS = ("for batch in $L:", "for i, batch in enumerate($L):", "for batch in tqdm($L):")
+
+# D: pinned loaders of dict batches moved entry by entry, blocking (TL103) or not.
+DICT_PINNED = shapes(
+    "pinned-blocking-copy/dict-batch",
+    GPU,
+    {
+        "dataset": ('DictFiles("data/train")',),
+        "settings": SETTINGS_PINNED,
+        "bheader": DICT_HEADERS,
+        "move": (
+            "batch = {k: v.to(device) for k, v in batch.items()}  # expect: TL103",
+            "batch = {key: value.cuda() for key, value in batch.items()}  # expect: TL103",
+            "batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}",
+        ),
+    },
+    ("TL103",),
     utils=DICT_UTILS,
     step=DICT_STEP,
     evaluate=DICT_EVAL,
@@ -642,7 +682,7 @@ PRE_TOKENISED = [
     for frame, files in TEXT_FRAMES.items()
 ]
 
-SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
+SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + DICT_PINNED + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
 
 LIMIT = 6
 

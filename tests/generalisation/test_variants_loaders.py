@@ -330,6 +330,28 @@ def frames(
             },
             {"L": ("self.$loader",), "V": ("self.$val",), "M": ("self.$model",), "O": ("self.$optimizer",)},
         ),
+        # one epoch function for both phases, given each loader in turn (trains when given an optimizer)
+        "shared_epoch": (
+            {
+                "main.py": head
+                + device
+                + "\n\ndef run_epoch($model, $loader, $optimizer=None):\n"
+                + "    criterion = nn.CrossEntropyLoss()\n    correct = 0\n"
+                + _indent(
+                    STEP.replace("    $O.zero_grad()\n", "")
+                    .replace("    $loss.backward()\n    $O.step()\n", "")
+                    .rstrip("\n")
+                    + "\n    if $optimizer is not None:\n        $O.zero_grad()\n        $loss.backward()\n        $O.step()\n"
+                    + "    correct += ($M($x).argmax(1) == $y).sum().item()\n"
+                )
+                + "\n    return correct\n\n\ndef main():\n"
+                + _indent(model + "$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)\n" + BUILD)
+                + "\n    for epoch in range(10):\n        run_epoch($model, $loader, $optimizer)\n"
+                + "        with torch.no_grad():\n            run_epoch($model, $val)\n\n\nmain()\n",
+                "utils.py": utils,
+            },
+            refs,
+        ),
         # the loop two calls below the code that builds the loaders, in another file
         "deep": (
             {
@@ -362,10 +384,13 @@ def shapes(
     select: tuple[str, ...],
     utils: str = UTILS,
     extra: dict[str, str] | None = None,
+    skip: tuple[str, ...] = (),
     **templates: str,
 ) -> list[Shape]:
     out = []
     for frame, (files, refs) in frames(device, utils, **templates).items():
+        if frame in skip:
+            continue
         files = {**files, "tensors.py": TENSORS, "models.py": MODELS, **(extra or {})}
         out.append(Shape(name=f"{prefix}/{frame}", files=files, slots={**NAMES, **refs, **slots}, select=select))
     return out
@@ -484,6 +509,7 @@ IN_MEMORY_PIN = shapes(
     },
     ("TL102",),
     build=BUILD_SPLIT_SETTINGS,
+    skip=("shared_epoch",),  # there the evaluation loader goes through the training loop's code
 )
 
 # D: batches as dicts, moved by a helper of another file (TL102 on both loaders).
@@ -523,6 +549,7 @@ DICT_BATCHES = shapes(
     utils=DICT_UTILS,
     step=DICT_STEP,
     evaluate=DICT_EVAL,
+    skip=("shared_epoch",),  # its template reads a tuple batch
 )
 DICT_HEADERS = ("for batch in $L:", "for i, batch in enumerate($L):", "for batch in tqdm($L):")
 
@@ -544,6 +571,7 @@ DICT_PINNED = shapes(
     utils=DICT_UTILS,
     step=DICT_STEP,
     evaluate=DICT_EVAL,
+    skip=("shared_epoch",),  # its template reads a tuple batch
 )
 
 # Near misses: a loader only looked at (a batch or its length, once) in a program that trains on the GPU

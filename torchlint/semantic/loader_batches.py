@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.lint.calls import argument, has_star_args
-from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
@@ -20,7 +19,6 @@ from torchlint.semantic.loader_calls import (
     TQDM,
     argument_for,
     element_at,
-    enclosing_loops,
     is_builtin,
     match_iteration,
     next_of,
@@ -228,21 +226,6 @@ class LoaderBatches:
                     isinstance(n, cst.Attribute) and n.attr.value in ("backward", "step") for n in descendants(function)
                 ):
                     return True
-        return False
-
-    def copied_for_training(self, copies: list[tuple[Context, cst.Call]]) -> bool:
-        """Some of these copies of a loader's batches (in this file or another) feeds a training step: a loop
-        around it, in its function, runs a backward pass or an optimizer step, or its function does."""
-        from torchlint.semantic import loops  # loops asks about values, which ask about loaders
-
-        for where, copy in copies:
-            if any(loops.is_training_loop(where, loop) for loop in enclosing_loops(where, copy)):
-                return True
-            function = where.enclosing(copy, cst.FunctionDef)
-            if function is not None and any(
-                isinstance(n, cst.Attribute) and n.attr.value == "backward" for n in descendants(function)
-            ):
-                return True  # `def training_step(batch)`: moves the batch and runs the backward pass
         return False
 
     def batch_sources(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[frozenset]:

@@ -77,7 +77,7 @@ class DataloaderWithoutPinMemory(Rule):
         "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported either: a loader whose `collate_fn` pads "
         "token ids to a padding index (`get_collate_fn(pad_index)`, `partial(padded_collate_sft, padding_idx=...)`): "
         "a few hundred KB of integers per batch, where a pinned copy saves microseconds on a step of a language model. Not reported: a loader without workers over tensors in memory whose "
-        "batches are read only outside a training step, in this file or another (a predict or evaluation loop that reads each result "
+        "batches are read only outside a training step of this file (a predict or evaluation loop that reads each result "
         "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
         "(`cv2.waitKey(0)`, `input()`, a blocking `plt.show()`); loaders "
@@ -113,7 +113,7 @@ class DataloaderWithoutPinMemory(Rule):
                 continue
             workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
             single = workers is not None and (MISSING in workers or 0 in workers)
-            if single and self.semantic.loads_from_memory(loader) and not self._for_training(data, loader, moved):
+            if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):
                 # Tensors in memory batched on the main thread, read outside a training step (a predict or
                 # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
                 continue
@@ -130,12 +130,6 @@ class DataloaderWithoutPinMemory(Rule):
                     self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=PIN_MEMORY_AT
                 )
             self.report(loader, message=message, fix=fix)
-
-    def _for_training(self, data: Flow, loader: cst.Call, moved: list) -> bool:
-        """The loader's batches feed a training step: read by one in this file, or copied in one elsewhere."""
-        if data.read_by_training_step(loader):
-            return True
-        return data.copied_for_training([(where, copy) for where, copy in moved if where is not self.context])
 
     def _dataset_on_device(self, data: Flow, loader: cst.Call) -> bool:
         """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""

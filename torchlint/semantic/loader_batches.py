@@ -5,7 +5,7 @@ generators), `next(it)` inside a loop, and loaders built in another file of the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -25,6 +25,7 @@ from torchlint.semantic.loader_calls import (
     step_loop_of_read,
     strict_union,
 )
+from torchlint.semantic.loader_entries import entry_key
 from torchlint.semantic.loader_exemptions import after_an_exit, waits_for_a_person
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class CallResult:
     flow: Flow
     call: cst.Call
     index: Optional[int]
+    key: Optional[str] = None  # with `HELD`: the literal key read (`loaders["train"]`), None for any
 
     def resolve(self) -> Optional[list[Remote]]:
         """The DataLoader(...) calls of the other file the function returns, or None when not certain."""
@@ -94,7 +96,8 @@ class CallResult:
         for ret in returns_of(function):
             value = ret.value
             if self.index == HELD:
-                elements = there._elements(value, 0) if value is not None else None
+                entries = there.dict_entry(value, self.key) if value is not None and self.key is not None else None
+                elements = entries if entries is not None else there._elements(value, 0) if value is not None else None
                 loaders = there._union(elements, 0) if elements else None
                 if loaders is None:
                     return None
@@ -152,7 +155,10 @@ class LoaderBatches:
                     target = parent.targets[0].target
                 self._record_read(iterator, loop.body, target)
             self._record_wrapper_reads()
-        return self._reads.get(loader, [])
+        found = self._reads.get(loader, [])
+        if isinstance(loader, CallResult) and loader.key is not None:
+            found = found + self._reads.get(replace(loader, key=None), [])  # `loaders[phase]` reads every entry
+        return found
 
     def _record_wrapper_reads(self) -> None:
         """`batch = batch_loader.next()` in a step loop, where `batch_loader = InfiniteDataLoader(...)` is a
@@ -274,7 +280,7 @@ class LoaderBatches:
         if isinstance(expr, cst.Subscript) and self._remote:
             # `loaders["train"]` where `loaders = build_loaders(cfg)` of another file returns a dict of loaders
             held = self._held_in(expr.value)
-            return frozenset([CallResult(self, held, HELD)]) if held is not None else None
+            return frozenset([CallResult(self, held, HELD, entry_key(context, expr))]) if held is not None else None
         if isinstance(expr, cst.Call) and self._remote and self.function_called(expr) is None and self.imported_function(expr):
             # `loader = get_loader(args)` of another file, or `data.train_dataloader()` of a class of another file
             return frozenset([CallResult(self, expr, None)])
@@ -406,16 +412,20 @@ class LoaderBatches:
     def _remote_param(self, param: cst.CSTNode) -> Optional[frozenset]:
         """The loaders that files importing this one pass for a parameter of a top-level function."""
         function = self.context.enclosing(param, cst.FunctionDef) if isinstance(param, cst.Param) else None
-        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+        called = self._called_from_importers(function) if isinstance(function, cst.FunctionDef) else None
+        if called is None:
             return None
-        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:
+        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:  # type: ignore[arg-type]
             return None  # called here too (and that was not decided), or already one file away
-        ordered = [*function.params.posonly_params, *function.params.params]
-        position = ordered.index(param) if param in ordered else None
+        name, skipped = called
+        ordered = [*function.params.posonly_params, *function.params.params]  # type: ignore[union-attr]
+        position = ordered.index(param) - skipped if param in ordered else None
+        if position is not None and position < 0:
+            return None  # `self`
         _REMOTE_HOPS[0] += 1
         try:
             parts: list[Optional[frozenset]] = []
-            for site in project.call_sites(self.context.source.path, function.name.value):
+            for site in project.call_sites(self.context.source.path, name):
                 arg = argument(site.call, param.name.value, position)  # type: ignore[attr-defined]
                 caller = site.summary.model.loaders
                 caller._remote = True
@@ -429,6 +439,17 @@ class LoaderBatches:
         finally:
             _REMOTE_HOPS[0] -= 1
         return strict_union(parts)
+
+    def _called_from_importers(self, function: cst.FunctionDef) -> Optional[tuple[str, int]]:
+        """The name other files call to run `function` and how many leading parameters the call does not
+        pass: a top-level function (`train(model, loader)`: 0) or the constructor of a top-level class
+        (`Trainer(model, loader)` runs `__init__(self, model, loader)`: 1)."""
+        if function in self.context.module.body:
+            return function.name.value, 0
+        cls = self.context.enclosing(function, cst.ClassDef)
+        if function.name.value == "__init__" and cls in self.context.module.body:
+            return cls.name.value, 1  # type: ignore[union-attr]
+        return None
 
     def returned_by(self, loader: cst.Call) -> Optional[tuple[str, Optional[int]]]:
         """(name, index) when a top-level function of this file returns the loader (as element `index` of a

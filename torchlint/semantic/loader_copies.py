@@ -16,9 +16,10 @@ from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
 from torchlint.semantic.functions import is_generator, method_named, returns_of
-from torchlint.semantic.loader_batches import CallResult, ImportedLoader
+from torchlint.semantic.loader_batches import HELD, CallResult, ImportedLoader
 from torchlint.semantic.loader_calls import (
     TQDM,
+    element_at,
     is_builtin,
     is_transfer,
     match_iteration,
@@ -114,10 +115,12 @@ class LoaderCopies:
         if returned is None:
             return self._copies_where_imported(loader) or self._copies_of_method_result(loader)
         name, index = returned
+        function = self.context.enclosing(loader, cst.FunctionDef)
+        key = self.returned_key(function, loader) if index == HELD and function is not None else None
         found: list[tuple[Context, cst.Call]] = []
         for site in project.call_sites(self.context.source.path, name):
             caller = site.summary.model.loaders
-            result = CallResult(caller, site.call, index)
+            result = CallResult(caller, site.call, index, key)
             copies = [(caller.context, c) for c in caller.batch_copies(result)]
             found.extend(copies or caller.copies_in_callees(result))
         return found
@@ -171,7 +174,7 @@ class LoaderCopies:
                     if has_star_args(call) or has_star_kwargs(call) or self.function_called(call) is not None:
                         continue
                     for arg in call.args:
-                        if not isinstance(arg.value, cst.Name) or source not in (self.batch_sources(arg.value) or ()):
+                        if not isinstance(arg.value, (cst.Name, cst.Subscript, cst.Attribute)) or source not in (self.batch_sources(arg.value) or ()):
                             continue
                         for there, callee in self._foreign_callees(call):
                             param = param_for(there.context, callee, call, arg)
@@ -224,7 +227,10 @@ class LoaderCopies:
             return any(b.kind == "assign" and b.value is not None and self._derives(b.value, param, depth + 1) for b in bindings)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             cls = self.context.enclosing(expr, cst.ClassDef)
-            values = self.self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
+            key = (id(cls), expr.attr.value)
+            values = list(self.self_assigns.get(key, [])) if cls is not None else []
+            # `self.train_data, self.eval_data = train_loader, eval_loader`
+            values += [v for a in self.self_unpacked.get(key, []) if (v := unpacked_into(a, expr.attr.value)) is not None]
             return any(self._derives(v, param, depth + 1) for v in values)
         if isinstance(expr, cst.Call) and expr.args and not has_star_args(expr):
             if any(is_builtin(self.context, expr.func, name) for name in ("iter", "enumerate")) or last_name(expr.func) in TQDM:
@@ -481,6 +487,18 @@ class LoaderCopies:
             # torch.accelerator.current_accelerator().type
             return expr.attr.value == "type" and "accelerator" in context.code(expr.value)
         return False
+def unpacked_into(assign: cst.Assign, attribute: str) -> Optional[cst.BaseExpression]:
+    """The value `self.<attribute>` gets from `self.a, self.b = x, y` (None when the right side is no tuple)."""
+    target, value = assign.targets[0].target, assign.value
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    for index, element in enumerate(target.elements):
+        held = element.value
+        if isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.attr.value == attribute:
+            return element_at(value, index, len(target.elements))
+    return None
+
+
 def _parameters_given(context: Context, call: cst.Call, function: cst.FunctionDef, batch: set[str]) -> set[str]:
     """The parameters of `function` that `call` hands a batch part to (by position or keyword)."""
     names = set()

@@ -31,8 +31,11 @@ class LoaderExemptions:
     def only_peeked(self, loader: cst.Call) -> bool:
         """The name the loader is bound to is read, and only to look at a batch or two, never per step:
         `next(iter(loader))` or `it = iter(loader)` then `next(it)` outside any loop, `len(loader)`, a
-        notebook cell showing it, or handed to a function of this file that does no more with it."""
+        notebook cell showing it, or handed to a function of this file that does no more with it; or the
+        loader is returned, and every file calling the function that returns it only looks at it."""
         parent = self.context.parent(loader)
+        if isinstance(parent, cst.Return):
+            return self._peeked_by_importers(loader)  # `def preview_loader(ds): return DataLoader(ds, ...)`
         if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
             return False
         target = parent.targets[0].target
@@ -97,7 +100,7 @@ class LoaderExemptions:
             if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name):
                 name = holder.targets[0].target  # `it = iter(loader)`, then `next(it)`
                 scope = context.enclosing(call, cst.FunctionDef) or context.module
-                reads = [n for n in self._uses(name.value) if n is not name and self._within(n, scope)]
+                reads = [n for n in self._uses(name.value) if n is not name and self._within(n, scope) and self._reads_binding(n, holder)]
                 return bool(reads) and all(self._next_once(n) for n in reads)
             return False
         if depth > 1 or has_star_args(call) or has_star_kwargs(call):
@@ -143,6 +146,14 @@ class LoaderExemptions:
                 return []  # not a project class, or the method is inherited
             out.append((cls[0].model.loaders, method))  # type: ignore[index]
         return out
+
+    def _reads_binding(self, use: cst.Name, assign: cst.Assign) -> bool:
+        """`use` may read the value `assign` binds (not a later `it = iter(other)` in a loop below)."""
+        parent = self.context.parent(use)
+        if isinstance(parent, cst.AssignTarget) and parent.target is use:
+            return False  # another binding of the name
+        reaching = self._reaching_at_top(use, self.context.lookup(use) or [])
+        return not reaching or any(b.node is assign or self._contains(assign, b.node) for b in reaching)
 
     def _next_once(self, use: cst.Name) -> bool:
         holder = self.context.parent(use)
@@ -197,6 +208,29 @@ class LoaderExemptions:
         if not users or any(user is None for user in users):
             return None  # not used by another file, or used by one that cannot be read
         return any(_program_on_accelerator(user) for user in users)  # type: ignore[arg-type]
+
+
+    def cpu_program_trains(self) -> bool:
+        """Neither this file nor any project file it imports (at any depth) or that imports it shows an
+        accelerator, and one of them trains (runs a backward pass): this file's loaders feed a CPU-only
+        training program, wherever its loop is (`train_one_epoch(model, loader)` of engine.py)."""
+        if self._cpu_program is None:
+            source = self.context.source
+            texts = [source.text]
+            for path in project.dependencies(source.path, source.text):
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        texts.append(handle.read(project.MAX_SUMMARY_BYTES))
+                except OSError:
+                    texts.append(".cuda(")  # cannot tell
+            self._cpu_program = not any(_shows_accelerator(t) for t in texts) and any(".backward(" in t for t in texts)
+        return self._cpu_program
+
+
+def _shows_accelerator(text: str) -> bool:
+    from torchlint.semantic.placement import uses_accelerator
+
+    return uses_accelerator(text)
 
 
 def _program_on_accelerator(user: project.ModuleSummary) -> bool:

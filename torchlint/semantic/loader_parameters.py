@@ -1,6 +1,7 @@
 """The values a DataLoader setting given as a name may take: a parameter of the function that builds the
-loader (what its calls pass, or its default), a command-line switch of the file (`pin_memory=args.pin`), or
-whether CUDA is present (`pin_memory=torch.cuda.is_available()`: True on every GPU machine)."""
+loader (what its calls pass, or its default), a command-line switch of the file (`pin_memory=args.pin`), an
+entry of a dict built in the file (`pin_memory=CONFIG["pin"]`), or whether CUDA is present
+(`pin_memory=torch.cuda.is_available()`: True on every GPU machine)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import libcst as cst
 from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keyword
 from torchlint.lint.context import UNKNOWN
 from torchlint.semantic import project
-from torchlint.semantic.loader_calls import is_static
+from torchlint.semantic.loader_calls import MISSING, is_static
 
 
 class LoaderParameters:
@@ -26,10 +27,22 @@ class LoaderParameters:
             return frozenset([True, False])
         if value is UNKNOWN and isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             return self._flag_options(expr.attr.value)  # `pin_memory=args.pin_memory`
+        if value is UNKNOWN and isinstance(expr, cst.Subscript):
+            return self._entry_options(expr) or frozenset([value])  # `pin_memory=CONFIG["pin"]`
         bindings = self.context.lookup(expr) if isinstance(expr, cst.Name) and value is UNKNOWN else None
         if not bindings or len(bindings) != 1 or bindings[0].kind != "param":
             return frozenset([value])
         return self._param_options(bindings[0].node) or frozenset([value])
+
+    def _entry_options(self, expr: cst.Subscript) -> Optional[frozenset]:
+        """The values `config["key"]` may hold, where `config` is a dict built in this file that always has
+        the key (followed as `**kwargs` dicts are: literals, `update`, `config["key"] = ...`)."""
+        if not isinstance(expr.value, cst.Name) or len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+            return None
+        key = self.context.literal(expr.slice[0].slice.value)
+        facts = self.dict_facts(expr.value) if isinstance(key, str) else None  # type: ignore[attr-defined]
+        options = facts.get(key) if facts is not None else None  # type: ignore[arg-type]
+        return None if options is None or MISSING in options else options
 
     def _cuda_present(self, expr: cst.BaseExpression) -> bool:
         """`torch.cuda.is_available()`, or a name assigned only from it (`use_cuda = torch.cuda.is_available()`)."""

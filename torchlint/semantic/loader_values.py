@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.lint.calls import argument
 from torchlint.lint.names import last_name
 from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.loader_entries import entry_key
 from torchlint.semantic.loader_calls import (
     TQDM,
     element_at,
@@ -73,6 +74,10 @@ class LoaderValues:
             values = self.self_assigns.get((id(cls), expr.attr.value)) if cls is not None else None
             return self._union(values, depth) if values else None
         if isinstance(expr, cst.Subscript):
+            key = entry_key(context, expr)
+            entries = self.dict_entry(expr.value, key) if key is not None else None  # type: ignore[attr-defined]
+            if entries is not None:
+                return self._union(entries, depth)  # `loaders["train"]` of `{"train": DataLoader(a), ...}`
             # `dataloaders[phase]` where `dataloaders = {x: DataLoader(...) for x in ["train", "val"]}`
             elements = self._elements(expr.value, depth)
             return None if elements is None else self._union(elements, depth)
@@ -153,6 +158,9 @@ class LoaderValues:
         """At the top level of a script or notebook, which runs once from top to bottom, the one binding of
         `use` made by the latest top-level statement before it (`loader = DataLoader(a)` in one cell, rebound
         by `loader = make_loaders()` in a later one); every binding elsewhere."""
+        nearest = self._nearest_before(use, bindings)
+        if nearest is not None:
+            return [nearest]
         module = self.context.module
         if not bindings or self.context.enclosing(use, cst.FunctionDef, cst.ClassDef, cst.Lambda) is not None:
             return bindings
@@ -163,6 +171,33 @@ class LoaderValues:
             return bindings
         before = [(i, b) for i, b in placed if i < use_at]  # type: ignore[operator]
         return [max(before, key=lambda p: p[0])[1]] if before else bindings
+
+    def _nearest_before(self, use: cst.CSTNode, bindings: list) -> Optional[object]:
+        """The binding made by the nearest earlier simple statement of a block around `use`, when no binding
+        may come between: `it = iter(batches)` at the top of a loop body, after `it = iter(preview)` above the
+        loop, is what `next(it)` in that body reads. None when that is not certain (a binding in a branch, or
+        later in a loop around the use, which the next trip reads)."""
+        if len(bindings) < 2:
+            return None
+        context = self.context
+        child: cst.CSTNode = use
+        for ancestor in context.ancestors(use):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and any(self._contains(ancestor, b.node) for b in bindings):
+                return None
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                body = list(ancestor.body)
+                at = next((i for i, statement in enumerate(body) if statement is child), None)
+                for statement in reversed(body[:at] if at is not None else []):
+                    inside = [b for b in bindings if self._contains(statement, b.node)]
+                    if inside:
+                        return inside[-1] if isinstance(statement, cst.SimpleStatementLine) and len(inside) == 1 else None
+            child = ancestor
+        return None
+
+    def _contains(self, container: cst.CSTNode, node: cst.CSTNode) -> bool:
+        return node is container or any(a is container for a in self.context.ancestors(node))
 
     def _top_index(self, node: cst.CSTNode, at: dict[int, int]) -> Optional[int]:
         for ancestor in [node, *self.context.ancestors(node)]:

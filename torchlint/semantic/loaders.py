@@ -1,5 +1,6 @@
 """DataLoaders of a file, in one object the rules share (`Flow`): the file is indexed once here, and each
-question lives in its own module: which loaders an expression holds (`loader_values.py`), their settings
+question lives in its own module: which loaders an expression holds (`loader_values.py`, one entry of a dict
+of them: `loader_entries.py`), their settings
 (`loader_settings.py`, `loader_parameters.py`), where their batches are read (`loader_batches.py`) and copied to a device
 (`loader_copies.py`), and the loaders that cost nothing per step (`loader_exemptions.py`); the syntax they
 share is in `loader_calls.py`.
@@ -17,6 +18,7 @@ from torchlint.lint.walk import descendants
 from torchlint.semantic.loader_batches import LoaderBatches
 from torchlint.semantic.loader_calls import is_dataloader
 from torchlint.semantic.loader_copies import LoaderCopies
+from torchlint.semantic.loader_entries import LoaderEntries
 from torchlint.semantic.loader_exemptions import LoaderExemptions
 from torchlint.semantic.loader_parameters import LoaderParameters
 from torchlint.semantic.loader_settings import LoaderSettings
@@ -24,7 +26,7 @@ from torchlint.semantic.loader_values import LoaderValues
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 
 
-class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, LoaderCopies, LoaderExemptions):
+class Flow(LoaderValues, LoaderEntries, LoaderSettings, LoaderParameters, LoaderBatches, LoaderCopies, LoaderExemptions):
     """Per-file facts about DataLoaders and the loops that consume them (built once, shared by the rules).
     Each concept lives in its own module; this class indexes the file once for all of them."""
 
@@ -41,6 +43,7 @@ class Flow(LoaderValues, LoaderSettings, LoaderParameters, LoaderBatches, Loader
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None
+        self._cpu_program: Optional[bool] = None
         self._sources_active: set[int] = set()
         self._remote = False  # whether `batch_sources` may ask other files (see `batch_reads`)
         self._reads: Optional[dict[object, list[tuple[cst.CSTNode, cst.BaseExpression]]]] = None

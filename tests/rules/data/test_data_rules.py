@@ -701,7 +701,9 @@ def test_loaders_in_a_dict_iterated_by_key() -> None:
         for x, y in loaders["val"]:
             x = x.cuda()
     """
-    assert _lines(literal, ["TL102"]) == [9, 9, 10]
+    assert _lines(literal, ["TL102"]) == [9]  # `loaders["val"]` reads the "val" entry only
+    any_entry = literal.replace('loaders["val"]', "loaders[split]")
+    assert _lines(any_entry, ["TL102"]) == [9, 9, 10]
     filled_elsewhere = literal.replace('loaders["test"] = DataLoader(val_set, num_workers=2)', "loaders.update(extra)")
     assert _lines(filled_elsewhere, ["TL102"]) == []
     other_object = """

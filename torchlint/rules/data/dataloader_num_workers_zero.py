@@ -83,12 +83,15 @@ class DataloaderNumWorkersZero(Rule):
         "live on the GPU, which worker processes cannot reach; a loader whose `collate_fn` (a function or lambda "
         "of the file, or a `partial` of one) moves the batch to the GPU, which a worker process cannot do; a loader only looked at: read by `next(iter(loader))`, "
         "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
-        "notebook cell, or handed to a function of the file that does no more with it; a loader only iterated "
+        "notebook cell, or handed to a function of the file that does no more with it, also when a function returns it "
+        "(`return DataLoader(ds, batch_size=16)`) and every file calling it only looks at it; a loader only iterated "
         "by a viewer that waits for a person on every batch (`plt.show()`, `input()`, `cv2.waitKey(0)`); "
         "a loader bound to a name that appears nowhere else in the file (in a function, or in a program "
         "that iterates a loader or trains): it is never used; "
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
-        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers (or, bound at the top level, imported by files) that show none, nor do the project files they import: a CPU-only program, where workers would compete with the "
+        "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers (or, bound at the top level, imported by files) that show none, nor do the project files they import, or "
+        "a loader of a program that trains and shows none in this file or any project file it imports or that imports it, wherever its loop is "
+        "(`train_one_epoch(model, loader)` of engine.py): a CPU-only program, where workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
@@ -135,7 +138,7 @@ class DataloaderNumWorkersZero(Rule):
                 continue
             if data.collate_on_device(node):
                 continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
-            if cpu_only and (self._consumed_here(node) or self.semantic.loaders.callers_on_accelerator(node) is False):
+            if cpu_only and (self._consumed_here(node) or data.callers_on_accelerator(node) is False or data.cpu_program_trains()):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             self._report(node)
 

@@ -40,7 +40,7 @@ class DataloaderWithoutPinMemory(Rule):
         "`pin_memory=True` for loaders that feed a GPU.\n\n"
         "The rule follows the loader to the places its batches are read (by name, through `self.` attributes, "
         "helper functions that return it, functions of the same file it is passed to, dicts or lists of "
-        "loaders read as `dataloaders[phase]` or in turn (`for it in iterators: next(it)`, the list filled by `append`), `iter(loader)` and `next(it)` inside a loop, and generators "
+        "loaders read as `dataloaders[phase]` (`loaders[\"train\"]` reads that entry only) or in turn (`for it in iterators: next(it)`, the list filled by `append`), `iter(loader)` and `next(it)` inside a loop, and generators "
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
         "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
         "function of the file the batch is handed to or a function of another project file it is handed to, "
@@ -77,7 +77,7 @@ class DataloaderWithoutPinMemory(Rule):
         "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported either: a loader whose `collate_fn` pads "
         "token ids to a padding index (`get_collate_fn(pad_index)`, `partial(padded_collate_sft, padding_idx=...)`): "
         "a few hundred KB of integers per batch, where a pinned copy saves microseconds on a step of a language model. Not reported: a loader without workers over tensors in memory whose "
-        "batches are read only outside a training step (a predict or evaluation loop that reads each result "
+        "batches are read only outside a training step of this file (a predict or evaluation loop that reads each result "
         "back: the pin would be one more copy on the main thread, with no queued work to overlap); batches read only every so many steps "
         "(`if step % 100 == 0: x, y = next(test_iter)`) or in a loop that waits for a person on every trip "
         "(`cv2.waitKey(0)`, `input()`, a blocking `plt.show()`); loaders "
@@ -104,18 +104,18 @@ class DataloaderWithoutPinMemory(Rule):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
             if data.collates_token_ids(loader):
                 continue  # padded token ids: too few bytes per step for pinning to show
-            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
-            single = workers is not None and (MISSING in workers or 0 in workers)
-            if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):
-                # Tensors in memory batched on the main thread, read outside a training step (a predict or
-                # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
-                continue
             moved = (
                 [(self.context, c) for c in data.batch_copies(loader)]
                 or data.copies_in_importers(loader)
                 or data.copies_in_callees(loader)
             )
             if not moved:
+                continue
+            workers = data.setting_options(loader, "num_workers", NUM_WORKERS_AT)
+            single = workers is not None and (MISSING in workers or 0 in workers)
+            if single and self.semantic.loads_from_memory(loader) and not data.read_by_training_step(loader):
+                # Tensors in memory batched on the main thread, read outside a training step (a predict or
+                # evaluation loop that reads each result back): pinning adds a copy there, nothing to overlap.
                 continue
             where, copy = moved[0]
             shown = snippet(where, copy) + ("" if where is self.context else f"` in `{os.path.basename(where.source.path)}")

@@ -602,10 +602,6 @@ LIMIT = 24
 # Shapes not yet found however written, and what is missing.
 XFAIL: dict[str, str] = {
     **{
-        f"loss-per-sample/{frame}": "dict batches, batches unpacked by a helper and models with neutral names are not followed"
-        for frame in ("script", "function", "other_file", "method")
-    },
-    **{
         f"forward-per-sample/{frame}": "heads with neutral names and some loop headers are not seen as per-sample"
         for frame in ("same_file", "other_file")
     },

@@ -15,6 +15,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import semantic_children
 from torchlint.semantic import project
+from torchlint.semantic.loader_arguments import passed_loader
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.module_outputs import one_output, several_outputs
@@ -191,7 +192,7 @@ class Batches:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
         param = scope.params.get(name)
-        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name):
+        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name) and not self._moved_tensor(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
             # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
             # pass it one.
@@ -205,13 +206,45 @@ class Batches:
             if self.is_batch(scope, value, sequence=sequence, depth=depth + 1):
                 return True
         for value, _position in scope.unpacks.get(name, []):
-            if isinstance(value, cst.Name) and self.loader_element(scope, value.value):
+            if self._unpacks_loader_element(scope, value):
                 return True
         if name not in scope.params and name not in scope.assigns and name not in scope.loops and name not in scope.unpacks:
             outer = self.scopes.outer(scope)
             if outer is not None:
                 return self._is_batch_name(outer, name, sequence, depth + 1)
         return False
+
+    def _moved_tensor(self, scope: Scope, name: str) -> bool:
+        """`y = batch["label"].to(device)`: bound only to a tensor moved to a device (a list has no `.to`)."""
+        values = scope.assigns.get(name, [])
+        kinds = value_kinds(self.context)
+        return bool(values) and all(
+            isinstance(v, cst.Call) and last_name(v.func) in ("to", "cuda") and kinds.is_tensor(v) for v in values
+        )
+
+    def _unpacks_loader_element(self, scope: Scope, value: cst.BaseExpression) -> bool:
+        """`x, y = batch` or `x, y = to_device(batch, device)` (a helper given a whole loader element hands
+        back its parts), for `batch` drawn from a loader."""
+        if isinstance(value, cst.Name):
+            return self.loader_element(scope, value.value)
+        return isinstance(value, cst.Call) and any(
+            isinstance(arg.value, cst.Name) and self.loader_element(scope, arg.value.value)
+            for arg in value.args
+            if arg.keyword is None and not arg.star
+        )
+
+    def _loader_part(self, scope: Scope, value: cst.BaseExpression) -> bool:
+        """`batch["label"]`, `batch[1].to(device)`: one part of a whole loader element."""
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _KEEP_METHODS:
+            value = value.func.value
+        if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.value, cst.Name)):
+            return False
+        key = value.slice[0].slice
+        return (
+            isinstance(key, cst.Index)
+            and isinstance(key.value, (cst.Integer, cst.SimpleString))
+            and self.loader_element(scope, value.value.value)
+        )
 
     def _torch_result(self, scope: Scope, name: str) -> bool:
         """`pred = torch.sigmoid(model(x))`: bound only to what a torch op computes from another tensor, a
@@ -350,7 +383,10 @@ class Batches:
         name = expr.value
         if any(not whole and self.is_loader(iterable) for iterable, whole in scope.loops.get(name, [])):
             return True
-        if any(isinstance(value, cst.Name) and self.loader_element(scope, value.value) for value, _ in scope.unpacks.get(name, [])):
+        if any(self._unpacks_loader_element(scope, value) for value, _ in scope.unpacks.get(name, [])):
+            return True
+        values = scope.assigns.get(name, [])
+        if values and all(self._loader_part(scope, value) for value in values):
             return True
         if name not in scope.loops and name not in scope.assigns and name not in scope.params and name not in scope.unpacks:
             outer = self.scopes.outer(scope)
@@ -359,7 +395,14 @@ class Batches:
         return False
 
     def is_loader(self, iterable: cst.BaseExpression) -> bool:
-        return is_loader_expr(self.context, iterable)
+        """A DataLoader by what builds or binds it, or a parameter every caller hands one."""
+        if is_loader_expr(self.context, iterable):
+            return True
+        while isinstance(iterable, cst.Call) and iterable.args and (
+            last_name(iterable.func) == "enumerate" or (self.context.qualname(iterable) or "").startswith("tqdm.")
+        ):
+            iterable = iterable.args[0].value  # `enumerate(source)`, `tqdm(source)`
+        return passed_loader(self.context, iterable)
 
 
 def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:

@@ -200,6 +200,8 @@ class PerSampleLoops:
             if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and indexes_sample(node, loop.index)
         }
         labels = {name for name in indexed if self.batches.loader_component(scope, cst.Name(name))}
+        if labels and loop.samples and loop.bound is not None and self.batches.output_on_batch(scope, loop.bound):
+            return True  # `for k, o in enumerate(model(x)): criterion(o, y[k])`: its rows paired with labels
         return bool(labels) and any(self.batches.is_batch(scope, cst.Name(name)) for name in indexed - labels)
 
     # ------------------------------------------------------------------------------------------

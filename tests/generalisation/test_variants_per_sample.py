@@ -602,20 +602,8 @@ LIMIT = 24
 # Shapes not yet found however written, and what is missing.
 XFAIL: dict[str, str] = {
     **{
-        f"forward-per-sample/{frame}": "heads with neutral names and some loop headers are not seen as per-sample"
-        for frame in ("same_file", "other_file")
-    },
-    **{
-        f"metric-per-image/{frame}": "a model given as a parameter with a neutral name is not a module"
-        for frame in ("same_file", "metric_other_file", "eval_other_file")
-    },
-    **{
         f"element-read/{frame}": "a model's output read back element by element is found for some names only"
         for frame in ("function", "other_file")
-    },
-    **{
-        f"iou-per-pair/{frame}": "the loop is reported twice (TL401 and TL406); an IoU helper of another file is not followed"
-        for frame in ("same_file", "iou_other_file", "match_other_file")
     },
 }
 

@@ -13,12 +13,12 @@ import libcst as cst
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic import project
 from torchlint.semantic.loader_arguments import passed_loader
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
-from torchlint.semantic.module_outputs import one_output, several_outputs
+from torchlint.semantic.module_outputs import layer_output, one_output, several_outputs
 from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
@@ -192,7 +192,7 @@ class Batches:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
         param = scope.params.get(name)
-        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name) and not self._moved_tensor(scope, name):
+        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name) and not self._moved_tensor(scope, name) and not self._fed_to_layer(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
             # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
             # pass it one.
@@ -220,6 +220,20 @@ class Batches:
         kinds = value_kinds(self.context)
         return bool(values) and all(
             isinstance(v, cst.Call) and last_name(v.func) in ("to", "cuda") and kinds.is_tensor(v) for v in values
+        )
+
+    def _fed_to_layer(self, scope: Scope, name: str) -> bool:
+        """`self.encoder(x)` for a torch.nn layer that takes one tensor (`nn.Linear`, an `nn.Sequential` of
+        them): `x` is a tensor, not a list of them."""
+        assigned = lambda n: self.scopes.assigned_anywhere(scope, n)  # noqa: E731
+        return any(
+            isinstance(node, cst.Call)
+            and node.args
+            and isinstance(node.args[0].value, cst.Name)
+            and node.args[0].value.value == name
+            and not node.args[0].star
+            and layer_output(self.context, node, assigned)
+            for node in descendants(scope.node)
         )
 
     def _unpacks_loader_element(self, scope: Scope, value: cst.BaseExpression) -> bool:
@@ -253,10 +267,11 @@ class Batches:
         values = scope.assigns.get(name, [])
         kinds = value_kinds(self.context)
         for value in values:
-            if isinstance(value, cst.Call) and one_output(
-                self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n)
+            if isinstance(value, cst.Call) and (
+                one_output(self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n))
+                or layer_output(self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n))
             ):
-                continue  # `feats = self.encoder(x)` for a module of this file returning one tensor
+                continue  # `feats = self.encoder(x)` for a module of this file (or torch.nn layers) returning one tensor
             qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
             short = qualname.rsplit(".", 1)[-1]
             if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):
@@ -278,11 +293,9 @@ class Batches:
             if re.fullmatch(r"(torch\.)?Tensor", text.strip()):
                 return True  # `x: Tensor` in any function
         if scope.is_forward:
-            if sequence and name not in scope.tensor_used:
-                return False
-            return True
+            return not sequence or name in scope.tensor_used or self._fed_to_layer(scope, name)
         if scope.batch_function and _BATCH_PARAM.match(name):
-            return not sequence or name in scope.tensor_used
+            return not sequence or name in scope.tensor_used or self._fed_to_layer(scope, name)
         return self._callers_pass_tensor(scope, param)
 
     def _callers_pass_tensor(self, scope: Scope, param: cst.Param) -> bool:

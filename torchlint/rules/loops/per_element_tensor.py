@@ -181,8 +181,17 @@ class PerElementTensor(Rule):
         program that uses an accelerator, on every step (a one-off print after training is noise)."""
         reads = element_reads(self.context)
         found = reads.loop(node) if isinstance(node, cst.For) else reads.comprehension(node)
-        if found is not None:
+        if found is not None and not self._per_sample(node):
             self._rows.append((node, _ROWS_MESSAGE if found == READ else _COMPARE_MESSAGE))
+
+    def _per_sample(self, node: cst.CSTNode) -> bool:
+        """A loop computing per sample (a metric per image read with `.item()`): the batched computation is
+        the advice (TL401), not reading the rows back at once."""
+        samples = self.semantic.per_sample_loops
+        if isinstance(node, cst.For):
+            loop = samples.candidate(node, node.target, node.iter)
+            return loop is not None and samples.body_is_per_sample(loop, node.body)
+        return isinstance(node, (cst.ListComp, cst.GeneratorExp)) and samples.comprehension_is_per_sample(node)
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
         self._check_rows(node)

@@ -119,6 +119,8 @@ class PerSampleLoop(Rule):
         samples = self.semantic.per_sample_loops
         if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)) or self._inside_reported(node):
             return
+        if self._box_loop(node):
+            return  # boxes one at a time: torchvision.ops is the advice (TL406)
         loop = samples.candidate(node, node.target, node.iter)
         if loop is not None and samples.body_is_per_sample(loop, node.body):
             self._report_loop(node)
@@ -135,10 +137,26 @@ class PerSampleLoop(Rule):
         samples = self.semantic.per_sample_loops
         if self._inside_reported(node):
             return
+        if self._box_loop(node):
+            return  # the IoU of one pair of boxes per element: TL406
         if samples.comprehension_is_per_sample(node):
             self._report_loop(node)
         elif samples.elementwise_list_comprehension(node):
             self._report_loop(node, _LIST_MESSAGE)
+
+    def _box_loop(self, node: cst.CSTNode) -> bool:
+        """`node` works on boxes one at a time, or is part of a loop that does (TL406's finding)."""
+        if not self.semantic.uses_torch:
+            return False
+        boxes = self.semantic.box_loops
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and boxes.overlaps_comprehension(node):
+            return True
+        for loop in [node, *self.context.ancestors(node)]:
+            if isinstance(loop, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(loop, (cst.For, cst.While)) and boxes.kind(loop) is not None:
+                return True
+        return False
 
     def _report_loop(self, node: cst.CSTNode, message: str | None = None) -> None:
         self._reported.add(node)

@@ -600,12 +600,7 @@ SHAPES = (
 LIMIT = 24
 
 # Shapes not yet found however written, and what is missing.
-XFAIL: dict[str, str] = {
-    **{
-        f"element-read/{frame}": "a model's output read back element by element is found for some names only"
-        for frame in ("function", "other_file")
-    },
-}
+XFAIL: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

@@ -131,7 +131,65 @@ DEMO_LOOPS = (
     "shown = [$model($x[i : i + 1]).argmax().item() for i in range(len($x))]\nprint(shown)",
 )
 
+# -- what a model hands back that is not a batch: feature levels, deep supervision, detections per image ----------
+PYRAMID = """
+import torch
+import torch.nn as nn
+
+
+class $Backbone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.down = nn.Conv2d(16, 16, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        c1 = self.stem(x)
+        c2 = self.down(c1)
+        return [c1, c2]
+"""
+
+OUTPUTS_MISS = (
+    # the levels of a feature pyramid, one head call per level
+    "$feats = $net($x)\nouts = []\nfor $f in $feats:\n    outs.append($head($f).flatten(2))\nresults.append(torch.cat(outs, dim=2))",
+    # deep supervision: every output of the model against the whole batch of labels
+    "$feats = $net($x)\ntotal = 0\nfor k, $f in enumerate($feats):\n    total = total + F.mse_loss($head($f).mean(dim=(2, 3)), $y.float()[:, None].expand(-1, 4))\nresults.append(total)",
+    # detections per image: records of different lengths, read by key
+    "dets = $detector($x)\nfor $f in dets:\n    results.append($f[\"boxes\"][$f[\"scores\"] > 0.5])",
+)
+
+OUTPUTS_MAIN = (
+    IMPORTS
+    + """from backbones import $Backbone
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$net = $Backbone().to(device)
+$head = nn.Conv2d(16, 4, 1).to(device)
+$detector = torchvision.models.detection.fasterrcnn_resnet50_fpn(weights=None).to(device).eval()
+$loader = DataLoader(TensorDataset(torch.randn(256, 3, 64, 64), torch.randint(0, 4, (256,))), batch_size=8, num_workers=4)
+
+
+def run($net, $head, $detector, $loader):
+    results = []
+    with torch.no_grad():
+        for $x, $y in $loader:
+            $x, $y = $x.to(device), $y.to(device)
+            $outputs_miss
+    return results
+
+
+for epoch in range(10):
+    run($net, $head, $detector, $loader)
+"""
+)
+
 SHAPES = [
+    Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
+          slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
+                 "net": ("backbone", "net", "m", "encoder", "a"), "head": ("head", "fc", "proj", "b"),
+                 "detector": ("detector", "model", "det", "c"), "feats": ("feats", "outputs", "z", "levels"),
+                 "f": ("f", "o", "out", "item"), **NAMES},
+          select=SELECT),
     Shape(name="near-miss-forward/other_file", files={"models.py": MODULE, "main.py": MODULE_MAIN},
           slots=MODULE_SLOTS, select=SELECT),
     Shape(name="near-miss-step/function", files={"main.py": STEP_MAIN},

@@ -47,7 +47,8 @@ _KEEP_METHODS = frozenset(
     "softmax log_softmax type_as requires_grad_ squeeze".split()
 )
 
-# Tensor methods that compute (work on one sample), as opposed to reading metadata or converting to Python.
+# Tensor methods whose result is a tensor (of a tensor).
+_TENSOR_RESULTS = frozenset("argmax argmin round sign max min topk sort flatten view reshape".split())
 
 # Data turned into a tensor: its rows are the data's rows.
 _FROM_DATA = frozenset(
@@ -387,6 +388,24 @@ class Batches:
             isinstance(v, cst.Call) and self.callees.is_module_call(scope, v) and self.is_batch(scope, v, sequence=True)
             for v in values
         )
+
+    def model_output(self, scope: Scope, expr: cst.BaseExpression) -> bool:
+        """`pred` in `pred = m(x).argmax(dim=1)`: bound only to what a module computes on a batch (through
+        tensor methods that keep it a tensor), whatever the module is called."""
+        values = scope.assigns.get(expr.value, []) if isinstance(expr, cst.Name) else [expr]
+        if not values:
+            return False
+        for value in values:
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+                value.func.attr.value in _KEEP_METHODS or value.func.attr.value in _TENSOR_RESULTS
+            ):
+                value = value.func.value
+            if not (isinstance(value, cst.Call) and self.callees.is_module_call(scope, value)):
+                return False
+            first = positional(value)
+            if not first or not self.is_batch(scope, first[0].value) or self._several_outputs(scope, value):
+                return False
+        return True
 
     def loader_component(self, scope: Scope, expr: cst.BaseExpression) -> bool:
         """`y` in `for x, y in loader` or `x, y = batch` (one part of a loader's element: labels, targets),

@@ -221,7 +221,7 @@ class PerElementTensor(Rule):
         # `for p in preds: labels.append(p.item())`, `for v in t: if v.item() > 0: n += 1`
         if not isinstance(node.target, cst.Name) or node.orelse is not None:
             return
-        if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(node.iter):
+        if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)) or not self._device_tensor(node.iter):
             return
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
         if len(body) != 1:
@@ -249,10 +249,18 @@ class PerElementTensor(Rule):
         for_in = node.for_in
         if for_in.inner_for_in is not None or for_in.ifs or not isinstance(for_in.target, cst.Name):
             return
-        if not isinstance(for_in.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(for_in.iter):
+        if not isinstance(for_in.iter, (cst.Name, cst.Attribute, cst.Call)) or not self._device_tensor(for_in.iter):
             return
         if _converts(node.elt, for_in.target.value):
             self._report_once(node, _READ_MESSAGE)
+
+    def _device_tensor(self, iterable: cst.BaseExpression) -> bool:
+        """A tensor that may live on the accelerator: by its value, or a model's output on a batch in a
+        program that uses one (`pred = m(x).argmax(1)`, whatever the model is called)."""
+        if self.semantic.is_tensor(iterable):
+            return True
+        samples = self.semantic.per_sample_loops
+        return self.semantic.on_accelerator_at(iterable) and samples.batches.model_output(samples.scopes.of(iterable), iterable)
 
     def _tensor(self, iterable: cst.BaseExpression) -> bool:
         if self.semantic.values.kind(iterable) in ("tensor", "cpu"):

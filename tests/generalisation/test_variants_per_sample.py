@@ -593,8 +593,115 @@ NMS_SHAPES = [
     )
 ]
 
+# -- a helper of another file given tensors by its callers (annotated or not), called from a step --------------
+HELPER = """
+import torch
+import torch.nn.functional as F
+
+
+def $helper($p$ann, $t$ann):
+    $helper_body
+"""
+
+HELPER_BODY = (
+    "total = 0\nfor i in range($p.size(0)):  # expect: TL401\n    total = total + F.cross_entropy($p[i], $t[i])\nreturn total / $p.size(0)",
+    "losses = [F.cross_entropy(a, b) for a, b in zip($p, $t)]  # expect: TL401\nreturn torch.stack(losses).mean()",
+    "hits = 0\nfor a, b in zip($p, $t):  # expect: TL401\n    hits += (a.argmax() == b).item()\nreturn hits",
+    "scores = []\nfor i in range(len($t)):  # expect: TL401\n    scores.append(((($p[i].softmax(-1) - F.one_hot($t[i], 10)) ** 2).sum()))\nreturn torch.stack(scores).mean()",
+)
+
+HELPER_CALLERS = {
+    "step": """
+for epoch in range(10):
+    for $x, $y in $loader:
+        $x, $y = $x.to(device), $y.to(device)
+        $out = $model($x)
+        $loss = F.cross_entropy($out, $y) + 0.1 * $helper($out, $y)
+        $optimizer.zero_grad()
+        $loss.backward()
+        $optimizer.step()
+""",
+    "gathered": """
+$model.eval()
+for epoch in range(10):
+    collected, wanted = [], []
+    with torch.no_grad():
+        for $x, $y in $loader:
+            collected.append($model($x.to(device)))
+            wanted.append($y.to(device))
+    $out = torch.cat(collected)
+    print(epoch, $helper($out, torch.cat(wanted)))
+""",
+}
+
+HELPER_MAIN = (
+    IMPORTS
+    + "from nets import Net\nfrom helpers import $helper\n"
+    + """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$model = Net().to(device)
+$loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))), batch_size=64, num_workers=4)
+$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
+"""
+)
+
+HELPER_SHAPES = [
+    Shape(
+        name=f"helper-per-sample/{caller}",
+        files={"nets.py": NETS, "helpers.py": HELPER, "main.py": HELPER_MAIN + code},
+        slots={"helper_body": HELPER_BODY, "helper": ("sample_loss", "per_item", "criterion_fn", "h", "accuracy"),
+               "ann": ("", ": torch.Tensor"), "p": ("pred", "logits", "a_", "u"), "t": ("target", "labels", "b_", "w"),
+               **NAMES},
+        select=SELECT,
+    )
+    for caller, code in HELPER_CALLERS.items()
+]
+
+# -- one tensor built per element and moved to the device (TL407) ------------------------------------------------
+BUILD_PER_ELEMENT = """
+import numpy as np
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$q = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2)).to(device)
+$opt = torch.optim.Adam($q.parameters(), lr=1e-3)
+
+
+def $update($memory):
+    $states = $stack_states
+    values = $q($states).max(dim=1).values
+    loss = values.pow(2).mean()
+    $opt.zero_grad()
+    loss.backward()
+    $opt.step()
+
+
+$memory = [np.random.rand(8).astype(np.float32) for _ in range(10000)]
+for step in range(1000):
+    $update($memory[step : step + 32])
+"""
+
+STACK_STATES = (
+    "torch.stack([torch.tensor(s).float().to(device) for s in $memory])  # expect: TL407",
+    "torch.stack([torch.from_numpy(s).to(device) for s in $memory])  # expect: TL407",
+    "torch.cat([torch.as_tensor(s, dtype=torch.float32).cuda()[None] for s in $memory])  # expect: TL407",
+)
+
+BUILD_SHAPES = [
+    Shape(
+        name="tensor-per-element/function",
+        files={"main.py": BUILD_PER_ELEMENT},
+        slots={"stack_states": STACK_STATES, "q": ("q_net", "policy", "m", "f"), "opt": ("optimizer", "opt", "o"),
+               "update": ("update", "learn", "train_step", "g"), "memory": ("batch", "transitions", "replay", "xs"),
+               "states": ("states", "s_t", "v")},
+        select=SELECT,
+    )
+]
+
 SHAPES = (
     _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
+    + HELPER_SHAPES + BUILD_SHAPES
 )
 
 LIMIT = 24

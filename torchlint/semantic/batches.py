@@ -449,16 +449,35 @@ def _passed_tensor_elsewhere(context: Context, function: str, param: str, positi
 
 
 def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
-    """A tensor in the calling file: by its own kind, or by the one value its name was bound to."""
+    """A tensor in the calling file: by its own kind, or by the values its name was bound to."""
     kinds = value_kinds(context)
     if not isinstance(value, cst.Name):
         return kinds.kind(value) in ("tensor", "cpu")
-    # a name bound once, by a plain assignment (`out = model(x)`): not one part of an unpacked result
-    # (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists of outputs)
-    bindings = context.lookup(value) or ()
-    nodes = [getattr(b, "node", None) for b in bindings]
-    if len(nodes) != 1 or not isinstance(nodes[0], cst.Assign) or len(nodes[0].targets) != 1:
-        return False
-    if not isinstance(nodes[0].targets[0].target, cst.Name):
-        return False
-    return kinds.kind(nodes[0].value) in ("tensor", "cpu")
+    # each binding a plain assignment (`out = model(x)`) or one element of a tuple assigned element by
+    # element (`x, y = x.to(device), y.to(device)`), besides the loop over a loader that first bound it: not
+    # one part of an unpacked result (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists)
+    values = []
+    for binding in context.lookup(value) or ():
+        node = getattr(binding, "node", None)
+        if isinstance(node, cst.For) and is_loader_expr(context, node.iter):
+            continue
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            return False
+        bound = _element_bound(node.targets[0].target, node.value, value.value)
+        if bound is None:
+            return False
+        values.append(bound)
+    return bool(values) and all(kinds.kind(v) in ("tensor", "cpu") for v in values)
+
+
+def _element_bound(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
+    """What `name` is bound to by `target = value`: the value, or the matching element of a tuple."""
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        if len(target.elements) != len(value.elements):
+            return None
+        for element, bound in zip(target.elements, value.elements):
+            if isinstance(element.value, cst.Name) and element.value.value == name:
+                return None if isinstance(bound, cst.StarredElement) else bound.value
+    return None

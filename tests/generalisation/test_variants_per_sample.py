@@ -123,6 +123,12 @@ PER_SAMPLE_LOSS = (
     "$loss = sum($criterion($out[i], $y[i]) for i in range(len($y)))  # expect: TL401",
     "$loss = torch.stack([$criterion(o, t) for o, t in zip($out, $y)]).mean()  # expect: TL401",
     "$loss = torch.stack([F.cross_entropy($out[i], $y[i]) for i in range($x.size(0))]).mean()  # expect: TL401",
+    "$loss = 0\nfor i in range(0, len($y)):  # expect: TL401\n    $loss += $criterion($out[i:i + 1], $y[i:i + 1])",
+    "$loss = 0\nfor i, (o, t) in enumerate(zip($out, $y)):  # expect: TL401\n    $loss += $criterion(o, t) / len($y)",
+    "terms = []\nfor i in range(len($x)):  # expect: TL401\n    terms.append($criterion($out[i].unsqueeze(0), $y[i].unsqueeze(0)))\n$loss = torch.stack(terms).mean()",
+    # the model itself run on one sample at a time
+    "$out = torch.cat([$M($x[i:i + 1]) for i in range($x.size(0))])  # expect: TL401\n$loss = $criterion($out, $y)",
+    "rows = []\nfor s in $x:  # expect: TL401\n    rows.append($M(s.unsqueeze(0)))\n$loss = $criterion(torch.cat(rows), $y)",
 )
 
 STEP = """

@@ -67,15 +67,20 @@ def _parameter(context: Context, expr: cst.BaseExpression) -> Optional[tuple[cst
 
 def _calls_named(context: Context, name: str) -> list[cst.Call]:
     """Calls in this file of `name(...)` or `<any>.name(...)`."""
-    return [
-        node
-        for node in descendants(context.module)
-        if isinstance(node, cst.Call)
-        and (
-            (isinstance(node.func, cst.Name) and node.func.value == name)
-            or (isinstance(node.func, cst.Attribute) and node.func.attr.value == name)
-        )
-    ]
+    return context.shared(_CallIndex).calls.get(name, [])
+
+
+class _CallIndex:
+    """The file's calls by the last name of what they call, indexed once."""
+
+    def __init__(self, context: Context) -> None:
+        self.calls: dict[str, list[cst.Call]] = {}
+        for node in descendants(context.module):
+            if type(node) is cst.Call:  # exact type: see `walk.is_a`
+                func = node.func
+                name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+                if name is not None:
+                    self.calls.setdefault(name, []).append(node)
 
 
 def _loader_arg(context: Context, call: cst.Call, name: str, position: int) -> bool:

@@ -651,7 +651,40 @@ $optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
 """
 )
 
+ENGINE = (
+    IMPORTS
+    + "from helpers import $helper\n"
+    + """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def step($model, $x, $y, $optimizer):
+    $out = $model($x)
+    $loss = F.cross_entropy($out, $y) + 0.1 * $helper($out, $y)
+    $optimizer.zero_grad()
+    $loss.backward()
+    $optimizer.step()
+
+
+def run($model, $loader, $optimizer, epochs=10):
+    $model.train()
+    for epoch in range(epochs):
+        for $x, $y in $loader:
+            step($model, $x.to(device), $y.to(device), $optimizer)
+"""
+)
+
 HELPER_SHAPES = [
+    Shape(
+        name="helper-per-sample/calls_deep",
+        files={"nets.py": NETS, "helpers.py": HELPER, "engine.py": ENGINE,
+               "main.py": HELPER_MAIN + "from engine import run\nrun($model, $loader, $optimizer)\n"},
+        slots={"helper_body": HELPER_BODY, "helper": ("sample_loss", "per_item", "criterion_fn", "h", "accuracy"),
+               "ann": ("", ": torch.Tensor"), "p": ("pred", "logits", "a_", "u"), "t": ("target", "labels", "b_", "w"),
+               **NAMES},
+        select=SELECT,
+    ),
+] + [
     Shape(
         name=f"helper-per-sample/{caller}",
         files={"nets.py": NETS, "helpers.py": HELPER, "main.py": HELPER_MAIN + code},

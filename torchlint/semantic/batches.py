@@ -440,12 +440,29 @@ class Batches:
 def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:
     """Every call of the top-level `function` in the project files that import this one passes a tensor
     for `param` (`sample_loss(model(x), y)`), and there is one."""
-    sites = project.call_sites(context.source.path, function)
-    for site in sites:
-        passed = argument(site.call, param, position)
-        if passed is None or not _tensor_in(site.summary.context, passed.value):
-            return False
-    return bool(sites)
+    key = (context.source.path, function, param)
+    if key in _ASKING or len(_ASKING) > 4:
+        return False  # callers that call back into this question (import cycles), or a chain too long to follow
+    _ASKING.add(key)
+    try:
+        sites = project.call_sites(context.source.path, function)
+        for site in sites:
+            passed = argument(site.call, param, position)
+            if passed is None or not _tensor_in(site.summary.context, passed.value):
+                return False
+        return bool(sites)
+    finally:
+        _ASKING.discard(key)
+
+
+# The (file, function, parameter) questions being answered across files, to cut cycles.
+_ASKING: set[tuple[str, str, str]] = set()
+
+
+def semantic_model(context: Context):  # type: ignore[no-untyped-def]
+    from torchlint.semantic.model import semantic_model as model  # the model holds this module: import when asked
+
+    return model(context)
 
 
 def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
@@ -457,7 +474,17 @@ def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
     # element (`x, y = x.to(device), y.to(device)`), besides the loop over a loader that first bound it: not
     # one part of an unpacked result (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists)
     values = []
-    for binding in context.lookup(value) or ():
+    bindings = context.lookup(value) or ()
+    if len(bindings) == 1 and bindings[0].kind == "param" or len(bindings) == 1 and bindings[0].kind == "assign":
+        # a parameter its own callers pass a tensor, or what a module computes on a batch, in that file
+        samples = semantic_model(context).per_sample_loops
+        scope = samples.scopes.of(value)
+        if bindings[0].kind == "param" and isinstance(bindings[0].node, cst.Param):
+            if samples.batches._callers_pass_tensor(scope, bindings[0].node):
+                return True
+        elif samples.batches.model_output(scope, value):
+            return True
+    for binding in bindings:
         node = getattr(binding, "node", None)
         if isinstance(node, cst.For) and is_loader_expr(context, node.iter):
             continue

@@ -8,6 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
+from torchlint.lint.calls import argument
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
@@ -111,7 +112,34 @@ class Callees:
             holder = self.context.enclosing(scope.node, cst.ClassDef) or scope.node  # `self.m`: the class's code
         else:
             return False
-        return (self.context.dotted(func) or "") in self._module_receivers(holder)
+        if (self.context.dotted(func) or "") in self._module_receivers(holder):
+            return True
+        return isinstance(func, cst.Name) and self._passed_module(scope, func.value)
+
+    def _passed_module(self, scope: Scope, name: str) -> bool:
+        """Every call in this file of the top-level function `name` is a parameter of passes a module for it
+        (built as one, or a parameter of the caller that the caller treats as one: `m.train()`)."""
+        function = scope.node
+        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+            return False
+        params = [p.name.value for p in function.params.params]
+        position = params.index(name) if name in params else -1
+        calls = [
+            n for n in descendants(self.context.module)
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == function.name.value
+        ]
+        if position < 0 or not calls:
+            return False
+        for call in calls:
+            passed = argument(call, name, position)
+            if passed is None or not isinstance(passed.value, (cst.Name, cst.Attribute)):
+                return False
+            if objects(self.context).kind(passed.value) == MODULE:
+                continue
+            caller = self.context.enclosing(call, cst.FunctionDef)
+            if caller is None or (self.context.dotted(passed.value) or "") not in self._module_receivers(caller):
+                return False
+        return True
 
     def _module_receivers(self, holder: cst.CSTNode) -> frozenset[str]:
         """The code of every receiver of a method only modules have, in `holder` (`m` in `m.train()`)."""

@@ -13,11 +13,12 @@ import libcst as cst
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic import project
+from torchlint.semantic.loader_arguments import passed_loader
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
-from torchlint.semantic.module_outputs import one_output, several_outputs
+from torchlint.semantic.module_outputs import layer_output, one_output, several_outputs
 from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
@@ -46,7 +47,8 @@ _KEEP_METHODS = frozenset(
     "softmax log_softmax type_as requires_grad_ squeeze".split()
 )
 
-# Tensor methods that compute (work on one sample), as opposed to reading metadata or converting to Python.
+# Tensor methods whose result is a tensor (of a tensor).
+_TENSOR_RESULTS = frozenset("argmax argmin round sign max min topk sort flatten view reshape".split())
 
 # Data turned into a tensor: its rows are the data's rows.
 _FROM_DATA = frozenset(
@@ -191,7 +193,7 @@ class Batches:
         if any(isinstance(v, _CONTAINERS) for v in scope.assigns.get(name, [])):
             return False  # rebound to a Python list or tuple (chunks, per-level outputs): not one batch tensor
         param = scope.params.get(name)
-        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name):
+        if sequence and name not in scope.tensor_used and not self.loader_element(scope, name) and not self._torch_result(scope, name) and not self._moved_tensor(scope, name) and not self._fed_to_layer(scope, name):
             # len(x) / iterating x: a list or tuple (feature levels, heads, per-image targets) fits too,
             # unless x is used as a tensor somewhere (x.shape, x.size(), x.to(...), x: Tensor) or callers
             # pass it one.
@@ -205,13 +207,59 @@ class Batches:
             if self.is_batch(scope, value, sequence=sequence, depth=depth + 1):
                 return True
         for value, _position in scope.unpacks.get(name, []):
-            if isinstance(value, cst.Name) and self.loader_element(scope, value.value):
+            if self._unpacks_loader_element(scope, value):
                 return True
         if name not in scope.params and name not in scope.assigns and name not in scope.loops and name not in scope.unpacks:
             outer = self.scopes.outer(scope)
             if outer is not None:
                 return self._is_batch_name(outer, name, sequence, depth + 1)
         return False
+
+    def _moved_tensor(self, scope: Scope, name: str) -> bool:
+        """`y = batch["label"].to(device)`: bound only to a tensor moved to a device (a list has no `.to`)."""
+        values = scope.assigns.get(name, [])
+        kinds = value_kinds(self.context)
+        return bool(values) and all(
+            isinstance(v, cst.Call) and last_name(v.func) in ("to", "cuda") and kinds.is_tensor(v) for v in values
+        )
+
+    def _fed_to_layer(self, scope: Scope, name: str) -> bool:
+        """`self.encoder(x)` for a torch.nn layer that takes one tensor (`nn.Linear`, an `nn.Sequential` of
+        them): `x` is a tensor, not a list of them."""
+        assigned = lambda n: self.scopes.assigned_anywhere(scope, n)  # noqa: E731
+        return any(
+            isinstance(node, cst.Call)
+            and node.args
+            and isinstance(node.args[0].value, cst.Name)
+            and node.args[0].value.value == name
+            and not node.args[0].star
+            and layer_output(self.context, node, assigned)
+            for node in descendants(scope.node)
+        )
+
+    def _unpacks_loader_element(self, scope: Scope, value: cst.BaseExpression) -> bool:
+        """`x, y = batch` or `x, y = to_device(batch, device)` (a helper given a whole loader element hands
+        back its parts), for `batch` drawn from a loader."""
+        if isinstance(value, cst.Name):
+            return self.loader_element(scope, value.value)
+        return isinstance(value, cst.Call) and any(
+            isinstance(arg.value, cst.Name) and self.loader_element(scope, arg.value.value)
+            for arg in value.args
+            if arg.keyword is None and not arg.star
+        )
+
+    def _loader_part(self, scope: Scope, value: cst.BaseExpression) -> bool:
+        """`batch["label"]`, `batch[1].to(device)`: one part of a whole loader element."""
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _KEEP_METHODS:
+            value = value.func.value
+        if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.value, cst.Name)):
+            return False
+        key = value.slice[0].slice
+        return (
+            isinstance(key, cst.Index)
+            and isinstance(key.value, (cst.Integer, cst.SimpleString))
+            and self.loader_element(scope, value.value.value)
+        )
 
     def _torch_result(self, scope: Scope, name: str) -> bool:
         """`pred = torch.sigmoid(model(x))`: bound only to what a torch op computes from another tensor, a
@@ -220,10 +268,11 @@ class Batches:
         values = scope.assigns.get(name, [])
         kinds = value_kinds(self.context)
         for value in values:
-            if isinstance(value, cst.Call) and one_output(
-                self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n)
+            if isinstance(value, cst.Call) and (
+                one_output(self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n))
+                or layer_output(self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n))
             ):
-                continue  # `feats = self.encoder(x)` for a module of this file returning one tensor
+                continue  # `feats = self.encoder(x)` for a module of this file (or torch.nn layers) returning one tensor
             qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
             short = qualname.rsplit(".", 1)[-1]
             if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):
@@ -245,11 +294,9 @@ class Batches:
             if re.fullmatch(r"(torch\.)?Tensor", text.strip()):
                 return True  # `x: Tensor` in any function
         if scope.is_forward:
-            if sequence and name not in scope.tensor_used:
-                return False
-            return True
+            return not sequence or name in scope.tensor_used or self._fed_to_layer(scope, name)
         if scope.batch_function and _BATCH_PARAM.match(name):
-            return not sequence or name in scope.tensor_used
+            return not sequence or name in scope.tensor_used or self._fed_to_layer(scope, name)
         return self._callers_pass_tensor(scope, param)
 
     def _callers_pass_tensor(self, scope: Scope, param: cst.Param) -> bool:
@@ -342,6 +389,24 @@ class Batches:
             for v in values
         )
 
+    def model_output(self, scope: Scope, expr: cst.BaseExpression) -> bool:
+        """`pred` in `pred = m(x).argmax(dim=1)`: bound only to what a module computes on a batch (through
+        tensor methods that keep it a tensor), whatever the module is called."""
+        values = scope.assigns.get(expr.value, []) if isinstance(expr, cst.Name) else [expr]
+        if not values:
+            return False
+        for value in values:
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+                value.func.attr.value in _KEEP_METHODS or value.func.attr.value in _TENSOR_RESULTS
+            ):
+                value = value.func.value
+            if not (isinstance(value, cst.Call) and self.callees.is_module_call(scope, value)):
+                return False
+            first = positional(value)
+            if not first or not self.is_batch(scope, first[0].value) or self._several_outputs(scope, value):
+                return False
+        return True
+
     def loader_component(self, scope: Scope, expr: cst.BaseExpression) -> bool:
         """`y` in `for x, y in loader` or `x, y = batch` (one part of a loader's element: labels, targets),
         which may be a list as well as a tensor."""
@@ -350,7 +415,10 @@ class Batches:
         name = expr.value
         if any(not whole and self.is_loader(iterable) for iterable, whole in scope.loops.get(name, [])):
             return True
-        if any(isinstance(value, cst.Name) and self.loader_element(scope, value.value) for value, _ in scope.unpacks.get(name, [])):
+        if any(self._unpacks_loader_element(scope, value) for value, _ in scope.unpacks.get(name, [])):
+            return True
+        values = scope.assigns.get(name, [])
+        if values and all(self._loader_part(scope, value) for value in values):
             return True
         if name not in scope.loops and name not in scope.assigns and name not in scope.params and name not in scope.unpacks:
             outer = self.scopes.outer(scope)
@@ -359,31 +427,84 @@ class Batches:
         return False
 
     def is_loader(self, iterable: cst.BaseExpression) -> bool:
-        return is_loader_expr(self.context, iterable)
+        """A DataLoader by what builds or binds it, or a parameter every caller hands one."""
+        if is_loader_expr(self.context, iterable):
+            return True
+        while isinstance(iterable, cst.Call) and iterable.args and (
+            last_name(iterable.func) == "enumerate" or (self.context.qualname(iterable) or "").startswith("tqdm.")
+        ):
+            iterable = iterable.args[0].value  # `enumerate(source)`, `tqdm(source)`
+        return passed_loader(self.context, iterable)
 
 
 def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:
     """Every call of the top-level `function` in the project files that import this one passes a tensor
     for `param` (`sample_loss(model(x), y)`), and there is one."""
-    sites = project.call_sites(context.source.path, function)
-    for site in sites:
-        passed = argument(site.call, param, position)
-        if passed is None or not _tensor_in(site.summary.context, passed.value):
-            return False
-    return bool(sites)
+    key = (context.source.path, function, param)
+    if key in _ASKING or len(_ASKING) > 4:
+        return False  # callers that call back into this question (import cycles), or a chain too long to follow
+    _ASKING.add(key)
+    try:
+        sites = project.call_sites(context.source.path, function)
+        for site in sites:
+            passed = argument(site.call, param, position)
+            if passed is None or not _tensor_in(site.summary.context, passed.value):
+                return False
+        return bool(sites)
+    finally:
+        _ASKING.discard(key)
+
+
+# The (file, function, parameter) questions being answered across files, to cut cycles.
+_ASKING: set[tuple[str, str, str]] = set()
+
+
+def semantic_model(context: Context):  # type: ignore[no-untyped-def]
+    from torchlint.semantic.model import semantic_model as model  # the model holds this module: import when asked
+
+    return model(context)
 
 
 def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
-    """A tensor in the calling file: by its own kind, or by the one value its name was bound to."""
+    """A tensor in the calling file: by its own kind, or by the values its name was bound to."""
     kinds = value_kinds(context)
     if not isinstance(value, cst.Name):
         return kinds.kind(value) in ("tensor", "cpu")
-    # a name bound once, by a plain assignment (`out = model(x)`): not one part of an unpacked result
-    # (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists of outputs)
+    # each binding a plain assignment (`out = model(x)`) or one element of a tuple assigned element by
+    # element (`x, y = x.to(device), y.to(device)`), besides the loop over a loader that first bound it: not
+    # one part of an unpacked result (`real_outs, fake_outs, _, _ = discriminators(y, y_hat)`, lists)
+    values = []
     bindings = context.lookup(value) or ()
-    nodes = [getattr(b, "node", None) for b in bindings]
-    if len(nodes) != 1 or not isinstance(nodes[0], cst.Assign) or len(nodes[0].targets) != 1:
-        return False
-    if not isinstance(nodes[0].targets[0].target, cst.Name):
-        return False
-    return kinds.kind(nodes[0].value) in ("tensor", "cpu")
+    if len(bindings) == 1 and bindings[0].kind == "param" or len(bindings) == 1 and bindings[0].kind == "assign":
+        # a parameter its own callers pass a tensor, or what a module computes on a batch, in that file
+        samples = semantic_model(context).per_sample_loops
+        scope = samples.scopes.of(value)
+        if bindings[0].kind == "param" and isinstance(bindings[0].node, cst.Param):
+            if samples.batches._callers_pass_tensor(scope, bindings[0].node):
+                return True
+        elif samples.batches.model_output(scope, value):
+            return True
+    for binding in bindings:
+        node = getattr(binding, "node", None)
+        if isinstance(node, cst.For) and is_loader_expr(context, node.iter):
+            continue
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            return False
+        bound = _element_bound(node.targets[0].target, node.value, value.value)
+        if bound is None:
+            return False
+        values.append(bound)
+    return bool(values) and all(kinds.kind(v) in ("tensor", "cpu") for v in values)
+
+
+def _element_bound(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
+    """What `name` is bound to by `target = value`: the value, or the matching element of a tuple."""
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        if len(target.elements) != len(value.elements):
+            return None
+        for element, bound in zip(target.elements, value.elements):
+            if isinstance(element.value, cst.Name) and element.value.value == name:
+                return None if isinstance(bound, cst.StarredElement) else bound.value
+    return None

@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets
 from torchlint.lint.walk import descendants
+from torchlint.semantic import project
 
 _EXTREMES = frozenset("torch.max torch.min torch.maximum torch.minimum".split())
 
@@ -60,9 +61,23 @@ class BoxOverlaps:
         func = call.func
         return (
             isinstance(func, cst.Name)
-            and func.value in self._single_iou_functions()
+            and self.single_iou_function(func)
             and any(_mentions(arg.value, names) for arg in call.args)
         )
+
+    def single_iou_function(self, func: cst.Name) -> bool:
+        """`func` names a function of this file, or one imported from a project module, that computes the
+        overlap of two single boxes with torch."""
+        if func.value in self._single_iou_functions():
+            return True
+        found = project.imported(self.context, func)
+        if found is None:
+            return False
+        summary, name = found
+        return name in summary.model.box_loops.overlaps.single_iou_names()
+
+    def single_iou_names(self) -> frozenset[str]:
+        return self._single_iou_functions()
 
     def _single_iou_functions(self) -> frozenset[str]:
         """Functions of this file that compute the overlap of two single boxes with torch."""

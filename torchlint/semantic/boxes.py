@@ -56,6 +56,11 @@ class BoxLoops:
         self._resizers: Optional[frozenset[str]] = None
         self._overlaps = BoxOverlaps(context)
 
+    @property
+    def overlaps(self) -> BoxOverlaps:
+        """Overlaps of boxes computed one pair at a time (see `box_overlaps`)."""
+        return self._overlaps
+
     def kind(self, loop: cst.CSTNode) -> Optional[str]:
         """NMS, PER_GROUP, CROPS or OVERLAPS when `loop` is a box-by-box loop of that kind; None otherwise."""
         if isinstance(loop, cst.While) and self.is_greedy_suppression(loop):

@@ -8,6 +8,7 @@ is defined in this file, whether every `return` of its `forward` gives such a co
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 import libcst as cst
@@ -18,6 +19,9 @@ from torchlint.semantic.functions import method_named, returns_of
 from torchlint.semantic.objects import objects
 
 _COLLECTIONS = (cst.Tuple, cst.List, cst.ListComp, cst.Dict, cst.DictComp)
+
+# torch.nn modules whose output is not one tensor (a tuple with a state, attention weights) or that hold modules.
+_NOT_ONE_TENSOR = re.compile(r"RNN|LSTM|GRU|MultiheadAttention|Transformer|ModuleList|ModuleDict|ParameterList|Identity|Unflatten")
 _RECORD_FACTORIES = frozenset({"namedtuple", "NamedTuple", "make_dataclass"})
 
 
@@ -108,3 +112,33 @@ def _bound_in(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
             ):
                 found.append(small.value)
     return found
+
+
+def layer_output(
+    context: Context, call: cst.Call, assigned: Callable[[str], list[cst.BaseExpression]]
+) -> bool:
+    """`call` runs a layer of `torch.nn` that returns one tensor for one tensor (`nn.Linear`, `nn.Conv2d`, an
+    `nn.Sequential` of such layers), built where the callee is bound (`self.encoder = nn.Sequential(...)`)."""
+    func = call.func
+    values: list[cst.BaseExpression] = []
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = context.enclosing(call, cst.ClassDef)
+        if cls is not None:
+            values = objects(context).self_assignments(cls).get(func.attr.value, [])
+    elif isinstance(func, cst.Name):
+        values = assigned(func.value)
+    return bool(values) and all(_one_tensor_layer(context, v, 0) for v in values)
+
+
+def _one_tensor_layer(context: Context, value: cst.BaseExpression, depth: int) -> bool:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("to", "cuda", "eval", "train"):
+        value = value.func.value  # `nn.Linear(4, 2).to(device)`
+    if depth > 3 or not isinstance(value, cst.Call):
+        return False
+    qualname = context.qualname(value) or ""
+    if not qualname.startswith("torch.nn.") or qualname.startswith("torch.nn.functional.") or _NOT_ONE_TENSOR.search(qualname):
+        return False
+    if qualname.endswith(".Sequential"):
+        layers = [a.value for a in value.args if a.keyword is None and not a.star]
+        return bool(layers) and len(layers) == len(value.args) and all(_one_tensor_layer(context, l, depth + 1) for l in layers)
+    return qualname.rsplit(".", 1)[-1][:1].isupper()

@@ -8,6 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
+from torchlint.lint.calls import argument
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
@@ -26,6 +27,9 @@ _MODEL = re.compile(
 
 # Methods of a model that run it.
 _MODEL_METHODS = frozenset("forward predict predict_proba encode embed infer inference".split())
+
+# Methods only an nn.Module has (a model put in training or evaluation mode, its parameters handed out).
+_MODULE_ONLY_METHODS = frozenset("train eval parameters named_parameters state_dict load_state_dict modules children".split())
 
 # Tensor methods that multiply: their presence shows a helper computes with tensors.
 _PRODUCTS = frozenset("dot mm bmm matmul mv einsum".split())
@@ -58,10 +62,13 @@ class Callees:
         self.context = context
         self.scopes = scopes
         self._helpers: Optional[dict[str, bool]] = None  # module-level functions: do they compute with torch?
+        self._receivers: dict[cst.CSTNode, frozenset[str]] = {}
 
     def is_module_call(self, scope: Scope, call: cst.Call) -> bool:
         """`self.head(x)`, `model(x)`, `criterion(out, y)`, an `nn.Linear` instance: a module or loss call."""
         func = call.func
+        if isinstance(func, (cst.Name, cst.Attribute)) and self._module_by_evidence(scope, func):
+            return True
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             attr = func.attr.value
             return attr not in scope.methods and not attr.startswith("_") and bool(
@@ -90,6 +97,63 @@ class Callees:
                 return True  # `model.predict(x)`, `net.forward(x)`
             return bool(_MODEL.search(func.attr.value)) and func.attr.value.lower() not in ("head", "conv")
         return False
+
+    def _module_by_evidence(self, scope: Scope, func: cst.BaseExpression) -> bool:
+        """What the callee is built from (`net = Net()`, `self.m = nn.Linear(...)`, a class or factory of
+        another project file), or how the code around it treats it: `m.train()`, `m.parameters()` (only a
+        module has those), whatever it is called."""
+        if self.context.qualname(func) is not None:
+            return False
+        if objects(self.context).kind(func) == MODULE:
+            return True
+        if isinstance(func, cst.Name) and func.value in scope.params:
+            holder: cst.CSTNode = scope.node  # a parameter: its own function's code shows what it is
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            holder = self.context.enclosing(scope.node, cst.ClassDef) or scope.node  # `self.m`: the class's code
+        else:
+            return False
+        if (self.context.dotted(func) or "") in self._module_receivers(holder):
+            return True
+        return isinstance(func, cst.Name) and self._passed_module(scope, func.value)
+
+    def _passed_module(self, scope: Scope, name: str) -> bool:
+        """Every call in this file of the top-level function `name` is a parameter of passes a module for it
+        (built as one, or a parameter of the caller that the caller treats as one: `m.train()`)."""
+        function = scope.node
+        if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
+            return False
+        params = [p.name.value for p in function.params.params]
+        position = params.index(name) if name in params else -1
+        calls = [
+            n for n in descendants(self.context.module)
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == function.name.value
+        ]
+        if position < 0 or not calls:
+            return False
+        for call in calls:
+            passed = argument(call, name, position)
+            if passed is None or not isinstance(passed.value, (cst.Name, cst.Attribute)):
+                return False
+            if objects(self.context).kind(passed.value) == MODULE:
+                continue
+            caller = self.context.enclosing(call, cst.FunctionDef)
+            if caller is None or (self.context.dotted(passed.value) or "") not in self._module_receivers(caller):
+                return False
+        return True
+
+    def _module_receivers(self, holder: cst.CSTNode) -> frozenset[str]:
+        """The code of every receiver of a method only modules have, in `holder` (`m` in `m.train()`)."""
+        found = self._receivers.get(holder)
+        if found is None:
+            found = self._receivers[holder] = frozenset(
+                self.context.dotted(node.func.value) or ""
+                for node in descendants(holder)
+                if isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in _MODULE_ONLY_METHODS
+                and isinstance(node.func.value, (cst.Name, cst.Attribute))
+            )
+        return found
 
     def tensor_helper(self, call: cst.Call) -> bool:
         """`dice_coeff(a, b)` for a function of this module that computes with torch (`torch.dot`, `F.*`) and

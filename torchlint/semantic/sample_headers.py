@@ -64,6 +64,8 @@ class LoopHeaders:
         scope = self.scopes.of(node)
         if any(isinstance(n, cst.Name) and _PIECE_NAMES.search(n.value) for n in flatten_targets(target)):
             return None  # `for i, (frame, scale) in enumerate(...)`: frames, chunks, layers are not samples
+        if _keyed(node, flatten_targets(target)):
+            return None  # `out["boxes"]`: each element is a record (a detection per image), not a tensor row
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
             func = iterable.func.value
             if func == "range" and isinstance(target, cst.Name):
@@ -90,7 +92,7 @@ class LoopHeaders:
                 samples = {n.value for n in flatten_targets(item) if isinstance(n, cst.Name)}
                 if not samples or (not isinstance(item, cst.Name) and not weak):
                     return None
-                return SampleLoop(node, index.value, samples, None, not weak, rows=rows, weak=weak)
+                return SampleLoop(node, index.value, samples, inner, not weak, rows=rows, weak=weak)
             if func == "zip":
                 return self._zip_loop(node, scope, None, target, iterable)
             return None

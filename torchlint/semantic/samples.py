@@ -77,6 +77,23 @@ class PerSampleLoops:
         """The loop's sample names and index when its header runs over the samples of a batch."""
         return self.headers.candidate(node, target, iterable)
 
+    def computes_per_sample(self, node: cst.CSTNode) -> bool:
+        """A loop or comprehension that runs per sample of a batch and collects the results."""
+        if isinstance(node, cst.For):
+            loop = self.candidate(node, node.target, node.iter)
+            return loop is not None and self.body_is_per_sample(loop, node.body)
+        return isinstance(node, (cst.ListComp, cst.GeneratorExp)) and self.comprehension_is_per_sample(node)
+
+    def device_tensor(self, expr: cst.BaseExpression) -> bool:
+        """A tensor that may live on the accelerator: by its value, or (in a program that uses one) what a
+        module computes on a batch, whatever it is called (`pred = m(x).argmax(1)`)."""
+        from torchlint.semantic.model import semantic_model  # the model holds this object: import when asked
+
+        model = semantic_model(self.context)
+        if model.is_tensor(expr):
+            return True
+        return model.on_accelerator_at(expr) and self.batches.model_output(self.scopes.of(expr), expr)
+
     # ------------------------------------------------------------------------------------------
     # the loop body
     def body_is_per_sample(self, loop: SampleLoop, body: cst.CSTNode) -> bool:
@@ -200,6 +217,8 @@ class PerSampleLoops:
             if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and indexes_sample(node, loop.index)
         }
         labels = {name for name in indexed if self.batches.loader_component(scope, cst.Name(name))}
+        if labels and loop.samples and loop.bound is not None and self.batches.output_on_batch(scope, loop.bound):
+            return True  # `for k, o in enumerate(model(x)): criterion(o, y[k])`: its rows paired with labels
         return bool(labels) and any(self.batches.is_batch(scope, cst.Name(name)) for name in indexed - labels)
 
     # ------------------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ class PerBoxLoop(Rule):
         "crops resized with another mode (`area`), check the accuracy before switching, or silence the "
         "line with `# noqa: TL406`. A loop over images whose boxes come from separate forward passes (one "
         "per scale) can still use `batched_nms` once on the concatenated boxes. Overlaps are reported when a "
-        "loop or comprehension calls a function of the same file that computes the IoU of two single boxes "
+        "loop or comprehension calls a function of the same file (or imported from a project module) that computes the IoU of two single boxes "
         "with torch (element-wise maxima/minima of coordinates read by position, `box[0]`, `box[2]`), or "
         "computes that intersection inline with `torch.max`/`torch.min` of single coordinates; an IoU "
         "function that slices columns (`boxes[:, 0]`) is already batched, and host code (NumPy, plain "

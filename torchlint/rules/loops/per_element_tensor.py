@@ -122,7 +122,7 @@ class PerElementTensor(Rule):
         "sizes padded later, silence the line with `# noqa: TL407`. Read-backs are reported only for a list "
         "comprehension over a tensor the model knows may live on the accelerator, whose element is "
         "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item, and for a `for` loop over such a "
-        "tensor whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
+        "tensor (or over a model's output on a batch, `pred = m(x).argmax(1)`, in a program that uses an accelerator) whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
         "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved. Rows read back one "
         "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor made "
         "by a model's forward pass or moved to the device (`.cuda()`, `.to(device)`) in the same function (or "
@@ -135,7 +135,7 @@ class PerElementTensor(Rule):
         "computed from the row: `target(o).item()`), directly or through "
         "a function of the same file given the row; not when the tensor was moved to the host first "
         "(`.cpu()`, `.numpy()`, `.tolist()`), not when the loop stops early (`break`, `return`) and not when it "
-        "keeps the rows themselves (`if det[4] > t: kept.append(det)`: a filter). Elements compared one at a "
+        "keeps the rows themselves (`if det[4] > t: kept.append(det)`: a filter), nor when the loop computes per sample (a metric per image read with `.item()`: TL401 reports it). Elements compared one at a "
         "time are reported for a loop that branches on them (`for p, t in zip(preds, labels): if p == t:`) "
         "and for a count, `sum(1 for p, t in zip(preds, labels) if p == t)`. Nothing is reported where "
         "nothing repeats the loop: module-level code outside any loop (a demo on one image, a notebook cell) "
@@ -181,7 +181,7 @@ class PerElementTensor(Rule):
         program that uses an accelerator, on every step (a one-off print after training is noise)."""
         reads = element_reads(self.context)
         found = reads.loop(node) if isinstance(node, cst.For) else reads.comprehension(node)
-        if found is not None:
+        if found is not None and not self.semantic.per_sample_loops.computes_per_sample(node):  # TL401's advice
             self._rows.append((node, _ROWS_MESSAGE if found == READ else _COMPARE_MESSAGE))
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
@@ -212,7 +212,7 @@ class PerElementTensor(Rule):
         # `for p in preds: labels.append(p.item())`, `for v in t: if v.item() > 0: n += 1`
         if not isinstance(node.target, cst.Name) or node.orelse is not None:
             return
-        if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(node.iter):
+        if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.per_sample_loops.device_tensor(node.iter):
             return
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
         if len(body) != 1:
@@ -240,7 +240,7 @@ class PerElementTensor(Rule):
         for_in = node.for_in
         if for_in.inner_for_in is not None or for_in.ifs or not isinstance(for_in.target, cst.Name):
             return
-        if not isinstance(for_in.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.is_tensor(for_in.iter):
+        if not isinstance(for_in.iter, (cst.Name, cst.Attribute, cst.Call)) or not self.semantic.per_sample_loops.device_tensor(for_in.iter):
             return
         if _converts(node.elt, for_in.target.value):
             self._report_once(node, _READ_MESSAGE)

@@ -64,11 +64,14 @@ class PerSampleLoop(Rule):
     false_positives = (
         "The rule needs evidence that the loop runs over a batch: the range is `x.size(0)`, `x.shape[0]` or "
         "`len(x)` (or a batch-size variable), or the loop iterates `x` directly (`for s in x`, `enumerate(x)`, "
-        "`zip(x, y)`), where `x` is a `forward()` input, a value drawn from a DataLoader, a parameter annotated "
+        "`zip(x, y)`), where `x` is a `forward()` input, a value drawn from a DataLoader (a tuple batch, a dict "
+        "batch read by key, or the parts a helper hands back from the whole batch; the loader may be a parameter "
+        "every caller passes one, also kept as `self.<attr>`), a parameter annotated "
         "`Tensor` or one that every caller in the file (for a top-level function no call of its file runs: every "
         "caller in the project files that import it) passes a tensor to, a module's output or a torch op's output "
         "(`pred = torch.sigmoid(model(x))`, iterated even with no other tensor use), "
-        "or a model's output zipped with labels drawn from the loader (`zip(sr, hr)`; not per-image records read by "
+        "or a model's output zipped with labels drawn from the loader or enumerated beside them "
+        "(`criterion(o, y[k])`; not per-image records read by "
         "key, `out[\"boxes\"]`), and is used as a tensor when it is iterated or "
         "measured with `len()` (a list of tensors such as feature levels or per-image targets is not a batch). "
         "A size past the first dimension (`x.size(1)` of a sequence-first tensor) counts only when the code "
@@ -86,7 +89,8 @@ class PerSampleLoop(Rule):
         "different sizes). A range over a count named as time steps "
         "or positions (`n_step`, `seq_len`, `T`), pieces cut by `torch.chunk`/`torch.split`, and elements "
         "named as frames, steps, tokens, chunks, levels or layers walk a sequence or a model, not samples. The body "
-        "runs a module, a loss, a torch function, a function or method of the same file that computes with "
+        "runs a module (known by how it is built, or by what the code does to it: `m.train()`, "
+        "`m.parameters()`, whatever it is called), a loss, a torch function, a function or method of the same file that computes with "
         "torch (or such a function imported from a project module, or an image metric of a library such as "
         "`pytorch_msssim.ssim`), or tensor arithmetic on `x[i]`, and appends, assigns `out[i] = ...` or accumulates the result "
         "(read as a number with `.item()` only for a module, a loss or such a function: a metric per image), or "
@@ -100,7 +104,7 @@ class PerSampleLoop(Rule):
         "for loops that stop early (`break`, `return`) or branch on a sample's values, and for per-sample work "
         "of varying size (`nonzero`, boolean masks, NMS, slices by a per-sample length, a result size or "
         "shape computed per sample: `size=sizes[i]`, `x.reshape(t, h, w)`), which has no direct "
-        "batched form (box-by-box detection work is TL406). Per-sample random augmentation done on purpose, "
+        "batched form (box-by-box detection work is TL406, and a loop TL406 reports is not reported again). Per-sample random augmentation done on purpose, "
         "or a loop that bounds peak memory by design, is a deliberate choice: silence it with `# noqa: TL401`. "
         "A loop that nothing repeats is left alone: module-level code outside any loop (a demo, a notebook "
         "cell) or, in a script no project file imports, a function or method every call of which runs once "
@@ -119,6 +123,8 @@ class PerSampleLoop(Rule):
         samples = self.semantic.per_sample_loops
         if not isinstance(node.iter, (cst.Call, cst.Name, cst.Attribute)) or self._inside_reported(node):
             return
+        if self._box_loop(node):
+            return  # boxes one at a time: torchvision.ops is the advice (TL406)
         loop = samples.candidate(node, node.target, node.iter)
         if loop is not None and samples.body_is_per_sample(loop, node.body):
             self._report_loop(node)
@@ -135,10 +141,26 @@ class PerSampleLoop(Rule):
         samples = self.semantic.per_sample_loops
         if self._inside_reported(node):
             return
+        if self._box_loop(node):
+            return  # the IoU of one pair of boxes per element: TL406
         if samples.comprehension_is_per_sample(node):
             self._report_loop(node)
         elif samples.elementwise_list_comprehension(node):
             self._report_loop(node, _LIST_MESSAGE)
+
+    def _box_loop(self, node: cst.CSTNode) -> bool:
+        """`node` works on boxes one at a time, or is part of a loop that does (TL406's finding)."""
+        if not self.semantic.uses_torch:
+            return False
+        boxes = self.semantic.box_loops
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and boxes.overlaps_comprehension(node):
+            return True
+        for loop in [node, *self.context.ancestors(node)]:
+            if isinstance(loop, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(loop, (cst.For, cst.While)) and boxes.kind(loop) is not None:
+                return True
+        return False
 
     def _report_loop(self, node: cst.CSTNode, message: str | None = None) -> None:
         self._reported.add(node)

@@ -273,3 +273,16 @@ def test_a_large_marked_project_narrows_importers_to_the_linted_folder(tmp_path:
     project.new_run()
     importers = project.importers(str(tmp_path / "repo" / "lib" / "core" / "function.py"))
     assert [Path(p).name for p in importers] == ["train.py"]
+
+
+def test_a_module_is_summarised_only_when_it_spells_a_word_as_a_name_would(tmp_path: Path) -> None:
+    words = (".item()", "float(", "int(")
+    printing = tmp_path / "printing.py"
+    printing.write_text("def report(x):\n    print(x)\n")
+    converting = tmp_path / "converting.py"
+    converting.write_text("def report(x):\n    return int(x)\n")
+    reading = tmp_path / "reading.py"
+    reading.write_text("def report(x):\n    return x.item()\n")
+    assert project.summary(str(printing), words) is None  # `int(` inside `print(` is no mention
+    assert project.summary(str(converting), words) is not None
+    assert project.summary(str(reading), words) is not None

@@ -499,7 +499,13 @@ def _mentions(path: str, mtime: int, size: int, words: tuple[str, ...]) -> bool:
             text = handle.read(MAX_SUMMARY_BYTES)
     except OSError:
         return False
-    return any(word in text for word in words)
+    return _mention_pattern(words).search(text) is not None
+
+
+@lru_cache(maxsize=64)
+def _mention_pattern(words: tuple[str, ...]) -> "re.Pattern[str]":
+    """Any of `words`; one that begins with a letter must begin a name in the text (`int(` is not in `print(`)."""
+    return re.compile("|".join((r"(?<!\w)" if word[:1].isidentifier() else "") + re.escape(word) for word in words))
 
 
 def imported(

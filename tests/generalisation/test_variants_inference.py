@@ -333,6 +333,81 @@ EVAL_SHAPES = [
     )
 ]
 
+# -- a validation method given the loss module its caller uses for training (`self.vali(loader, criterion)`):
+# the loss computed on host copies of the outputs is no network run, and what it returns is no graph to keep
+LOSS_PASSED = HEAD + "from utils import Stopper\n" + """
+
+class Experiment:
+    def __init__(self, net):
+        self.model = net.to(device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+    def _select_criterion(self):
+        $crit = nn.MSELoss()
+        return $crit
+
+    def _process_one_batch(self, $x):
+        return self.model($x.float().to(device))
+
+    def $fname(self, $L, $crit):  $mark
+        self.model.eval()
+        losses = []
+        for $x, $y in $L:
+            pred = self._process_one_batch($x)
+            losses.append($crit(pred.detach().cpu(), $y.float()))
+        self.model.train()
+        return np.average(losses)
+
+    def train(self, $loader, $L):
+        $crit = $source
+        stopper = Stopper()
+        for epoch in range(10):
+            for $x, $y in $loader:
+                self.optimizer.zero_grad()
+                loss = $crit(self._process_one_batch($x), $y.float().to(device))
+                loss.backward()
+                self.optimizer.step()
+            score = self.$fname($L, $crit)
+            stopper(score, self.model)
+
+
+if __name__ == '__main__':
+    Experiment(Net()).train(DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4),
+                            DataLoader(test_set, batch_size=256, num_workers=4))
+"""
+
+STOPPER = """
+import torch
+
+
+class Stopper:
+    def __init__(self):
+        self.best = None
+
+    def __call__(self, score, model):
+        if self.best is None or score < self.best:
+            self.best = score
+            torch.save(model.state_dict(), 'best.pt')
+"""
+
+EVAL_SHAPES.append(
+    Shape(
+        name="evaluation-loop/loss_passed",
+        files={"main.py": LOSS_PASSED, "utils.py": STOPPER},
+        slots={
+            "fname": ("vali", "evaluate", "validate", "check", "f"),
+            "crit": ("criterion", "loss_fn", "crit", "mse"),
+            "source": ("self._select_criterion()", "nn.MSELoss()", "nn.MSELoss().to(device)"),
+            "L": ("val_loader", "loader_test", "source_data"),
+            "loader": ("train_loader", "loader", "dl"),
+            "x": pools.INPUT,
+            "y": pools.TARGET,
+            "mark": (MARK,),
+        },
+        select=SELECT,
+    )
+)
+
 # -- a GAN's sampling function: latents in a loop, samples to image files, a figure or host arrays ------------
 SAMPLE_SINK = (
     "save_image($img, f'samples/{epoch}_{i}.png', normalize=True)",

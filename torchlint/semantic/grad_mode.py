@@ -459,6 +459,8 @@ class FileFacts:
             return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
         if self.has_parameters(base):
             return True
+        if network_values.is_loss(self.context, func):
+            return False  # `criterion(out, y)`: a module, but a loss computed, not a network run
         if is_network_callee(base) and is_forward_call(self.context, call.node):  # the cheap test first
             return True
         return isinstance(func, cst.Name) and network_values.holds_network(self, func)  # `m(x)`, `m` passed a network

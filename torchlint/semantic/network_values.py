@@ -52,7 +52,7 @@ def _passes_network(facts: "FileFacts", argument: cst.BaseExpression, hops: int)
     """The argument a caller passes is a network, in the caller's file: a module by its binding, an owner of
     parameters, an eval mode or a state dict, a network by its plain name, or a name that holds one itself."""
     argument = _strip_same_object(argument)
-    if _is_loss(facts.context, argument, 0):
+    if is_loss(facts.context, argument):
         return False  # `criterion = nn.MSELoss()`: a module, but a loss, not a network to run without grad
     if objects(facts.context).kind(argument) == MODULE:
         return True
@@ -64,7 +64,7 @@ def _passes_network(facts: "FileFacts", argument: cst.BaseExpression, hops: int)
     return isinstance(argument, cst.Name) and holds_network(facts, argument, hops)
 
 
-def _is_loss(context: "Context", expr: cst.BaseExpression, depth: int) -> bool:
+def is_loss(context: "Context", expr: cst.BaseExpression, depth: int = 0) -> bool:
     """`expr` holds a loss module: named like one (`criterion`), or built by a class named `...Loss`, directly,
     through the name it is assigned to, or returned by a helper of this file (`self._select_criterion()`)."""
     expr = _strip_same_object(expr)
@@ -75,7 +75,7 @@ def _is_loss(context: "Context", expr: cst.BaseExpression, depth: int) -> bool:
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr) or []
         values = [b.value for b in bindings if b.kind == "assign" and b.value is not None]
-        return bool(values) and all(_is_loss(context, value, depth + 1) for value in values)
+        return bool(values) and all(is_loss(context, value, depth + 1) for value in values)
     if not isinstance(expr, cst.Call):
         return False
     name = dotted(expr.func) if isinstance(expr.func, (cst.Name, cst.Attribute)) else None
@@ -83,7 +83,7 @@ def _is_loss(context: "Context", expr: cst.BaseExpression, depth: int) -> bool:
         return True
     function = called_function(context, expr)
     returned = [r.value for r in returns_of(function) if r.value is not None] if function is not None else []
-    return bool(returned) and all(_is_loss(context, value, depth + 1) for value in returned)
+    return bool(returned) and all(is_loss(context, value, depth + 1) for value in returned)
 
 
 def loads_model(facts: "FileFacts", value: cst.BaseExpression, depth: int = 0) -> bool:

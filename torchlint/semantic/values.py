@@ -298,6 +298,10 @@ class ValueKinds:
         kinds = {self._binding(b, name.value) for b in bindings}
         return kinds.pop() if len(kinds) == 1 else UNK
 
+    def reaching_binding(self, name: cst.Name, bindings: list) -> Optional[object]:
+        """The binding of `name` its use reads (see `_reaching`), None when statement order cannot tell."""
+        return self._reaching(name, bindings)
+
     def _reaching(self, name: cst.Name, bindings: list) -> Optional[object]:
         """The binding that most recently precedes the use in statement order, skipping one made in the other
         branch of an `if` the use is in (`if a: s = [..] else: s = s.cpu()` reads the `s` bound before)."""

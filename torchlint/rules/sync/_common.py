@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
+from torchlint.semantic.placed_values import shown_on_device
 from torchlint.semantic.values import ValueKinds
 
 FAMILY = "Host-device synchronisation"
@@ -31,6 +32,11 @@ class SyncRule(Rule):
             if bindings and all(b.kind == "param" for b in bindings):
                 return False
         return self.values.is_tensor(collection)
+
+    def walks_placed_tensor(self, collection: cst.BaseExpression) -> bool:
+        """A read of every element, in any loop, walks a tensor its own function puts on the device
+        (`placed_values`): a model's output on an input never moved, or a parameter, may be on the host."""
+        return self.values.is_tensor(collection) and shown_on_device(self.context, self.values, collection)
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, **kwargs: object) -> None:
         # a CPU-only program pays nothing for a host read; a module a GPU script imports runs on its device.

@@ -225,7 +225,7 @@ class ItemInTrainingLoop(SyncRule):
             elif not self._gathered_in_forward_loop(call, method, statement):
                 self._check_element_read(call, method, statement)
         for call, method, statement, collection in self._element_reads:
-            if statement not in self._reported and self.walks_device_tensor(collection):
+            if statement not in self._reported and self.walks_placed_tensor(collection):
                 self._reported.add(statement)  # type: ignore[arg-type]
                 self.report(call, _PER_ELEMENT.format(what=self._spelling(call, method)))
 

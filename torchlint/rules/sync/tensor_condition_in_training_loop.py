@@ -46,7 +46,9 @@ class TensorConditionInTrainingLoop(SyncRule):
     false_positives = (
         "A check that must stop training at once (NaN detection before an optimizer step that would corrupt "
         "the weights) may be worth its cost; `torch.autograd.detect_anomaly` or a GradScaler's inf checks do it "
-        "without a per-step Python branch. Silence a deliberate one with `# noqa: TL204`."
+        "without a per-step Python branch. A condition on every element, in any loop, is reported only when the "
+        "function itself puts the tensor on the device (a parameter, or a model's output on an input that is "
+        "never moved, may be on the host). Silence a deliberate one with `# noqa: TL204`."
     )
 
     def visit_If(self, node: cst.If) -> None:
@@ -78,7 +80,7 @@ class TensorConditionInTrainingLoop(SyncRule):
         for side in sides:
             if isinstance(side, (cst.Name, cst.Subscript)):
                 collection = self.semantic.element_read(side)
-                if collection is not None and self.walks_device_tensor(collection):
+                if collection is not None and self.walks_placed_tensor(collection):
                     return True
         return False
 

@@ -38,6 +38,9 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
     false_positives = (
         "A tensor that lives on the CPU does not synchronise; the rule cannot always tell. A number that Python "
         "needs to size something (`n = int(counts.max())` then `x.view(n, -1)` or `range(n)`) is not reported. "
+        "A conversion of every element, in any loop, is reported only when the function itself puts the tensor "
+        "on the device (`.to(device)`, `.cuda()`, a factory given a device, a model run on a moved input): a "
+        "parameter, which callers may hand over already copied to the host, is not. "
         "Silence a deliberate conversion with `# noqa: TL202`."
     )
     requires = ("float(", "int(", "bool(")
@@ -51,7 +54,7 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
             return  # rebound builtin
         if self.semantic.every_step(node) is None or not self.values.is_tensor(args[0].value):
             collection = self.semantic.element_read(args[0].value)
-            if collection is not None and self.walks_device_tensor(collection):
+            if collection is not None and self.walks_placed_tensor(collection):
                 self.report(node, _PER_ELEMENT.format(name=func.value))  # `[int(b) for b in boxes]`, in any loop
             return
         if self.semantic.sets_host_size(node) and self.semantic.element_read(args[0].value) is None:

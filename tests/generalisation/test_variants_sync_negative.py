@@ -164,7 +164,193 @@ GATHERED_ONCE = sync_frames.framed(
     },
 )
 
-SHAPES = HOST + INTERVAL + EPOCH + ONCE + CPU_ONLY + HOST_STATE + GATHERED_ONCE
+# Every element of a tensor read in a loop of a GPU program, where the tensor is on the host: a helper given
+# an output its caller copied to the host, a legacy `torch.FloatTensor` built from it, a model run on an input
+# that is never moved (a CPU deployment path).
+HOST_WALKED_HEAD = sync_frames.IMPORTS + """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)).to(device)
+names = [str(i) for i in range(10)]
+"""
+
+HOST_WALKED = [
+    Shape(
+        name="per-element-read/host-parameter",
+        files={
+            "main.py": HOST_WALKED_HEAD + """
+
+def $fname($t):
+    $derive
+    kept = []
+    $perelem
+    return kept
+
+
+def predict(img):
+    $call
+"""
+        },
+        slots={
+            "fname": ("decode", "post_process", "f"),
+            "t": ("pred", "out", "heatmap"),
+            "m": ("mask", "scores", "m"),
+            "derive": (
+                "$m = $t.squeeze(0) > 0.1",
+                "$m = torch.softmax($t, dim=1)[0]",
+                "$m = torch.FloatTensor(torch.cat(($t, $t), 1))[0]",
+                "$m = $t.data.view(-1)",
+            ),
+            "perelem": (
+                "for v in $m:\n    if v > 0.5:\n        kept.append(v)",
+                "kept = [int(v) for v in $m]",
+                "kept = [float(v) for v in $m]",
+                "for i in range(len($m)):\n    if $m[i] > 0:\n        kept.append(i)",
+            ),
+            "call": (
+                "$t = model(img.to(device))\n$t = $t.cpu()\nreturn $fname($t)",
+                "return $fname(model(img.to(device)).cpu())",
+                "return $fname(model(img.to(device)).detach().cpu())",
+            ),
+        },
+        select=("TL201", "TL202", "TL204"),
+    ),
+    Shape(
+        name="per-element-read/input-never-moved",
+        files={
+            "main.py": HOST_WALKED_HEAD + """
+
+def predict(img):
+    start = time.time()
+    with torch.inference_mode():
+        $probs = torch.softmax(model(img.unsqueeze(0)), dim=1)
+    $read
+    return labels, time.time() - start
+"""
+        },
+        slots={
+            "probs": ("pred_probs", "probs", "p"),
+            "read": (
+                "labels = {names[i]: float($probs[0][i]) for i in range(len(names))}",
+                "labels = [int(v > 0.5) for v in $probs[0]]",
+                "labels = {}\nfor i, v in enumerate($probs[0]):\n    if v > 0.1:\n        labels[names[i]] = 1",
+            ),
+        },
+        select=("TL201", "TL202", "TL204"),
+    ),
+]
+
+# A helper called on every step whose read sits behind its own interval test.
+HELPER_GATED = [
+    Shape(
+        name="helper-read-behind-interval",
+        files={
+            "main.py": HOST_WALKED_HEAD + """
+log_every = 50
+history = []
+loader = DataLoader(list(zip(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,)))), batch_size=32,
+                    num_workers=2, pin_memory=True)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def pick_size():
+    sizes = torch.randint(8, 12, (2,), device=device)
+    return sizes[0].item(), sizes[1].item()
+
+
+def $helper(step, $loss):
+    if $gate:
+        $read
+
+
+for epoch in range(10):
+    for step, (x, y) in enumerate(loader):
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        optimizer.zero_grad()
+        $loss = nn.functional.cross_entropy(model(x), y)
+        $loss.backward()
+        optimizer.step()
+        $helper(step, $loss)
+"""
+        },
+        slots={
+            "helper": ("after_iter", "log_step", "f"),
+            "loss": ("loss", "l", "total"),
+            "gate": ("(step + 1) % 10 == 0", "step % log_every == 0"),
+            "read": (
+                "print(f'{$loss.item():.3f}')",
+                "history.append($loss.item())",
+                "size = int(torch.randint(8, 12, (1,), device=device).item())\nprint(size)",
+                "size = pick_size()\nprint(size)",
+            ),
+        },
+        select=("TL201", "TL202", "TL204", "TL207"),
+    )
+]
+
+# ... and the same read done by a method of an object of another file, called behind the interval test.
+HELPER_GATED.append(
+    Shape(
+        name="method-of-another-file-behind-interval",
+        files={
+            "exp.py": """
+import random
+
+import torch
+
+
+class Exp:
+    def __init__(self):
+        self.input_size = (640, 640)
+
+    def $resize(self):
+        sizes = torch.LongTensor(2).cuda()
+        sizes[0] = sizes[1] = random.randint(10, 20) * 32
+        return sizes[0].item(), sizes[1].item()
+""",
+            "trainer.py": """
+import torch
+import torch.nn as nn
+
+from exp import Exp
+
+
+class Trainer:
+    def __init__(self, loader):
+        self.exp = Exp()
+        self.model = nn.Linear(10, 2).cuda()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.loader = loader
+        self.max_iter = 100
+
+    def train(self):
+        for self.epoch in range(10):
+            for self.iter in range(self.max_iter):
+                self.train_one_iter()
+                self.$after()
+
+    def train_one_iter(self):
+        x, y = next(self.loader)
+        x, y = x.cuda(), y.cuda()
+        loss = nn.functional.cross_entropy(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+
+    def $after(self):
+        if $gate:
+            self.input_size = self.exp.$resize()
+""",
+        },
+        slots={
+            "resize": ("random_resize", "pick_size", "f"),
+            "after": ("after_iter", "end_step", "g"),
+            "gate": ("(self.iter + 1) % 10 == 0", "self.iter % 50 == 0", "self.iter % self.max_iter == 0"),
+        },
+        select=("TL201", "TL202", "TL204", "TL207"),
+    )
+)
+
+SHAPES = HOST + INTERVAL + EPOCH + ONCE + CPU_ONLY + HOST_STATE + GATHERED_ONCE + HOST_WALKED + HELPER_GATED
 GENERAL = SHAPES
 
 # Near misses the model still reports: (shape name, reason).

@@ -72,12 +72,16 @@ class FunctionSummaries:
         return self._syncs.ask((function, strict), self._sync_in)
 
     def _sync_in(self, key: tuple[cst.FunctionDef, bool]) -> Optional[str]:
+        from torchlint.semantic.loops import gated
+
         function, strict = key
         values = self.values
         found = None
         calls = [n for n in scope_nodes(function.body) if isinstance(n, cst.Call)]
         timed = any(last_name(c.func) in CLOCK_CALLS for c in calls)
         for node in calls:
+            if gated(self.context, node, function):  # type: ignore[arg-type]
+                continue  # `if (step + 1) % 10 == 0: size = t.item()`: one read every ten calls, not every call
             func = node.func
             name = last_name(func)
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
@@ -128,7 +132,7 @@ class FunctionSummaries:
         for call in hot_paths.callers_of(self.context, function):
             func = call.func
             named = isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))
-            if named and loops.every_step(self.context, call) is not None and self.sync_of_call(call) is not None:
+            if named and loops.every_step(self.context, call) is not None and self.sync_reported_at(call) is not None:
                 return True
             outer = self.context.enclosing_function(call)
             if outer is not None and outer is not function and self.reported_at_a_call(outer, seen):
@@ -250,6 +254,14 @@ class FunctionSummaries:
         receiver is a tensor (one of unknown place: counted only in a helper the loop calls itself)."""
         parent = self.context.parent(call)
         return isinstance(parent, cst.Attribute) and parent.attr.value in ("numpy", "data", "detach")
+
+    def sync_reported_at(self, call: cst.Call) -> Optional[tuple[str, str]]:
+        """`sync_of_call`, less a helper that reads only the tensors it is given when the call passes none
+        (`metric_logger.update(loss=loss_value)` hands it a number): the sync TL207 reports at a step's call."""
+        found = self.sync_of_call(call)
+        if found is not None and reads_given_tensor(found[1]) and not any(self.values.is_tensor(a.value) for a in call.args):
+            return None
+        return found
 
     def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:
         """(name, how) when `call` runs a function, of this file or imported from the project, that reads a

@@ -9,7 +9,7 @@ from torchlint.rules.sync._common import (
     EXPLANATION_COMMON,
     SyncRule,
 )
-from torchlint.semantic.calls import is_self_attribute, reads_given_tensor
+from torchlint.semantic.calls import is_self_attribute
 
 
 class SyncInHelperCalledInTrainingLoop(SyncRule):
@@ -67,11 +67,6 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
     def leave_Module(self, node: cst.Module) -> None:
         helpers = self.semantic.calls
         for call in self._candidates:
-            found = helpers.sync_of_call(call)
-            if found is not None and reads_given_tensor(found[1]) and not self._passes_tensor(call):
-                continue  # `metric_logger.update(loss=loss_value)`: a number, which the helper leaves alone
+            found = helpers.sync_reported_at(call)
             if found is not None:
                 self.report(call, self._TEMPLATE.format(name=found[0], how=found[1]))
-
-    def _passes_tensor(self, call: cst.Call) -> bool:
-        return any(self.values.is_tensor(arg.value) for arg in call.args)

@@ -13,6 +13,8 @@ from torchlint.config import Settings
 from torchlint.lint import runner, shards
 from torchlint.lint.discovery import Discovered
 
+from test_shared_trees import DATA, TRAIN  # the project of test_shared_trees, one folder per package
+
 
 def _files(tmp_path: Path, sizes: list[int]) -> list[str]:
     paths = []
@@ -65,43 +67,6 @@ def test_one_file_per_task_after_a_worker_died() -> None:
     assert [work.take(0), work.take(1), work.take(0)] == [[3], [4], [7]]
     assert sorted(work.drain()) == [9, 10] and work.take(0) is None
 
-
-# The shapes of test_shared_trees: data.py's TL102 rests on its importer, train.py's TL207 on data.py's helper.
-DATA = """
-import torch
-from torch.utils.data import DataLoader, Dataset
-
-
-class Images(Dataset):
-    def __init__(self, paths):
-        self.paths = paths
-
-    def __getitem__(self, i):
-        return torch.load(self.paths[i])
-
-
-def make_loader(paths):
-    return DataLoader(Images(paths), batch_size=32)
-
-
-def accuracy(out, y):
-    return (out.argmax(1) == y).float().mean().item()
-"""
-
-TRAIN = """
-import torch
-from data import accuracy, make_loader
-
-
-def train(model, optimizer, paths, device):
-    for xb, yb in make_loader(paths):
-        xb, yb = xb.to(device), yb.to(device)
-        out = model(xb)
-        loss = torch.nn.functional.cross_entropy(out, yb)
-        loss.backward()
-        optimizer.step()
-        acc = accuracy(out, yb)
-"""
 
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_a_pool_gives_the_findings_of_one_process_on_files_importing_each_other(

@@ -60,13 +60,7 @@ def _module_class(
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value == "forward":
         func = func.value
-    values: list[cst.BaseExpression] = []
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        cls = context.enclosing(call, cst.ClassDef)
-        if cls is not None:
-            values = objects(context).self_assignments(cls).get(func.attr.value, [])
-    elif isinstance(func, cst.Name):
-        values = assigned(func.value)
+    values = _bound_values(context, call, func, assigned)
     classes = {_class_built(context, v) for v in values}
     if len(classes) != 1:
         return None
@@ -119,14 +113,7 @@ def layer_output(
 ) -> bool:
     """`call` runs a layer of `torch.nn` that returns one tensor for one tensor (`nn.Linear`, `nn.Conv2d`, an
     `nn.Sequential` of such layers), built where the callee is bound (`self.encoder = nn.Sequential(...)`)."""
-    func = call.func
-    values: list[cst.BaseExpression] = []
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        cls = context.enclosing(call, cst.ClassDef)
-        if cls is not None:
-            values = objects(context).self_assignments(cls).get(func.attr.value, [])
-    elif isinstance(func, cst.Name):
-        values = assigned(func.value)
+    values = _bound_values(context, call, call.func, assigned)
     return bool(values) and all(_one_tensor_layer(context, v, 0) for v in values)
 
 
@@ -142,3 +129,13 @@ def _one_tensor_layer(context: Context, value: cst.BaseExpression, depth: int) -
         layers = [a.value for a in value.args if a.keyword is None and not a.star]
         return bool(layers) and len(layers) == len(value.args) and all(_one_tensor_layer(context, l, depth + 1) for l in layers)
     return qualname.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _bound_values(
+    context: Context, call: cst.Call, func: cst.BaseExpression, assigned: Callable[[str], list[cst.BaseExpression]]
+) -> list[cst.BaseExpression]:
+    """What the called object `func` was assigned: `self.name = ...` in its class, or `name = ...`."""
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = context.enclosing(call, cst.ClassDef)
+        return objects(context).self_assignments(cls).get(func.attr.value, []) if cls is not None else []
+    return assigned(func.value) if isinstance(func, cst.Name) else []

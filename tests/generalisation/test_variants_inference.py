@@ -395,8 +395,8 @@ EVAL_SHAPES.append(
         name="evaluation-loop/loss_passed",
         files={"main.py": LOSS_PASSED, "utils.py": STOPPER},
         slots={
-            "fname": ("vali", "evaluate", "validate", "check", "f"),
-            "crit": ("criterion", "loss_fn", "crit", "mse"),
+            "fname": ("f", "vali", "evaluate", "validate", "check"),
+            "crit": ("mse", "criterion", "loss_fn", "crit"),
             "source": ("self._select_criterion()", "nn.MSELoss()", "nn.MSELoss().to(device)"),
             "L": ("val_loader", "loader_test", "source_data"),
             "loader": ("train_loader", "loader", "dl"),

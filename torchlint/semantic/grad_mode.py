@@ -459,7 +459,7 @@ class FileFacts:
             return is_network_callee(base) and (objects(self.context).kind(func.value) == MODULE or is_model_like(base))
         if self.has_parameters(base):
             return True
-        if network_values.is_loss(self.context, func):
+        if network_values.holds_loss(self, func):
             return False  # `criterion(out, y)`: a module, but a loss computed, not a network run
         if is_network_callee(base) and is_forward_call(self.context, call.node):  # the cheap test first
             return True

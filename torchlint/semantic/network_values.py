@@ -70,6 +70,9 @@ def is_loss(context: "Context", expr: cst.BaseExpression, depth: int = 0) -> boo
     expr = _strip_same_object(expr)
     if isinstance(expr, (cst.Name, cst.Attribute)) and LOSS_MODULE_NAME.match(expr.value if isinstance(expr, cst.Name) else expr.attr.value):
         return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+        if (expr.func.value if isinstance(expr.func, cst.Name) else expr.func.attr.value).endswith("Loss"):
+            return True  # `nn.MSELoss()`, `FocalLoss(gamma=2)`
     if depth >= 3:
         return False
     if isinstance(expr, cst.Name):
@@ -78,12 +81,21 @@ def is_loss(context: "Context", expr: cst.BaseExpression, depth: int = 0) -> boo
         return bool(values) and all(is_loss(context, value, depth + 1) for value in values)
     if not isinstance(expr, cst.Call):
         return False
-    name = dotted(expr.func) if isinstance(expr.func, (cst.Name, cst.Attribute)) else None
-    if name is not None and name.rsplit(".", 1)[-1].endswith("Loss"):
-        return True
     function = called_function(context, expr)
     returned = [r.value for r in returns_of(function) if r.value is not None] if function is not None else []
     return bool(returned) and all(is_loss(context, value, depth + 1) for value in returned)
+
+
+def holds_loss(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
+    """`expr` holds a loss module (see `is_loss`), or is a parameter every caller passes one for
+    (`def validate(loader, mse)` called as `validate(val_loader, nn.MSELoss())`)."""
+    if is_loss(facts.context, expr):
+        return True
+    bindings = facts.context.lookup(expr) if isinstance(expr, cst.Name) else None
+    if not bindings or len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return False
+    passed = call_arguments.passed_for(facts, bindings[0].node)
+    return bool(passed) and all(is_loss(owner.context, argument) for owner, argument in passed)
 
 
 def loads_model(facts: "FileFacts", value: cst.BaseExpression, depth: int = 0) -> bool:

@@ -8,12 +8,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_shared_trees import DATA, TRAIN  # its project, one folder per package here
 
 from torchlint.config import Settings
 from torchlint.lint import runner, shards
 from torchlint.lint.discovery import Discovered
-
-from test_shared_trees import DATA, TRAIN  # the project of test_shared_trees, one folder per package
 
 
 def _files(tmp_path: Path, sizes: list[int]) -> list[str]:

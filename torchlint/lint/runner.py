@@ -237,12 +237,10 @@ def _pooled(
         failed: list[int] = []
         progressed = False
         pool = _pool(job, len(work), cache_root)
+        in_flight: dict[Future, tuple[list[int], int]] = {}
         try:
-            in_flight: dict[Future, tuple[list[int], int]] = {}
             for shard in range(len(work)):
-                chunk = work.take(shard)
-                if chunk is not None:
-                    in_flight[pool.submit(_work, [items[i] for i in chunk])] = (chunk, shard)
+                _send(pool, in_flight, failed, items, work.take(shard), shard)
             while in_flight:
                 done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -253,12 +251,7 @@ def _pooled(
                     except BrokenProcessPool:
                         failed.extend(chunk)
                         continue
-                    following = work.take(shard) if not failed else None
-                    if following is not None:
-                        try:
-                            in_flight[pool.submit(_work, [items[i] for i in following])] = (following, shard)
-                        except BrokenProcessPool:  # another worker died meanwhile
-                            failed.extend(following)
+                    _send(pool, in_flight, failed, items, work.take(shard) if not failed else None, shard)
                 while next_index in ready:
                     yield ready.pop(next_index)
                     next_index += 1
@@ -276,6 +269,24 @@ def _pooled(
             next_index += 1
         if not failed:
             return
+
+
+def _send(
+    pool: ProcessPoolExecutor,
+    in_flight: dict[Future, tuple[list[int], int]],
+    failed: list[int],
+    items: Sequence[Discovered],
+    chunk: Optional[list[int]],
+    shard: int,
+) -> None:
+    """Send one shard's chunk to the pool; a chunk the pool refuses because a worker has just died is failed
+    (linted again by the next pool)."""
+    if chunk is None:
+        return
+    try:
+        in_flight[pool.submit(_work, [items[i] for i in chunk])] = (chunk, shard)
+    except BrokenProcessPool:
+        failed.extend(chunk)
 
 
 def _alone(item: Discovered, job: Job, cache_root: Optional[str]) -> FileResult:

@@ -70,9 +70,10 @@ def is_loss(context: "Context", expr: cst.BaseExpression, depth: int = 0) -> boo
     expr = _strip_same_object(expr)
     if isinstance(expr, (cst.Name, cst.Attribute)) and LOSS_MODULE_NAME.match(expr.value if isinstance(expr, cst.Name) else expr.attr.value):
         return True
-    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
-        if (expr.func.value if isinstance(expr.func, cst.Name) else expr.func.attr.value).endswith("Loss"):
-            return True  # `nn.MSELoss()`, `FocalLoss(gamma=2)`
+    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)) and (
+        expr.func.value if isinstance(expr.func, cst.Name) else expr.func.attr.value
+    ).endswith("Loss"):
+        return True  # `nn.MSELoss()`, `FocalLoss(gamma=2)`
     if depth >= 3:
         return False
     if isinstance(expr, cst.Name):

@@ -11,12 +11,13 @@ does a model's output on an input that is never moved (a CPU deployment), nor a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.names import last_name
+from torchlint.lint.scope import Binding
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
 
 if TYPE_CHECKING:
@@ -35,7 +36,10 @@ def shown_on_device(context: "Context", values: "ValueKinds", expr: cst.BaseExpr
     """`expr` holds a tensor that a placement in its own function puts on an accelerator."""
     if depth > _MAX_DEPTH:
         return False
-    again = lambda e: shown_on_device(context, values, e, depth + 1)  # noqa: E731
+
+    def again(inner: cst.BaseExpression) -> bool:
+        return shown_on_device(context, values, inner, depth + 1)
+
     if isinstance(expr, cst.Name):
         return _name_placed(context, values, expr, depth)
     if isinstance(expr, cst.Attribute):
@@ -53,7 +57,7 @@ def shown_on_device(context: "Context", values: "ValueKinds", expr: cst.BaseExpr
     return False
 
 
-def _call_placed(context: "Context", call: cst.Call, again) -> bool:  # type: ignore[no-untyped-def]
+def _call_placed(context: "Context", call: cst.Call, again: Callable[[cst.BaseExpression], bool]) -> bool:
     func = call.func
     qual = context.qualname(func)
     if qual is not None and qual.startswith("torch."):
@@ -95,10 +99,8 @@ def _name_placed(context: "Context", values: "ValueKinds", name: cst.Name, depth
     return all(_binding_placed(context, values, b, name.value, depth) for b in chosen_ones)
 
 
-def _binding_placed(context: "Context", values: "ValueKinds", binding: object, name: str, depth: int) -> bool:
-    kind = getattr(binding, "kind")
-    node = getattr(binding, "node")
-    value = getattr(binding, "value")
+def _binding_placed(context: "Context", values: "ValueKinds", binding: Binding, name: str, depth: int) -> bool:
+    kind, node, value = binding.kind, binding.node, binding.value
     if kind == "assign" and value is not None:
         return shown_on_device(context, values, value, depth + 1)
     if kind == "other" and isinstance(node, cst.Assign) and len(node.targets) == 1:
@@ -110,7 +112,7 @@ def _binding_placed(context: "Context", values: "ValueKinds", binding: object, n
     return False  # a parameter, a loop target, an import, an augmented assignment
 
 
-def _unpacked(target: cst.BaseExpression, value: cst.BaseExpression, name: str):  # type: ignore[no-untyped-def]
+def _unpacked(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
     """The expression `name` takes in `a, name = x, y`."""
     if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
         return None

@@ -61,8 +61,8 @@ class BoxOverlaps:
         func = call.func
         return (
             isinstance(func, cst.Name)
+            and any(_mentions(arg.value, names) for arg in call.args)  # cheap, before a module summary
             and self.single_iou_function(func)
-            and any(_mentions(arg.value, names) for arg in call.args)
         )
 
     def single_iou_function(self, func: cst.Name) -> bool:

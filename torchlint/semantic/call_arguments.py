@@ -30,9 +30,10 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
         index -= 1  # `obj.method(a)`: `a` is the second parameter
     name = param.name.value
     found = []
-    sites = [(f, c.node) for f, _, c in facts.call_sites(scope)]
     if scope.cls is not None and function.name.value == "__init__":  # type: ignore[union-attr]
         sites = _constructions(facts, scope.cls)  # `Trainer(model, loader)` runs `__init__`
+    else:
+        sites = [(f, c.node) for f, _, c in facts.call_sites(scope)]
     for site_facts, node in sites:
         for position, arg in enumerate(node.args):
             if arg.star:

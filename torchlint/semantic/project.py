@@ -420,11 +420,30 @@ def _caller_summaries(target: str, name: str) -> list["ModuleSummary"]:
 def _summaries_spelling(files: list[str], name: str, target: str) -> list["ModuleSummary"]:
     found = []
     for file in files[:MAX_CALLER_FILES]:
-        if file != target and name in _text(file):
+        if file != target and _may_call(file, name):
             caller = summary(file)
             if caller is not None:
                 found.append(caller)
     return found
+
+
+def _may_call(path: str, name: str) -> bool:
+    """Whether the text of `path` could call `name` (`name(`, `x.name(`) or import it under another name
+    (`name as local`): a cheap scan that spares parsing and summarising a file that only mentions it."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return False
+    return _spells_call(path, stat.st_mtime_ns, stat.st_size, name)
+
+
+@lru_cache(maxsize=4096)
+def _spells_call(path: str, mtime: int, size: int, name: str) -> bool:
+    text = _text(path)
+    if name not in text:
+        return False
+    # between a name and its `(` or `as`: spaces, line breaks, continuations and comments
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?:\s|\\|#[^\n]*\n)*(?:\(|as(?!\w))", text) is not None
 
 
 def _text(path: str) -> str:

@@ -74,6 +74,7 @@ Functions (all results are cached per file and loop; rules reach them through `S
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterator, Optional, Union
 
 import libcst as cst
@@ -158,8 +159,13 @@ def _runs_on_host(context: "Context", loop: Loop) -> bool:
     return bool(forwards) and all(kinds.kind(a.value) == CPU for call in forwards for a in call.args if a.keyword is None)
 
 
+@lru_cache(maxsize=16)
+def _defines_forward(text: str) -> bool:
+    return "def forward" in text  # asked for many nodes of a file: scanned once
+
+
 def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-    if "def forward" not in context.source.text:
+    if not _defines_forward(context.source.text):
         return None
     for ancestor in context.ancestors(node):
         kind = type(ancestor)  # exact types: see `walk.is_a`

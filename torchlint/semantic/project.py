@@ -442,8 +442,8 @@ def _spells_call(path: str, mtime: int, size: int, name: str) -> bool:
     text = _text(path)
     if name not in text:
         return False
-    # between a name and its `(` or `as`: spaces, line breaks, continuations and comments
-    return re.search(r"(?<!\w)" + re.escape(name) + r"(?:\s|\\|#[^\n]*\n)*(?:\(|as(?!\w))", text) is not None
+    # between a name and its `(` or `as`: spaces, line breaks, continuations, comments, closing brackets (`(f)(x)`)
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?:\s|\\|\)|#[^\n]*\n)*(?:\(|as(?!\w))", text) is not None
 
 
 def _text(path: str) -> str:

@@ -213,6 +213,9 @@ _BATCH_GENERATOR = re.compile(
 )
 
 _LOOPS = (cst.For, cst.While)
+# The same kinds, for tests of a node's exact type (see `walk.is_a`).
+_BOUNDARY_TYPES = frozenset(_BOUNDARIES)
+_LOOP_TYPES = frozenset(_LOOPS)
 
 # Calls of a loader that do not yield its batches (`range(len(loader))` counts them).
 _NOT_BATCHES = frozenset({"len", "range", "trange", "print", "str", "repr", "type", "isinstance", "hasattr", "getattr", "id"})
@@ -598,7 +601,7 @@ _DISPLAY_BOUND = re.compile(
 def _shows_a_few(context: "Context", loop: Loop) -> bool:
     """A loader loop that displays a few predictions (`visualize_model`): no backward pass or optimizer
     step, and it plots or stops after a small number of trips."""
-    calls = [n for n in _own_nodes(loop.body, into_loops=True) if isinstance(n, cst.Call)]
+    calls = [n for n in _own_nodes(loop.body, into_loops=True) if type(n) is cst.Call]  # exact types: see `walk.is_a`
     if any(_is_backward_or_step(context, c) for c in calls):
         return False
     if any(_plots(context, c) for c in _unconditional_calls(loop)):
@@ -609,18 +612,19 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
     stack: list[tuple[cst.CSTNode, bool, bool]] = [(loop.body, False, False)]
     while stack:
         node, nested, counted = stack.pop()
-        if isinstance(node, cst.Return) or (isinstance(node, cst.Break) and not nested):
+        kind = type(node)  # exact types: see `walk.is_a`
+        if kind is cst.Return or (kind is cst.Break and not nested):
             if counted:
                 return True
             continue
-        if isinstance(node, _BOUNDARIES):
+        if kind in _BOUNDARY_TYPES:
             continue
-        if isinstance(node, cst.If):
-            stack.append((node.body, nested, counted or _reaches_small_count(context, node.test, function)))
-            if node.orelse is not None:
-                stack.append((node.orelse, nested, counted))
+        if kind is cst.If:
+            stack.append((node.body, nested, counted or _reaches_small_count(context, node.test, function)))  # type: ignore[attr-defined]
+            if node.orelse is not None:  # type: ignore[attr-defined]
+                stack.append((node.orelse, nested, counted))  # type: ignore[attr-defined]
             continue
-        inner = nested or isinstance(node, _LOOPS)
+        inner = nested or kind in _LOOP_TYPES
         for child in semantic_children(node):
             stack.append((child, inner, counted))
     return False
@@ -633,10 +637,11 @@ def _unconditional_calls(loop: Loop) -> Iterator[cst.Call]:
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.If, *_BOUNDARIES)):
+        kind = type(node)  # exact types: see `walk.is_a`
+        if kind is cst.If or kind in _BOUNDARY_TYPES:
             continue
-        if isinstance(node, cst.Call):
-            yield node
+        if kind is cst.Call:
+            yield node  # type: ignore[misc]
         stack.extend(semantic_children(node))
 
 

@@ -78,9 +78,10 @@ class ModuleSummary:
         if self._calls is None:
             self._calls = {}
             for node in descendants(self.context.module):
-                if isinstance(node, cst.Call):
-                    func = node.func
-                    called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+                if type(node) is cst.Call:  # exact types: see `walk.is_a`
+                    func = node.func  # type: ignore[attr-defined]
+                    kind = type(func)
+                    called = func.value if kind is cst.Name else func.attr.value if kind is cst.Attribute else None
                     if called is not None:
                         self._calls.setdefault(called, []).append(node)
         return self._calls.get(name, [])

@@ -123,7 +123,7 @@ class BoxLoops:
     def _suppresses_per_group(self, loop: cst.For) -> bool:
         """The loop calls NMS on the boxes of the group it selects on each trip (`prediction[i]`, `scores[:,
         j]`): a loop that repeats a whole detection (over test images, or to time it) is not one."""
-        if not any(isinstance(n, cst.Call) and _names_suppression(n) for n in descendants(loop.body)):
+        if not any(type(n) is cst.Call and _names_suppression(n) for n in descendants(loop.body)):  # type: ignore[arg-type]
             return False  # no call named like NMS: spares asking whether the loop is hot
         if loops.is_hot(self.context, loop) or any(
             loops.is_forward_call(self.context, call) for call in loops.hot_calls_in(self.context, loop)

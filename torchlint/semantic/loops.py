@@ -1032,17 +1032,17 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
     element_names = indexes | ({expr.value} if isinstance(expr, cst.Name) else set())
     child: cst.CSTNode = expr
     for ancestor in context.ancestors(expr):
-        if isinstance(ancestor, _BOUNDARIES):
+        if is_a(ancestor, _BOUNDARIES):
             return None
-        if isinstance(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
+        if is_a(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
             return None  # a few pictures to show: a few reads
-        if isinstance(ancestor, cst.If) and child is ancestor.body and _rare_for(context, ancestor.test, element_names):
+        if type(ancestor) is cst.If and child is ancestor.body and _rare_for(context, ancestor.test, element_names):
             return None  # `if done and lives == 0: print(...)`: when an episode ends, not for each element
         child = ancestor
         loops_here: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
-        if isinstance(ancestor, cst.For):
+        if type(ancestor) is cst.For:
             loops_here.append((ancestor.target, ancestor.iter))
-        elif isinstance(ancestor, _COMPREHENSIONS):
+        elif is_a(ancestor, _COMPREHENSIONS):
             clause: Optional[cst.CompFor] = ancestor.for_in
             while clause is not None:
                 loops_here.append((clause.target, clause.iter))

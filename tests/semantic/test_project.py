@@ -286,3 +286,23 @@ def test_a_module_is_summarised_only_when_it_spells_a_word_as_a_name_would(tmp_p
     assert project.summary(str(printing), words) is None  # `int(` inside `print(` is no mention
     assert project.summary(str(converting), words) is not None
     assert project.summary(str(reading), words) is not None
+
+
+def test_only_importers_whose_text_could_call_the_name_are_summarised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(
+        tmp_path,
+        {
+            "data.py": "def build(n):\n    return n\n",
+            "spaced.py": "from data import build\nx = (build)(1)\ny = build \\\n    (2)\nz = [build  # a comment\n     (3)]\n",
+            "renamed.py": "from data import build as make\nmake(4)\n",
+            "mentions.py": "from data import build\n# build is not called here\nhelpers = [build]\n",
+        },
+    )
+    project.new_run()
+    summarised: list[str] = []
+    original = project._summarise
+    monkeypatch.setattr(project, "_summarise", lambda path: summarised.append(Path(path).name) or original(path))
+    calls = project.call_sites(str(tmp_path / "data.py"), "build")
+    assert sorted(site.call.args[0].value.value for site in calls) == ["1", "2", "3", "4"]
+    assert "mentions.py" not in summarised  # it names the function but never calls it: not parsed

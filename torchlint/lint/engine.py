@@ -403,8 +403,24 @@ def prepare_context(source: SourceFile, *, walk: bool = False) -> Context:
     imports.shadow(rebound)
     context = Context(source, module, imports)
     if walk:
-        _run_rules(context, [], [])
+        _record_parents_and_imports(context)
     return context
+
+
+def _record_parents_and_imports(context: Context) -> None:
+    """What the rules' walk records with no rule to run: every node's parent, and the imports in the order
+    the walk meets them."""
+    parents = context.parents
+    imports = context.imports
+    stack: list[cst.CSTNode] = [context.module]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.Import or kind is cst.ImportFrom:
+            imports.add(node)  # type: ignore[arg-type]
+        for child in reversed(semantic_children(node)):
+            parents[child] = node
+            stack.append(child)
 
 
 def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileResult:

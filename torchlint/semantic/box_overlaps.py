@@ -47,11 +47,11 @@ class BoxOverlaps:
 
     def _per_pair(self, loop: cst.For) -> bool:
         names = _target_names(loop.target)
-        nodes = list(descendants(loop.body))
-        if any(isinstance(n, cst.Call) and self._single_iou_call(n, names) for n in nodes):
+        calls = [n for n in descendants(loop.body) if type(n) is cst.Call]  # exact types: see `walk.is_a`
+        if any(self._single_iou_call(n, names) for n in calls):  # type: ignore[arg-type]
             return True
         # the intersection inline: two maxima/minima of single coordinates read at the loop's variables
-        extremes = [n for n in nodes if isinstance(n, cst.Call) and self._coordinate_extreme(n, torch_only=True)]
+        extremes = [n for n in calls if self._coordinate_extreme(n, torch_only=True)]  # type: ignore[arg-type]
         return len(extremes) >= 2 and any(_mentions(e, names) for e in extremes)
 
     def _inside_reported(self, loop: cst.For) -> bool:
@@ -61,8 +61,8 @@ class BoxOverlaps:
         func = call.func
         return (
             isinstance(func, cst.Name)
+            and any(_mentions(arg.value, names) for arg in call.args)  # cheap, before a module summary
             and self.single_iou_function(func)
-            and any(_mentions(arg.value, names) for arg in call.args)
         )
 
     def single_iou_function(self, func: cst.Name) -> bool:

@@ -123,6 +123,8 @@ class BoxLoops:
     def _suppresses_per_group(self, loop: cst.For) -> bool:
         """The loop calls NMS on the boxes of the group it selects on each trip (`prediction[i]`, `scores[:,
         j]`): a loop that repeats a whole detection (over test images, or to time it) is not one."""
+        if not any(type(n) is cst.Call and _names_suppression(n) for n in descendants(loop.body)):  # type: ignore[arg-type]
+            return False  # no call named like NMS: spares asking whether the loop is hot
         if loops.is_hot(self.context, loop) or any(
             loops.is_forward_call(self.context, call) for call in loops.hot_calls_in(self.context, loop)
         ):
@@ -138,9 +140,9 @@ class BoxLoops:
         )
 
     def _is_suppression(self, call: cst.Call) -> bool:
+        if not _names_suppression(call):
+            return False
         name = last_name(call.func) or ""
-        if name in _BATCHED or "batched" in name or "soft" in name.lower():
-            return False  # already batched, or soft-NMS (decays scores: no torchvision equivalent)
         qualname = self.context.qualname(call) or ""
         if qualname.startswith("torchvision.ops"):
             return name == "nms"
@@ -186,6 +188,15 @@ class BoxLoops:
                     found.add(statement.name.value)
             self._resizers = frozenset(found)
         return self._resizers
+
+
+def _names_suppression(call: cst.Call) -> bool:
+    """The call's name could be an NMS routine's (`nms`, `torchvision.ops.nms`, `soft_nms_cpu`, not
+    `batched_nms`): the test `_is_suppression` starts with, without asking what the name is bound to."""
+    name = last_name(call.func) or ""
+    if name in _BATCHED or "batched" in name or "soft" in name.lower():
+        return False  # already batched, or soft-NMS (decays scores: no torchvision equivalent)
+    return name == "nms" or name == "non_max_suppression" or name.endswith("_nms") or name.startswith("nms_")
 
 
 def box_loops(context: Context) -> BoxLoops:

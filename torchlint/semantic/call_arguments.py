@@ -28,11 +28,14 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
     index = positional.index(param) if param in positional else None
     if index is not None and scope.cls is not None:
         index -= 1  # `obj.method(a)`: `a` is the second parameter
+        if index < 0 and not _static(function):  # type: ignore[arg-type]
+            return []  # `self`: the receiver, which no caller passes
     name = param.name.value
     found = []
-    sites = [(f, c.node) for f, _, c in facts.call_sites(scope)]
     if scope.cls is not None and function.name.value == "__init__":  # type: ignore[union-attr]
         sites = _constructions(facts, scope.cls)  # `Trainer(model, loader)` runs `__init__`
+    else:
+        sites = [(f, c.node) for f, _, c in facts.call_sites(scope)]
     for site_facts, node in sites:
         for position, arg in enumerate(node.args):
             if arg.star:
@@ -41,6 +44,10 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
                 found.append((site_facts, arg.value))
                 break
     return found
+
+
+def _static(function: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators)
 
 
 def _constructions(facts: "FileFacts", cls: cst.ClassDef) -> list[tuple["FileFacts", cst.Call]]:

@@ -11,7 +11,7 @@ from torchlint.lint.walk import semantic_children
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
 
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_SCOPE_TYPES = frozenset((cst.FunctionDef, cst.ClassDef, cst.Lambda))  # exact node types: see `walk.is_a`
 
 
 def called_function(context: "Context", call: cst.Call) -> Optional[cst.FunctionDef]:
@@ -46,9 +46,10 @@ def returns_of(function: cst.FunctionDef) -> Iterator[cst.Return]:
     while stack:
         node = stack.pop()
         for child in semantic_children(node):
-            if isinstance(child, cst.Return):
-                yield child
-            elif not isinstance(child, _SCOPES):
+            kind = type(child)  # exact types: see `walk.is_a`
+            if kind is cst.Return:
+                yield child  # type: ignore[misc]
+            elif kind not in _SCOPE_TYPES:
                 stack.append(child)
 
 
@@ -58,8 +59,9 @@ def is_generator(function: cst.FunctionDef) -> bool:
     while stack:
         node = stack.pop()
         for child in semantic_children(node):
-            if isinstance(child, (cst.Yield,)):
+            kind = type(child)  # exact types: see `walk.is_a`
+            if kind is cst.Yield:
                 return True
-            if not isinstance(child, _SCOPES):
+            if kind not in _SCOPE_TYPES:
                 stack.append(child)
     return False

@@ -74,6 +74,7 @@ Functions (all results are cached per file and loop; rules reach them through `S
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterator, Optional, Union
 
 import libcst as cst
@@ -158,8 +159,13 @@ def _runs_on_host(context: "Context", loop: Loop) -> bool:
     return bool(forwards) and all(kinds.kind(a.value) == CPU for call in forwards for a in call.args if a.keyword is None)
 
 
+@lru_cache(maxsize=16)
+def _defines_forward(text: str) -> bool:
+    return "def forward" in text  # asked for many nodes of a file: scanned once
+
+
 def _module_forward(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-    if "def forward" not in context.source.text:
+    if not _defines_forward(context.source.text):
         return None
     for ancestor in context.ancestors(node):
         kind = type(ancestor)  # exact types: see `walk.is_a`
@@ -207,6 +213,9 @@ _BATCH_GENERATOR = re.compile(
 )
 
 _LOOPS = (cst.For, cst.While)
+# The same kinds, for tests of a node's exact type (see `walk.is_a`).
+_BOUNDARY_TYPES = frozenset(_BOUNDARIES)
+_LOOP_TYPES = frozenset(_LOOPS)
 
 # Calls of a loader that do not yield its batches (`range(len(loader))` counts them).
 _NOT_BATCHES = frozenset({"len", "range", "trange", "print", "str", "repr", "type", "isinstance", "hasattr", "getattr", "id"})
@@ -592,7 +601,7 @@ _DISPLAY_BOUND = re.compile(
 def _shows_a_few(context: "Context", loop: Loop) -> bool:
     """A loader loop that displays a few predictions (`visualize_model`): no backward pass or optimizer
     step, and it plots or stops after a small number of trips."""
-    calls = [n for n in _own_nodes(loop.body, into_loops=True) if isinstance(n, cst.Call)]
+    calls = [n for n in _own_nodes(loop.body, into_loops=True) if type(n) is cst.Call]  # exact types: see `walk.is_a`
     if any(_is_backward_or_step(context, c) for c in calls):
         return False
     if any(_plots(context, c) for c in _unconditional_calls(loop)):
@@ -603,18 +612,19 @@ def _shows_a_few(context: "Context", loop: Loop) -> bool:
     stack: list[tuple[cst.CSTNode, bool, bool]] = [(loop.body, False, False)]
     while stack:
         node, nested, counted = stack.pop()
-        if isinstance(node, cst.Return) or (isinstance(node, cst.Break) and not nested):
+        kind = type(node)  # exact types: see `walk.is_a`
+        if kind is cst.Return or (kind is cst.Break and not nested):
             if counted:
                 return True
             continue
-        if isinstance(node, _BOUNDARIES):
+        if kind in _BOUNDARY_TYPES:
             continue
-        if isinstance(node, cst.If):
-            stack.append((node.body, nested, counted or _reaches_small_count(context, node.test, function)))
-            if node.orelse is not None:
-                stack.append((node.orelse, nested, counted))
+        if kind is cst.If:
+            stack.append((node.body, nested, counted or _reaches_small_count(context, node.test, function)))  # type: ignore[attr-defined]
+            if node.orelse is not None:  # type: ignore[attr-defined]
+                stack.append((node.orelse, nested, counted))  # type: ignore[attr-defined]
             continue
-        inner = nested or isinstance(node, _LOOPS)
+        inner = nested or kind in _LOOP_TYPES
         for child in semantic_children(node):
             stack.append((child, inner, counted))
     return False
@@ -627,10 +637,11 @@ def _unconditional_calls(loop: Loop) -> Iterator[cst.Call]:
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.If, *_BOUNDARIES)):
+        kind = type(node)  # exact types: see `walk.is_a`
+        if kind is cst.If or kind in _BOUNDARY_TYPES:
             continue
-        if isinstance(node, cst.Call):
-            yield node
+        if kind is cst.Call:
+            yield node  # type: ignore[misc]
         stack.extend(semantic_children(node))
 
 
@@ -1021,17 +1032,17 @@ def element_read(context: "Context", expr: cst.BaseExpression) -> Optional[cst.B
     element_names = indexes | ({expr.value} if isinstance(expr, cst.Name) else set())
     child: cst.CSTNode = expr
     for ancestor in context.ancestors(expr):
-        if isinstance(ancestor, _BOUNDARIES):
+        if is_a(ancestor, _BOUNDARIES):
             return None
-        if isinstance(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
+        if is_a(ancestor, _LOOPS) and _shows_a_few(context, ancestor):
             return None  # a few pictures to show: a few reads
-        if isinstance(ancestor, cst.If) and child is ancestor.body and _rare_for(context, ancestor.test, element_names):
+        if type(ancestor) is cst.If and child is ancestor.body and _rare_for(context, ancestor.test, element_names):
             return None  # `if done and lives == 0: print(...)`: when an episode ends, not for each element
         child = ancestor
         loops_here: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
-        if isinstance(ancestor, cst.For):
+        if type(ancestor) is cst.For:
             loops_here.append((ancestor.target, ancestor.iter))
-        elif isinstance(ancestor, _COMPREHENSIONS):
+        elif is_a(ancestor, _COMPREHENSIONS):
             clause: Optional[cst.CompFor] = ancestor.for_in
             while clause is not None:
                 loops_here.append((clause.target, clause.iter))

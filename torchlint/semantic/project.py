@@ -78,9 +78,10 @@ class ModuleSummary:
         if self._calls is None:
             self._calls = {}
             for node in descendants(self.context.module):
-                if isinstance(node, cst.Call):
-                    func = node.func
-                    called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+                if type(node) is cst.Call:  # exact types: see `walk.is_a`
+                    func = node.func  # type: ignore[attr-defined]
+                    kind = type(func)
+                    called = func.value if kind is cst.Name else func.attr.value if kind is cst.Attribute else None
                     if called is not None:
                         self._calls.setdefault(called, []).append(node)
         return self._calls.get(name, [])
@@ -420,11 +421,30 @@ def _caller_summaries(target: str, name: str) -> list["ModuleSummary"]:
 def _summaries_spelling(files: list[str], name: str, target: str) -> list["ModuleSummary"]:
     found = []
     for file in files[:MAX_CALLER_FILES]:
-        if file != target and name in _text(file):
+        if file != target and _may_call(file, name):
             caller = summary(file)
             if caller is not None:
                 found.append(caller)
     return found
+
+
+def _may_call(path: str, name: str) -> bool:
+    """Whether the text of `path` could call `name` (`name(`, `x.name(`) or import it under another name
+    (`name as local`): a cheap scan that spares parsing and summarising a file that only mentions it."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return False
+    return _spells_call(path, stat.st_mtime_ns, stat.st_size, name)
+
+
+@lru_cache(maxsize=4096)
+def _spells_call(path: str, mtime: int, size: int, name: str) -> bool:
+    text = _text(path)
+    if name not in text:
+        return False
+    # between a name and its `(` or `as`: spaces, line breaks, continuations, comments, closing brackets (`(f)(x)`)
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?:\s|\\|\)|#[^\n]*\n)*(?:\(|as(?!\w))", text) is not None
 
 
 def _text(path: str) -> str:

@@ -71,14 +71,14 @@ def _literal_everywhere(context: "Context", loop: cst.For, items: cst.BaseExpres
             return None
         attr = items.attr.value
         values = [
-            n.value for n in descendants(scope) if isinstance(n, cst.Assign) and len(n.targets) == 1
+            n.value for n in descendants(scope) if type(n) is cst.Assign and len(n.targets) == 1
             and isinstance(n.targets[0].target, cst.Attribute) and n.targets[0].target.attr.value == attr
             and isinstance(n.targets[0].target.value, cst.Name) and n.targets[0].target.value.value == "self"
         ]
     elif isinstance(items, cst.Name) and function is not None:
         name = items.value
         values = [
-            n.value for n in descendants(function.body) if isinstance(n, cst.Assign) and len(n.targets) == 1
+            n.value for n in descendants(function.body) if type(n) is cst.Assign and len(n.targets) == 1
             and isinstance(n.targets[0].target, cst.Name) and n.targets[0].target.value == name
         ]
         params = [p for p in function.params.params if p.name.value == name]

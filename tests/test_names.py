@@ -9,7 +9,7 @@ import sys
 import libcst as cst
 import pytest
 
-from torchlint.lint.names import ImportTable, canonical, module_level_bindings
+from torchlint.lint.names import ImportTable, bound_value, canonical, module_level_bindings
 
 
 def resolve(source: str, expression: str) -> str | None:
@@ -97,3 +97,17 @@ def test_results_do_not_depend_on_hash_seed(tmp_path) -> None:
         assert proc.returncode == 1, proc.stderr
         outputs.add(proc.stdout)
     assert len(outputs) == 1
+
+
+def test_bound_value_follows_tuples_element_by_element() -> None:
+    def bound(code: str, name: str) -> str | None:
+        assign = cst.parse_statement(code).body[0]
+        found = bound_value(assign.targets[0].target, assign.value, name)
+        return None if found is None else cst.Module([]).code_for_node(found)
+
+    assert bound("x = a + 1", "x") == "a + 1"
+    assert bound("x, (y, z) = a, (b, c)", "z") == "c"
+    assert bound("x, y = pair", "y") is None  # no tuple on the right: parts of one value
+    assert bound("x, y = *rest, b", "y") is None  # a starred element moves the positions
+    assert bound("x, y = a, b, c", "y") is None
+    assert bound("x, y = a, b", "w") is None

@@ -223,5 +223,23 @@ def flatten_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [target]
 
 
+def bound_value(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
+    """What `name` is bound to by `target = value`: `value` for a plain name, the matching element of tuples
+    assigned element by element (`x, (y, z) = a, (b, c)`), None when that cannot be told (a starred element,
+    lengths that differ, a right side that is no tuple)."""
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
+        return None
+    elements = (*target.elements, *value.elements)
+    if len(target.elements) != len(value.elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    for t, v in zip(target.elements, value.elements):
+        found = bound_value(t.value, v.value, name)
+        if found is not None:
+            return found
+    return None
+
+
 def _target_names(target: cst.BaseExpression) -> list[str]:
     return [t.value for t in flatten_targets(target) if isinstance(t, cst.Name)]

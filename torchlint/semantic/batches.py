@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
-from torchlint.lint.names import last_name
+from torchlint.lint.names import bound_value, last_name
 from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic import project
 from torchlint.semantic.loader_arguments import passed_loader
@@ -490,21 +490,8 @@ def _tensor_in(context: Context, value: cst.BaseExpression) -> bool:
             continue
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             return False
-        bound = _element_bound(node.targets[0].target, node.value, value.value)
+        bound = bound_value(node.targets[0].target, node.value, value.value)
         if bound is None:
             return False
         values.append(bound)
     return bool(values) and all(kinds.kind(v) in ("tensor", "cpu") for v in values)
-
-
-def _element_bound(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
-    """What `name` is bound to by `target = value`: the value, or the matching element of a tuple."""
-    if isinstance(target, cst.Name):
-        return value if target.value == name else None
-    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
-        if len(target.elements) != len(value.elements):
-            return None
-        for element, bound in zip(target.elements, value.elements):
-            if isinstance(element.value, cst.Name) and element.value.value == name:
-                return None if isinstance(bound, cst.StarredElement) else bound.value
-    return None

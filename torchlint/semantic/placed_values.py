@@ -11,12 +11,12 @@ does a model's output on an input that is never moved (a CPU deployment), nor a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
 from torchlint.lint.calls import keyword, positional
-from torchlint.lint.names import last_name
+from torchlint.lint.names import bound_value, last_name
 from torchlint.lint.scope import Binding
 from torchlint.semantic.placement import is_cpu_literal, is_device_argument
 
@@ -107,22 +107,6 @@ def _binding_placed(context: "Context", values: "ValueKinds", binding: Binding, 
         target, value = node.targets[0].target, node.value
         if isinstance(target, (cst.Tuple, cst.List)) and not isinstance(value, (cst.Tuple, cst.List)):
             return shown_on_device(context, values, value, depth + 1)  # `scores, labels = out.max(-1)`: parts of it
-        element = _unpacked(target, value, name)
+        element = bound_value(target, value, name)
         return element is not None and shown_on_device(context, values, element, depth + 1)
     return False  # a parameter, a loop target, an import, an augmented assignment
-
-
-def _unpacked(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
-    """The expression `name` takes in `a, name = x, y`."""
-    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
-        return None
-    if len(target.elements) != len(value.elements):
-        return None
-    for t, v in zip(target.elements, value.elements):
-        if isinstance(t.value, cst.Name) and t.value.value == name:
-            return v.value
-        if isinstance(t.value, (cst.Tuple, cst.List)):
-            found = _unpacked(t.value, v.value, name)
-            if found is not None:
-                return found
-    return None

@@ -15,7 +15,7 @@ import libcst as cst
 
 from torchlint.lint.calls import keyword, positional
 from torchlint.lint.context import Context
-from torchlint.lint.names import last_name
+from torchlint.lint.names import bound_value, last_name
 from torchlint.lint.walk import is_a, scope_nodes, semantic_children
 from torchlint.semantic import loops
 from torchlint.semantic.functions import called_function, is_generator, returns_of
@@ -384,15 +384,8 @@ class ValueKinds:
 
     def _unpacked(self, target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> str:
         if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
-            if len(target.elements) == len(value.elements):
-                for t, v in zip(target.elements, value.elements):
-                    if isinstance(t.value, cst.Name) and t.value.value == name:
-                        return self.kind(v.value)
-                    if isinstance(t.value, (cst.Tuple, cst.List)):
-                        found = self._unpacked(t.value, v.value, name)
-                        if found != UNK:
-                            return found
-            return UNK
+            element = bound_value(target, value, name)
+            return self.kind(element) if element is not None else UNK
         whole = self.kind(value)
         return whole if whole in (T, CPU) else UNK  # `_, pred = output.cpu().topk(1)`: parts of a host value stay there
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 import libcst as cst
 
-from torchlint.lint.walk import semantic_children
+from torchlint.lint.walk import descendants, semantic_children
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -28,6 +28,25 @@ def called_function(context: "Context", call: cst.Call) -> Optional[cst.Function
         if cls is not None:
             return method_named(cls, func.attr.value)  # type: ignore[arg-type]
     return None
+
+
+def calls_named(context: "Context", name: str) -> list[cst.Call]:
+    """The file's calls `name(...)` and `<expr>.name(...)`, in source order (the file indexed once)."""
+    return context.shared(_CallIndex).calls.get(name, [])
+
+
+class _CallIndex:
+    """The file's calls by the last name of what they call."""
+
+    def __init__(self, context: "Context") -> None:
+        self.calls: dict[str, list[cst.Call]] = {}
+        for node in descendants(context.module):
+            if type(node) is cst.Call:  # exact types: see `walk.is_a`
+                func = node.func  # type: ignore[attr-defined]
+                kind = type(func)
+                called = func.value if kind is cst.Name else func.attr.value if kind is cst.Attribute else None
+                if called is not None:
+                    self.calls.setdefault(called, []).append(node)  # type: ignore[arg-type]
 
 
 def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:

@@ -11,8 +11,8 @@ import libcst as cst
 
 from torchlint.lint.calls import argument
 from torchlint.lint.context import Context
-from torchlint.lint.walk import descendants
 from torchlint.semantic import project
+from torchlint.semantic.functions import calls_named
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.objects import objects
 
@@ -34,7 +34,7 @@ def passed_loader(context: Context, expr: cst.BaseExpression) -> bool:
     position = names.index(name)
     callee = cls.name.value if cls is not None and function.name.value == "__init__" else function.name.value
     top_level = (cls if cls is not None and callee == cls.name.value else function) in context.module.body
-    local = [call for call in _calls_named(context, callee) if isinstance(call.func, cst.Name) or cls is not None]
+    local = [call for call in calls_named(context, callee) if isinstance(call.func, cst.Name) or cls is not None]
     if local:
         return all(_loader_arg(context, call, name, position) for call in local)
     if not top_level:
@@ -63,24 +63,6 @@ def _parameter(context: Context, expr: cst.BaseExpression) -> Optional[tuple[cst
             return None
         return _parameter(context, values[0])
     return None
-
-
-def _calls_named(context: Context, name: str) -> list[cst.Call]:
-    """Calls in this file of `name(...)` or `<any>.name(...)`."""
-    return context.shared(_CallIndex).calls.get(name, [])
-
-
-class _CallIndex:
-    """The file's calls by the last name of what they call, indexed once."""
-
-    def __init__(self, context: Context) -> None:
-        self.calls: dict[str, list[cst.Call]] = {}
-        for node in descendants(context.module):
-            if type(node) is cst.Call:  # exact type: see `walk.is_a`
-                func = node.func
-                name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-                if name is not None:
-                    self.calls.setdefault(name, []).append(node)
 
 
 def _loader_arg(context: Context, call: cst.Call, name: str, position: int) -> bool:

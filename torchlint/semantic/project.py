@@ -30,6 +30,7 @@ import libcst as cst
 
 from torchlint.lint.discovery import marked_ancestor
 from torchlint.lint.walk import descendants
+from torchlint.semantic.functions import calls_named
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -71,20 +72,10 @@ class ModuleSummary:
         }
         self._classes: dict[str, Optional[ClassSummary]] = {}
         self._functions: dict[str, Optional[FunctionSummary]] = {}
-        self._calls: Optional[dict[str, list[cst.Call]]] = None
 
     def calls_named(self, name: str) -> list[cst.Call]:
-        """The module's calls `name(...)` and `<expr>.name(...)`, indexed on first use."""
-        if self._calls is None:
-            self._calls = {}
-            for node in descendants(self.context.module):
-                if type(node) is cst.Call:  # exact types: see `walk.is_a`
-                    func = node.func  # type: ignore[attr-defined]
-                    kind = type(func)
-                    called = func.value if kind is cst.Name else func.attr.value if kind is cst.Attribute else None
-                    if called is not None:
-                        self._calls.setdefault(called, []).append(node)
-        return self._calls.get(name, [])
+        """The module's calls `name(...)` and `<expr>.name(...)`."""
+        return calls_named(self.context, name)
 
     def definition(self, name: str) -> Optional[cst.CSTNode]:
         """The top-level class or function `name` of the module, as parsed."""

@@ -13,7 +13,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.functions import method_named
+from torchlint.semantic.functions import calls_named, method_named
 from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.sample_scopes import Scope, Scopes
 
@@ -124,10 +124,7 @@ class Callees:
             return False
         params = [p.name.value for p in function.params.params]
         position = params.index(name) if name in params else -1
-        calls = [
-            n for n in descendants(self.context.module)
-            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == function.name.value
-        ]
+        calls = [n for n in calls_named(self.context, function.name.value) if isinstance(n.func, cst.Name)]
         if position < 0 or not calls:
             return False
         for call in calls:

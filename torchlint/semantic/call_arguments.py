@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.semantic.functions import is_static
+
 if TYPE_CHECKING:
     from torchlint.semantic.grad_mode import FileFacts
 
@@ -28,7 +30,7 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
     index = positional.index(param) if param in positional else None
     if index is not None and scope.cls is not None:
         index -= 1  # `obj.method(a)`: `a` is the second parameter
-        if index < 0 and not _static(function):  # type: ignore[arg-type]
+        if index < 0 and not is_static(function):  # type: ignore[arg-type]
             return []  # `self`: the receiver, which no caller passes
     name = param.name.value
     found = []
@@ -44,10 +46,6 @@ def passed_for(facts: "FileFacts", param: cst.Param) -> list[tuple["FileFacts", 
                 found.append((site_facts, arg.value))
                 break
     return found
-
-
-def _static(function: cst.FunctionDef) -> bool:
-    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators)
 
 
 def _constructions(facts: "FileFacts", cls: cst.ClassDef) -> list[tuple["FileFacts", cst.Call]]:

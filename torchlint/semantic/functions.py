@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 import libcst as cst
 
+from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants, semantic_children
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ class _CallIndex:
                 called = func.value if kind is cst.Name else func.attr.value if kind is cst.Attribute else None
                 if called is not None:
                     self.calls.setdefault(called, []).append(node)  # type: ignore[arg-type]
+
+
+def is_static(function: cst.FunctionDef) -> bool:
+    """Decorated `@staticmethod`: no receiver comes first."""
+    return any(last_name(d.decorator) == "staticmethod" for d in function.decorators)
 
 
 def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:

@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, positional
 from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
+from torchlint.semantic.functions import is_static
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -83,10 +84,6 @@ def element_at(value: cst.BaseExpression, index: int, size: int) -> Optional[cst
 def is_transfer(call: cst.Call) -> bool:
     """`x.to(...)` or `x.cuda(...)`: a copy that may go to an accelerator (`to_accelerator` tells)."""
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda")
-
-
-def is_static(function: cst.FunctionDef) -> bool:
-    return any(last_name(d.decorator) == "staticmethod" for d in function.decorators)
 
 
 def param_for(context: Context, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> Optional[cst.Name]:

@@ -12,7 +12,8 @@ import libcst as cst
 from torchlint.lint.calls import argument, has_star_args, has_star_kwargs, keyword
 from torchlint.lint.context import UNKNOWN
 from torchlint.semantic import project
-from torchlint.semantic.loader_calls import MISSING, is_static
+from torchlint.semantic.functions import is_static
+from torchlint.semantic.loader_calls import MISSING
 
 
 class LoaderParameters:

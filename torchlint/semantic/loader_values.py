@@ -9,15 +9,14 @@ import libcst as cst
 
 from torchlint.lint.calls import argument
 from torchlint.lint.names import last_name
-from torchlint.semantic.functions import called_function, returns_of
-from torchlint.semantic.loader_entries import entry_key
+from torchlint.semantic.functions import called_function, is_static, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
     element_at,
     is_dataloader,
-    is_static,
     strict_union,
 )
+from torchlint.semantic.loader_entries import entry_key
 
 
 class LoaderValues:

@@ -218,11 +218,8 @@ class LoaderExemptions:
             source = self.context.source
             texts = [source.text]
             for path in project.dependencies(source.path, source.text):
-                try:
-                    with open(path, encoding="utf-8", errors="replace") as handle:
-                        texts.append(handle.read(project.MAX_SUMMARY_BYTES))
-                except OSError:
-                    texts.append(".cuda(")  # cannot tell
+                text = project.read_text(path)
+                texts.append(text if text is not None else ".cuda(")  # unreadable: cannot tell
             self._cpu_program = not any(_shows_accelerator(t) for t in texts) and any(".backward(" in t for t in texts)
         return self._cpu_program
 
@@ -241,12 +238,9 @@ def _program_on_accelerator(user: project.ModuleSummary) -> bool:
         return True
     source = user.context.source
     for path in project.dependencies(source.path, source.text):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                if uses_accelerator(handle.read(project.MAX_SUMMARY_BYTES)):
-                    return True
-        except OSError:
-            return True  # cannot tell
+        text = project.read_text(path)
+        if text is None or uses_accelerator(text):
+            return True  # shown, or cannot tell
     return False
 
 

@@ -173,11 +173,8 @@ _DOCSTRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 
 @lru_cache(maxsize=1024)
 def _text_uses_accelerator(path: str, mtime: int, size: int) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return uses_accelerator(_DOCSTRING.sub("", handle.read(project.MAX_SUMMARY_BYTES)))
-    except OSError:
-        return False
+    text = project.read_text(path)
+    return text is not None and uses_accelerator(_DOCSTRING.sub("", text))
 
 
 def _file_uses_accelerator(path: str) -> bool:

@@ -438,13 +438,17 @@ def _spells_call(path: str, mtime: int, size: int, name: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(name) + r"(?:\s|\\|\)|#[^\n]*\n)*(?:\(|as(?!\w))", text) is not None
 
 
-def _text(path: str) -> str:
-    """The first MAX_SUMMARY_BYTES characters of a project file (empty when it cannot be read)."""
+def read_text(path: str) -> Optional[str]:
+    """The first MAX_SUMMARY_BYTES characters of a project file (None when it cannot be read)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read(MAX_SUMMARY_BYTES)
     except OSError:
-        return ""
+        return None
+
+
+def _text(path: str) -> str:
+    return read_text(path) or ""
 
 
 def _names_definition(context: "Context", func: cst.BaseExpression, target: str, name: str) -> bool:
@@ -505,12 +509,7 @@ def summary(path: str, mentions: tuple[str, ...] = ()) -> Optional[ModuleSummary
 
 @lru_cache(maxsize=4096)
 def _mentions(path: str, mtime: int, size: int, words: tuple[str, ...]) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(MAX_SUMMARY_BYTES)
-    except OSError:
-        return False
-    return _mention_pattern(words).search(text) is not None
+    return _mention_pattern(words).search(_text(path)) is not None
 
 
 @lru_cache(maxsize=64)

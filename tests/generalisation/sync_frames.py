@@ -152,6 +152,16 @@ DICT_HEADER = (
     "for batch in tqdm($L):\n    batch = {k: v.to($dev) for k, v in batch.items()}\n    $x, $y = batch['image'], batch['label']",
 )
 
+# One training step on a batch `$x, $y` of `$L`, in the variables the frames bind.
+TRAIN_STEP = """
+$x, $y = $x.to($dev), $y.to($dev)
+$O.zero_grad()
+$out = $M($x)
+$loss = criterion($out, $y)
+$loss.backward()
+$O.step()
+"""
+
 SETUP = """
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 dataset = $dataset

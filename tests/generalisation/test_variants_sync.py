@@ -151,15 +151,6 @@ def test_sync_in_a_step_is_found_however_written(shape: Shape) -> None:
 
 # ---- the same shape in more frames, with more syncs, batch forms and origins -----------------------------
 
-TRAIN_STEP = """
-$x, $y = $x.to($dev), $y.to($dev)
-$O.zero_grad()
-$out = $M($x)
-$loss = criterion($out, $y)
-$loss.backward()
-$O.step()
-"""
-
 STEP_SYNC = (
     "running += $loss.item()  # expect: TL201",
     "history.append(float($loss))  # expect: TL202",
@@ -176,7 +167,7 @@ STEP_SYNC = (
 
 
 def _step_loop(tail: str) -> str:
-    return "running, history, times = 0.0, [], []\n$header\n" + textwrap.indent(TRAIN_STEP.strip("\n") + "\n" + tail, "    ")
+    return "running, history, times = 0.0, [], []\n$header\n" + textwrap.indent(sync_frames.TRAIN_STEP.strip("\n") + "\n" + tail, "    ")
 
 
 FRAMED = sync_frames.framed("framed-sync-in-step", _step_loop("$sync"), {"sync": STEP_SYNC})
@@ -221,7 +212,7 @@ STEP_FUNCTION = sync_frames.framed(
 # progress bars: the bar formats what it is given on every step
 PROGRESS = sync_frames.framed(
     "progress-bar",
-    "bar = tqdm($L)\nfor $x, $y in bar:\n" + textwrap.indent(TRAIN_STEP.strip("\n") + "\n$show", "    "),
+    "bar = tqdm($L)\nfor $x, $y in bar:\n" + textwrap.indent(sync_frames.TRAIN_STEP.strip("\n") + "\n$show", "    "),
     {
         "show": (
             "bar.set_postfix(loss=$loss)  # expect: TL203",
@@ -259,7 +250,7 @@ SEVERAL = sync_frames.framed(
 TIMED = sync_frames.framed(
     "synchronize-to-time",
     "$header\n"
-    + textwrap.indent("t0 = $clock()\n" + TRAIN_STEP.strip("\n") + "\n$sync  # expect: TL205\ntimes.append($clock() - t0)", "    "),
+    + textwrap.indent("t0 = $clock()\n" + sync_frames.TRAIN_STEP.strip("\n") + "\n$sync  # expect: TL205\ntimes.append($clock() - t0)", "    "),
     {
         "clock": ("time.perf_counter", "time.time", "time.monotonic"),
         "sync": ("torch.cuda.synchronize()", "torch.cuda.synchronize($dev)"),

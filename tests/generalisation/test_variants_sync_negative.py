@@ -13,15 +13,6 @@ from tests.generalisation.variants import Shape, check
 
 LIMIT = 8  # spellings per shape: the first is the base, the rest drawn at random
 
-TRAIN_STEP = """
-$x, $y = $x.to($dev), $y.to($dev)
-$O.zero_grad()
-$out = $M($x)
-$loss = criterion($out, $y)
-$loss.backward()
-$O.step()
-"""
-
 # loop headers with a step counter, for the interval tests
 COUNTED = (
     "for step, ($x, $y) in enumerate($L):",
@@ -72,7 +63,7 @@ log_every = 50
 
 
 def _loop(prelude: str, header: str, tail: str) -> str:
-    return prelude + header + "\n" + textwrap.indent(TRAIN_STEP.strip("\n") + "\n" + tail, "    ")
+    return prelude + header + "\n" + textwrap.indent(sync_frames.TRAIN_STEP.strip("\n") + "\n" + tail, "    ")
 
 
 HOST = sync_frames.framed(
@@ -121,7 +112,7 @@ CPU_SYNCS = (
 CPU_ONLY = sync_frames.framed(
     "no-device",
     "running, history = 0.0, []\n$header\n"
-    + textwrap.indent(TRAIN_STEP.replace("$x, $y = $x.to($dev), $y.to($dev)\n", "").strip("\n") + "\n$sync", "    "),
+    + textwrap.indent(sync_frames.TRAIN_STEP.replace("$x, $y = $x.to($dev), $y.to($dev)\n", "").strip("\n") + "\n$sync", "    "),
     {"sync": CPU_SYNCS},
     gpu=False,
 )

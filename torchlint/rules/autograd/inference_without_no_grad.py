@@ -16,10 +16,7 @@ from torchlint.rules.autograd._common import (
 )
 from torchlint.semantic import inference
 from torchlint.semantic.file_kind import uses_torch
-from torchlint.semantic.grad_mode import (
-    FileFacts,
-    ScopeFacts,
-)
+from torchlint.semantic.grad_mode import FileFacts, ScopeFacts
 
 _TL301_GATE = re.compile(
     r"\.eval\(\s*\)|\.train\(|def\s+\w*(?i:eval|val|test|pred|infer|sampl|generat|translat)"

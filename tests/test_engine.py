@@ -262,3 +262,14 @@ def test_notebook_magics_inside_blocks_and_assigned() -> None:
     source = notebook_from_json("nb.ipynb", notebook)
     result = lint_text(source, [all_rules()["TL101"]])
     assert [(f.code, source.cell_at_line(f.line)) for f in result.findings] == [("TL101", (4, 2))]
+
+
+
+def test_nodes_built_outside_the_parser_are_still_checked() -> None:
+    codes(LOADER + "loader = DataLoader(ds)\n")
+    try:
+        cst.Name("not a name")
+    except cst.CSTValidationError:
+        pass
+    else:
+        raise AssertionError("a node built after a parse was not checked")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.lint import trees
@@ -68,10 +70,31 @@ def parse(source: SourceFile) -> cst.Module:
     return trees.parsed(source.path, source.text, lambda: _parse(source))
 
 
+_validate_node = CSTNode.__post_init__
+
+
+def _trust_node(node: CSTNode) -> None:
+    """No check: the parser builds only nodes that stand for the text it read."""
+
+
+@contextmanager
+def _parser_nodes_unchecked():
+    """While the parser builds a tree, libcst's check of each new node's fields (`CSTNode.__post_init__`,
+    a seventh of a parse) is skipped: the parser only builds nodes of valid code, and some checks even
+    refuse valid code (`() if 0 else(lambda: ())` raised TypeError). Nodes built anywhere else (fixes)
+    are still checked."""
+    CSTNode.__post_init__ = _trust_node  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CSTNode.__post_init__ = _validate_node  # type: ignore[method-assign]
+
+
 def _parse(source: SourceFile) -> cst.Module:
     _check_limits(source)
     try:
-        return cst.parse_module(source.text)
+        with _parser_nodes_unchecked():
+            return cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
         clearer = _python_syntax_error(source)
         if clearer is not None:

@@ -264,6 +264,12 @@ def test_notebook_magics_inside_blocks_and_assigned() -> None:
     assert [(f.code, source.cell_at_line(f.line)) for f in result.findings] == [("TL101", (4, 2))]
 
 
+def test_valid_code_that_libcst_checks_would_refuse_is_linted() -> None:
+    # libcst's check of a conditional expression raises TypeError on `else(lambda: ...)`: neither the
+    # parse nor the positions of the findings may run it
+    text = LOADER + "y = () if 0 else(lambda:())\nloader = DataLoader(ds)\n"
+    assert codes(text) == [(3, "TL101")]
+
 
 def test_nodes_built_outside_the_parser_are_still_checked() -> None:
     codes(LOADER + "loader = DataLoader(ds)\n")

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Sequence
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 from torchlint.lint import trees
 from torchlint.lint.context import Context, RawFinding
@@ -173,7 +173,11 @@ class _Positions:
     """Node positions, computed only for files that have something to report."""
 
     def __init__(self, module: cst.Module, text: str) -> None:
-        self._ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        # The provider's own pass (a code generation that records ranges), not `MetadataWrapper.resolve`,
+        # which also rebuilds every node of the tree in a visit for providers of another kind (none here).
+        provider = PositionProvider()
+        provider._gen_impl(module)
+        self._ranges = provider._computed
         self._starts = line_starts(text)
         self._text_length = len(text)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from torchlint.config import Settings
@@ -136,3 +137,37 @@ def test_only_the_most_recent_trees_within_the_budget_are_kept(monkeypatch: pyte
     assert trees.parsed("b.py", "bbbb", lambda: object()) is not b
     assert trees.parsed("d.py", "d" * 11, lambda: object()) is not trees.parsed("d.py", "d" * 11, lambda: object())
 
+
+
+@pytest.mark.parametrize("order", [["train.py", "data.py"], ["data.py", "train.py"]], ids=["summary-then-lint", "lint-then-summary"])
+def test_a_tree_walked_whole_is_not_walked_again_for_its_parents(
+    parses: list[str], monkeypatch: pytest.MonkeyPatch, order: list[str]
+) -> None:
+    walks: list[str] = []
+    real = engine._record_parents_and_imports
+    monkeypatch.setattr(engine, "_record_parents_and_imports", lambda c: walks.append(Path(c.source.path).name) or real(c))
+    taken: list[str] = []
+    take = engine.Context.take_parents
+    monkeypatch.setattr(engine.Context, "take_parents", lambda c, p: taken.append(Path(c.source.path).name) or take(c, p))
+    found = _lint(order)
+    assert found["train.py"] == [(12, 15, "TL207")] and (14, 12, "TL102") in found["data.py"]
+    if order[0] == "train.py":
+        # train.py's lint summarises data.py (a walk); data.py's lint takes its parents, and the summary of
+        # train.py it asks for takes those of train.py's lint
+        assert (walks, taken) == (["data.py"], ["data.py", "train.py"])
+    else:
+        # data.py's lint summarises train.py (a walk), which summarises data.py with a tree of its own (a
+        # walk: data.py is being linted); train.py's lint takes the parents of its summary
+        assert (walks, taken) == (["train.py", "data.py"], ["train.py"])
+
+
+def test_a_walk_is_kept_only_with_the_kept_tree() -> None:
+    trees.forget()
+    kept = trees.parsed("a.py", "x = 1\n", lambda: cst.parse_module("x = 1\n"))
+    other = cst.parse_module("x = 1\n")
+    walk = trees.Walk({}, ())
+    trees.keep_walk("a.py", "x = 1\n", other, walk)  # a tree of its own (parsed while a.py was linted)
+    assert trees.walk_of("a.py", "x = 1\n", kept) is None
+    trees.keep_walk("a.py", "x = 1\n", kept, walk)
+    assert trees.walk_of("a.py", "x = 1\n", kept) is walk
+    assert trees.walk_of("a.py", "x = 1\n", other) is None

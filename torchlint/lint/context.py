@@ -108,6 +108,15 @@ class Context:
                 found = self.parents.get(node)
         return found
 
+    def take_parents(self, parents: dict[cst.CSTNode, cst.CSTNode]) -> None:
+        """Every node's parent, found by an earlier complete walk of this same tree (shared: never changed)."""
+        self.parents = parents
+        self._complete = True
+
+    def parents_known(self) -> None:
+        """The walk has recorded every node's parent: no question fills the tree in again."""
+        self._complete = True
+
     def _fill_all(self) -> None:
         """Every node's parent, once (no subtree bookkeeping: nothing is left to fill after it)."""
         from torchlint.lint.walk import semantic_children
@@ -222,7 +231,7 @@ class Context:
 
     def release(self) -> None:
         """Drop everything this file's analysis holds (the engine calls it when the file is done)."""
-        self.parents.clear()
+        self.parents = {}  # not cleared: the map may be kept with the tree for its next reader
         self._filled.clear()
         self._complete = False
         self._scopes.clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
@@ -127,13 +127,15 @@ def _dispatch_table(rules: Sequence[Rule], prefix: str) -> dict[str, list[Callab
     return table
 
 
-def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> None:
-    """One depth-first walk; each node's visit_/leave_ methods of every rule are called in turn."""
+def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> list[Union[cst.Import, cst.ImportFrom]]:
+    """One depth-first walk; each node's visit_/leave_ methods of every rule are called in turn. Returns the
+    imports in the order the walk met them."""
     visits = _dispatch_table(rules, "visit_")
     leaves = _dispatch_table(rules, "leave_")
     broken: set[str] = set()
     parents = context.parents
     imports = context.imports
+    met: list[Union[cst.Import, cst.ImportFrom]] = []
 
     def call(methods: list[Callable[[cst.CSTNode], object]], node: cst.CSTNode) -> None:
         for method in methods:
@@ -151,6 +153,8 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> None:
         node, leaving = stack.pop()
         kind = type(node).__name__
         if leaving:
+            if kind == "Module":
+                context.parents_known()  # every node has been visited
             methods = leaves.get(kind)
             if methods:
                 context.current = node
@@ -158,6 +162,7 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> None:
             continue
         if kind in ("Import", "ImportFrom"):
             imports.add(node)  # type: ignore[arg-type]
+            met.append(node)  # type: ignore[arg-type]
         methods = visits.get(kind)
         if methods:
             context.current = node
@@ -167,6 +172,8 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> None:
         for child in reversed(semantic_children(node)):
             parents[child] = node
             stack.append((child, False))
+    context.parents_known()
+    return met
 
 
 class _Positions:
@@ -429,7 +436,13 @@ def prepare_context(source: SourceFile, *, walk: bool = False) -> Context:
         imports.add(node)
     imports.shadow(rebound)
     context = Context(source, module, imports)
-    if walk:
+    walked = trees.walk_of(source.path, source.text, module)
+    if walked is not None:  # the tree was walked whole before (linted, or summarised)
+        context.take_parents(walked.parents)
+        if walk:
+            for node in walked.imports:
+                imports.add(node)
+    elif walk:
         _record_parents_and_imports(context)
     return context
 
@@ -439,15 +452,24 @@ def _record_parents_and_imports(context: Context) -> None:
     the walk meets them."""
     parents = context.parents
     imports = context.imports
+    met: list[Union[cst.Import, cst.ImportFrom]] = []
     stack: list[cst.CSTNode] = [context.module]
     while stack:
         node = stack.pop()
         kind = type(node)
         if kind is cst.Import or kind is cst.ImportFrom:
             imports.add(node)  # type: ignore[arg-type]
+            met.append(node)  # type: ignore[arg-type]
         for child in reversed(semantic_children(node)):
             parents[child] = node
             stack.append(child)
+    context.parents_known()
+    _keep_walk(context, met)
+
+
+def _keep_walk(context: Context, imports: list[Union[cst.Import, cst.ImportFrom]]) -> None:
+    source = context.source
+    trees.keep_walk(source.path, source.text, context.module, trees.Walk(context.parents, tuple(imports)))
 
 
 def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileResult:
@@ -467,7 +489,8 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
     try:
         with trees.in_use(source.path, text):
             rules = [cls(context) for cls in active]
-            _run_rules(context, rules, result.notes)
+            met = _run_rules(context, rules, result.notes)
+            _keep_walk(context, met)
             if context.raw_findings or (check_noqa and suppressions.by_line):
                 _collect(context, rule_classes, suppressions, check_noqa, result)
     finally:

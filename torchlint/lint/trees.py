@@ -8,8 +8,12 @@ recently used are kept, up to a budget in characters of source.
 
 While a file is being linted its tree is not handed to anyone else: a summary of the same file first built
 during that lint gets a tree of its own. A summary built before the lint shares the lint's tree: each keeps
-its own parents and analyses, so that is safe as long as no analysis hands a node of one to the other (nodes
-travel with the context they belong to).
+its own analyses, so that is safe as long as no analysis hands a node of one to the other (nodes travel with
+the context they belong to).
+
+What a complete walk of a kept tree finds (every node's parent, the imports in the order the walk meets
+them) is a fact of the tree alone, so it is kept with the tree: the lint of a file summarised earlier, and
+the summary of a file linted earlier, take it rather than walk the tree again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -26,7 +31,25 @@ import libcst as cst
 MAX_KEPT_CHARS = 3_000_000
 
 _Key = tuple[str, str]  # the file's real path, its text
-_TREES: "OrderedDict[_Key, cst.Module]" = OrderedDict()
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What a complete walk of a tree found; never changed once kept."""
+
+    parents: dict[cst.CSTNode, cst.CSTNode]  # every meaningful node's parent
+    imports: tuple[Union[cst.Import, cst.ImportFrom], ...]  # depth first, in source order
+
+
+class _Kept:
+    __slots__ = ("tree", "walk")
+
+    def __init__(self, tree: cst.Module) -> None:
+        self.tree = tree
+        self.walk: Optional[Walk] = None
+
+
+_TREES: "OrderedDict[_Key, _Kept]" = OrderedDict()
 _kept_chars = 0
 _IN_USE: set[_Key] = set()
 
@@ -37,18 +60,31 @@ def parsed(path: str, text: str, parse: Callable[[], cst.Module]) -> cst.Module:
     key = (os.path.realpath(path), text)
     if key in _IN_USE:
         return parse()
-    tree = _TREES.get(key)
-    if tree is not None:
+    kept = _TREES.get(key)
+    if kept is not None:
         _TREES.move_to_end(key)
-        return tree
+        return kept.tree
     tree = parse()
     if len(text) <= MAX_KEPT_CHARS:
-        _TREES[key] = tree
+        _TREES[key] = _Kept(tree)
         _kept_chars += len(text)
         while _kept_chars > MAX_KEPT_CHARS:
             (_, old), _ = _TREES.popitem(last=False)
             _kept_chars -= len(old)
     return tree
+
+
+def walk_of(path: str, text: str, tree: cst.Module) -> Optional[Walk]:
+    """The walk kept with `tree`, if `tree` is the kept tree of `path` with `text` and was walked whole."""
+    kept = _TREES.get((os.path.realpath(path), text))
+    return kept.walk if kept is not None and kept.tree is tree else None
+
+
+def keep_walk(path: str, text: str, tree: cst.Module, walk: Walk) -> None:
+    """Keep `walk` with `tree`, if `tree` is still the kept tree of `path` with `text`."""
+    kept = _TREES.get((os.path.realpath(path), text))
+    if kept is not None and kept.tree is tree and kept.walk is None:
+        kept.walk = walk
 
 
 @contextmanager

@@ -787,7 +787,41 @@ CONFIG_SWITCH = shapes(
 for shape in CONFIG_SWITCH:
     shape.files.update({k: v.replace("CONFIG = {", CONFIG_IMPORTS + "CONFIG = {", 1) for k, v in shape.files.items()})
 
-SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + EVALUATOR_OBJECT + CONFIG_SWITCH + DICT_BATCHES + DICT_PINNED + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
+# D: batches handed on the host to a DataParallel model, which copies them to its GPUs on every call: pinning
+# pays (TL102 on an unpinned loader), and there is no copy to make non-blocking (TL103 silent when pinned).
+PARALLEL_MAIN = IMPORTS + pools.NET_CLASS + GPU + """
+
+def $run(cfg, $model, dataset):
+    $wrap
+    $loader = $DL(dataset, shuffle=False, $settings
+    with torch.no_grad():
+        $header
+            $call
+            print($out.shape)
+"""
+PARALLEL_SLOTS = {
+    "run": ("evaluate", "run_eval", "predict_all"),
+    "wrap": (
+        "$model = nn.DataParallel($model)\n$model = $model.cuda()",
+        "$model = nn.DataParallel($model).cuda()",
+        "$model = torch.nn.DataParallel($model, device_ids=[0, 1]).to(device)",
+    ),
+    "call": ("$out = $model($x)", "$out = $model($x.float())", "$out = $model($x)[0]"),
+    "out": ("outputs", "out", "y_hat"),
+    "header": tuple(h.replace("$loader", "$L") for h in pools.HEADER),
+    "L": ("$loader",),
+}
+DATA_PARALLEL = [
+    Shape(
+        name=f"{name}/data-parallel-input",
+        files={"main.py": PARALLEL_MAIN},
+        slots={**NAMES, **PARALLEL_SLOTS, "settings": settings},
+        select=("TL102", "TL103"),
+    )
+    for name, settings in (("pin-missing", SETTINGS_D), ("pinned-blocking-copy", SETTINGS_PINNED))
+]
+
+SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + EVALUATOR_OBJECT + CONFIG_SWITCH + DATA_PARALLEL + DICT_BATCHES + DICT_PINNED + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
 
 LIMIT = 6
 

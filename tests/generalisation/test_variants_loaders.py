@@ -710,7 +710,118 @@ PRE_TOKENISED = [
     for frame, files in TEXT_FRAMES.items()
 ]
 
-SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + DICT_BATCHES + DICT_PINNED + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
+# D: the evaluation loader of a factory of another file handed to an evaluator object: its `__call__`
+# iterates the parameter (directly, or through an iterator bound first) and moves the batches.
+EVALUATOR_DATA = IMPORTS + IMAGE_FILES + """
+
+def get_eval_loader(root):
+    full = $dataset
+    return $DL(full, shuffle=False, $settings
+"""
+EVALUATOR_MAIN = IMPORTS + "from data import get_eval_loader\n" + pools.NET_CLASS + GPU + """
+
+class $evaluator:
+    def __init__(self, num_classes=10):
+        self.num_classes = num_classes
+
+    @torch.no_grad()
+    def __call__(self, $model, $dl):
+        correct = 0
+        $iterate
+            $copy
+            correct += ($model($x).argmax(1) == $y).sum().item()
+        return correct
+
+
+def main():
+    $model = Net().to(device)
+    $val = get_eval_loader("data/val")
+    $call
+
+
+main()
+"""
+EVALUATOR_SLOTS = {
+    "evaluator": ("Evaluator", "MscEval", "Scorer", "Metric"),
+    "dl": ("dl", "loader", "data_loader", "batches"),
+    "iterate": (
+        "for $x, $y in $dl:",
+        "for i, ($x, $y) in enumerate($dl):",
+        "diter = enumerate(tqdm($dl))\nfor i, ($x, $y) in diter:",
+        "if args.workers > 8:\n    diter = enumerate($dl)\nelse:\n    diter = enumerate(tqdm($dl))\nfor i, ($x, $y) in diter:",
+        "it = iter($dl)\nfor step in range(len($dl)):\n    $x, $y = next(it)",
+    ),
+    "call": (
+        "evaluate = $evaluator()\nprint(evaluate($model, $val))",
+        "print($evaluator(10)($model, $val))",
+        "scorer = $evaluator(num_classes=10)\naccuracy = scorer($model, $val)\nprint(accuracy)",
+    ),
+}
+EVALUATOR_OBJECT = [
+    Shape(
+        name=f"{name}/evaluator-object",
+        files={"data.py": EVALUATOR_DATA, "main.py": EVALUATOR_MAIN},
+        slots={**NAMES, **EVALUATOR_SLOTS, "dataset": DISK, "settings": settings, "copy": copy},
+        select=select,
+    )
+    for name, settings, copy, select in (
+        ("pinned-blocking-copy", SETTINGS_PINNED, COPY_PINNED, ("TL103",)),
+        ("pin-missing", SETTINGS_D, COPY_TO_GPU[:3], ("TL102",)),
+    )
+]
+
+# D: pinning switched by a configuration the file cannot see (`config["pin_memory"]`, `cfg.DATA.PIN_MEMORY`):
+# it pins on the runs that turn it on, so blocking copies are reported (TL103) and the loader is not (TL102).
+CONFIG_IMPORTS = "import yaml\nfrom omegaconf import OmegaConf\n\nconfig = yaml.safe_load(open(\"config.yaml\"))\ncfg = OmegaConf.load(\"config.yaml\")\n"
+SETTINGS_SWITCHED = (
+    'batch_size=32, num_workers=4, pin_memory=config["pin_memory"])',
+    "batch_size=32, num_workers=config[\"num_workers\"], pin_memory=cfg.DATA.PIN_MEMORY)",
+    "batch_size=32, pin_memory=cfg.pin_mem)",
+)
+CONFIG_SWITCH = shapes(
+    "pinned-blocking-copy/config-switch",
+    GPU,
+    {"dataset": DISK, "settings": SETTINGS_SWITCHED, "copy": COPY_PINNED},
+    ("TL102", "TL103"),
+)
+for shape in CONFIG_SWITCH:
+    shape.files.update({k: v.replace("CONFIG = {", CONFIG_IMPORTS + "CONFIG = {", 1) for k, v in shape.files.items()})
+
+# D: batches handed on the host to a DataParallel model, which copies them to its GPUs on every call: pinning
+# pays (TL102 on an unpinned loader), and there is no copy to make non-blocking (TL103 silent when pinned).
+PARALLEL_MAIN = IMPORTS + pools.NET_CLASS + GPU + """
+
+def $run(cfg, $model, dataset):
+    $wrap
+    $loader = $DL(dataset, shuffle=False, $settings
+    with torch.no_grad():
+        $header
+            $call
+            print($out.shape)
+"""
+PARALLEL_SLOTS = {
+    "run": ("evaluate", "run_eval", "predict_all"),
+    "wrap": (
+        "$model = nn.DataParallel($model)\n$model = $model.cuda()",
+        "$model = nn.DataParallel($model).cuda()",
+        "$model = torch.nn.DataParallel($model, device_ids=[0, 1]).to(device)",
+    ),
+    "call": ("$out = $model($x)", "$out = $model($x.float())", "$out = $model($x)[0]"),
+    "out": ("outputs", "out", "y_hat"),
+    "header": tuple(h.replace("$loader", "$L") for h in pools.HEADER),
+    "L": ("$loader",),
+}
+DATA_PARALLEL = [
+    Shape(
+        name=f"{name}/data-parallel-input",
+        files={"main.py": PARALLEL_MAIN},
+        slots={**NAMES, **PARALLEL_SLOTS, "settings": settings},
+        select=("TL102", "TL103"),
+    )
+    for name, settings in (("pin-missing", SETTINGS_D), ("pinned-blocking-copy", SETTINGS_PINNED))
+]
+
+SHAPES = SHAPES_C + SHAPES_D + SHAPES_PINNED + EVALUATOR_OBJECT + CONFIG_SWITCH + DATA_PARALLEL + DICT_BATCHES + DICT_PINNED + IN_MEMORY_PIN + CPU_ONLY + IN_MEMORY + PEEKED + PRE_TOKENISED
 
 LIMIT = 6
 

@@ -336,6 +336,21 @@ GATHER = sync_frames.framed(
     },
 )
 
+# the same gathering where the model runs in a helper (no forward call in the loop's own body) and the loop
+# iterates a name bound to the loader on one path and to a progress bar over it on another (a progress bar
+# on the main rank only)
+REBOUND_HEADER = (
+    "shown = tqdm($L)\nif torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:\n    shown = $L\nfor $x, $y in shown:",
+    "if torch.distributed.is_initialized():\n    it = enumerate($L)\nelse:\n    it = enumerate(tqdm($L))\nfor i, ($x, $y) in it:",
+)
+GATHER_REBOUND = sync_frames.framed(
+    "eval-gather/rebound-iterator",
+    "def $run(net, inputs):\n    return net(inputs).softmax(1)\n\n\n"
+    "$M.eval()\npreds, trues = [], []\nwith torch.no_grad():\n    $eheader\n"
+    "        $x = $x.to($dev)\n        $out = $run($M, $x)\n        $gather\n        trues.append($y.numpy())",
+    {"eheader": REBOUND_HEADER, "gather": GATHER[0].slots["gather"][:3], "run": ("run_model", "predict", "infer")},
+)
+
 # post-processing: a host read per element of a device tensor, in any loop
 ELEMENTS = sync_frames.framed(
     "per-element-read",
@@ -368,7 +383,7 @@ ONCE_ELEMENTS = sync_frames.framed(
     },
 )
 
-GENERAL = FRAMED + DICT_BATCH + STEP_FUNCTION + PROGRESS + SEVERAL + TIMED + DEEP + FORWARD + GATHER + ELEMENTS + ONCE_ELEMENTS
+GENERAL = FRAMED + DICT_BATCH + STEP_FUNCTION + PROGRESS + SEVERAL + TIMED + DEEP + FORWARD + GATHER + GATHER_REBOUND + ELEMENTS + ONCE_ELEMENTS
 
 # Spellings the model does not follow yet: (shape name, reason).
 XFAIL: dict[str, str] = {}

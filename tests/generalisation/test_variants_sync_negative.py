@@ -155,6 +155,22 @@ GATHERED_ONCE = sync_frames.framed(
     },
 )
 
+# A batch's outputs copied to the host for Python to walk (the copy is the host's work), their rows then
+# unpacked and read: every read is of a host value.
+HOST_ROWS = sync_frames.framed(
+    "copied-to-host/unpacked-rows",
+    "$M.eval()\nkept = []\nwith torch.no_grad():\n    $eheader\n"
+    "        rows = $M($x.to($dev)).topk(2, dim=1).values.cpu().numpy()\n        $walk",
+    {
+        "eheader": ("for $x, $y in $L:", "for i, ($x, $y) in enumerate($L):", "for $x, $y in tqdm($L):"),
+        "walk": (
+            "for first, second in rows:\n    kept.append(first.item() - second.item())",
+            "for first, second in rows:\n    if first > second + 0.5:\n        kept.append(float(first))",
+            "for first, second in rows:\n    kept.append(int(first > second))",
+        ),
+    },
+)
+
 # Every element of a tensor read in a loop of a GPU program, where the tensor is on the host: a helper given
 # an output its caller copied to the host, a legacy `torch.FloatTensor` built from it, a model run on an input
 # that is never moved (a CPU deployment path).
@@ -341,7 +357,7 @@ class Trainer:
     )
 )
 
-SHAPES = HOST + INTERVAL + EPOCH + ONCE + CPU_ONLY + HOST_STATE + GATHERED_ONCE + HOST_WALKED + HELPER_GATED
+SHAPES = HOST + INTERVAL + EPOCH + ONCE + CPU_ONLY + HOST_STATE + GATHERED_ONCE + HOST_ROWS + HOST_WALKED + HELPER_GATED
 GENERAL = SHAPES
 
 # Near misses the model still reports: (shape name, reason).

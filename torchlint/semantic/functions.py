@@ -31,6 +31,19 @@ def called_function(context: "Context", call: cst.Call) -> Optional[cst.Function
     return None
 
 
+def instance_call(context: "Context", call: cst.Call) -> Optional[cst.FunctionDef]:
+    """The `__call__` of a class of this file that `call` runs on an instance: `evaluate(net, loader)` where
+    `evaluate = Evaluator(...)` is bound once, or `Evaluator(...)(net, loader)`. None when it cannot be told."""
+    func = call.func
+    built = func if isinstance(func, cst.Call) else context.assigned_value(func) if isinstance(func, cst.Name) else None
+    if not isinstance(built, cst.Call) or not isinstance(built.func, cst.Name):
+        return None
+    bindings = context.lookup(built.func)
+    if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+        return None
+    return method_named(bindings[0].node, "__call__")
+
+
 def calls_named(context: "Context", name: str) -> list[cst.Call]:
     """The file's calls `name(...)` and `<expr>.name(...)`, in source order (the file indexed once)."""
     return context.shared(_CallIndex).calls.get(name, [])

@@ -32,9 +32,6 @@ if TYPE_CHECKING:
     from torchlint.semantic.loaders import Flow
 
 
-_PIN_MEMORY_AT = 7
-
-
 # One file away at most when following a parameter to the files that call its function.
 _REMOTE_HOPS = [0]
 
@@ -232,7 +229,7 @@ class LoaderBatches:
         """The DataLoader(...) calls whose batches iterating `expr` yields: `loaders_of`, and also through
         `iter(loader)` and generators of this file that loop over a loader they are given."""
         found = self.loaders_of(expr)
-        if found is not None or depth > 4:
+        if found is not None or depth > 6:
             return found
         if id(expr) in self._sources_active:
             return frozenset()  # `loader = sample_data(loader)`: the name's other binding says what it holds
@@ -474,16 +471,16 @@ class LoaderBatches:
     def pinned_options(self, source: object) -> Optional[frozenset]:
         """The `pin_memory` values a loader (of this file, or a `Remote`/`CallResult` one) may have."""
         if isinstance(source, cst.Call):
-            return self.setting_options(source, "pin_memory", _PIN_MEMORY_AT)
+            return self.pin_options(source)
         if isinstance(source, Remote):
-            return source.flow.setting_options(source.call, "pin_memory", _PIN_MEMORY_AT)
+            return source.flow.pin_options(source.call)
         if isinstance(source, (CallResult, ImportedLoader)):
             loaders = source.resolve()
             if not loaders:
                 return None
             out: set = set()
             for loader in loaders:
-                options = loader.flow.setting_options(loader.call, "pin_memory", _PIN_MEMORY_AT)
+                options = loader.flow.pin_options(loader.call)
                 if options is None:
                     return None
                 out |= options

@@ -28,6 +28,7 @@ from torchlint.semantic.loader_calls import (
     step_loop_of_read,
     target_names,
 )
+from torchlint.semantic.values import value_kinds
 
 _TENSOR_VIEWS = frozenset({"items", "values"})
 
@@ -40,6 +41,9 @@ _RESHAPES = frozenset({"reshape", "view", "flatten", "unsqueeze", "squeeze", "pe
 
 
 _MOVE_HELPERS = ("to_device", "to_cuda", "to_gpu", "move_to")
+
+
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"})
 
 
 # Calls on a tensor that return (a view of) the same storage: `buf.resize_(x.size()).copy_(x)`.
@@ -283,7 +287,12 @@ class LoaderCopies:
                 held = root_name(receiver, conversions=True) in batch or (read is not None and _root(receiver) is read)
                 if held and self.to_accelerator(node) and not self._already_moved(node):
                     found.append(node)
-            elif self._helper_transfer(node, batch) or self._cast_transfer(node, batch) or self._copy_transfer(node, batch):
+            elif (
+                self._helper_transfer(node, batch)
+                or self._cast_transfer(node, batch)
+                or self._copy_transfer(node, batch)
+                or self._scattered(node, batch)
+            ):
                 found.append(node)
             elif depth < 2 and batch:
                 moved = self._handed_to_function(node, batch, depth)
@@ -417,6 +426,31 @@ class LoaderCopies:
             if last_name(value.func) == "Variable" and value.args and isinstance(value.args[0].value, cst.Name):
                 if self._cuda_buffer(value.args[0].value, depth + 1):
                     return True
+        return False
+
+    def _scattered(self, call: cst.Call, batch: set[str]) -> bool:
+        """`outputs = net(images)` where `net = nn.DataParallel(model).cuda()`: DataParallel copies a host batch
+        to its GPUs on every call."""
+        if not any(a.keyword is None and root_name(a.value, conversions=True) in batch for a in call.args):
+            return False
+        return self._data_parallel(call.func, 0)
+
+    def _data_parallel(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """`expr` holds an `nn.DataParallel` module (possibly moved with `.cuda()` / `.to(device)`)."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Call):
+            if self.context.qualname(expr) in _DATA_PARALLEL:
+                return True
+            return is_transfer(expr) and self._data_parallel(expr.func.value, depth + 1)  # type: ignore[attr-defined]
+        if isinstance(expr, cst.Name):
+            bindings = self.context.lookup(expr) or []
+            chosen = value_kinds(self.context).reaching_binding(expr, bindings) if bindings else None
+            return chosen is not None and chosen.kind == "assign" and chosen.value is not None and self._data_parallel(chosen.value, depth + 1)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = self.context.enclosing(expr, cst.ClassDef)
+            values = self.self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
+            return len(values) == 1 and self._data_parallel(values[0], depth + 1)
         return False
 
     def _helper_transfer(self, call: cst.Call, batch: set[str]) -> bool:

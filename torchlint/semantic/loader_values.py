@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.lint.calls import argument
 from torchlint.lint.names import last_name
-from torchlint.semantic.functions import called_function, is_static, returns_of
+from torchlint.semantic.functions import called_function, instance_call, is_static, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
     element_at,
@@ -278,15 +278,28 @@ class LoaderValues:
         return self._union(values, depth)
 
     def function_called(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        """The FunctionDef a call runs, when it is a function or a `self.` method defined in this file."""
-        return called_function(self.context, call)
+        """The FunctionDef a call runs, when it is a function, a `self.` method or the `__call__` of an instance
+        of a class defined in this file."""
+        return called_function(self.context, call) or instance_call(self.context, call)
 
     def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
         if function.name.value == "__init__":
             cls = self.context.enclosing(function, cst.ClassDef)
             if isinstance(cls, cst.ClassDef):
                 return [c for c in self.calls_by_name.get(cls.name.value, ()) if self._constructs(c, cls)]
+        if function.name.value == "__call__":
+            return self._instance_calls(function)
         return [c for c in self.calls_by_name.get(function.name.value, ()) if self.function_called(c) is function]
+
+    def _instance_calls(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of this file that run `__call__` on an instance: `evaluate(...)`, `Evaluator(...)(...)`."""
+        found = [c for calls in self.calls_by_name.values() for c in calls if instance_call(self.context, c) is function]
+        cls = self.context.enclosing(function, cst.ClassDef)
+        for built in self.calls_by_name.get(cls.name.value, ()) if isinstance(cls, cst.ClassDef) else ():
+            outer = self.context.parent(built)
+            if isinstance(outer, cst.Call) and outer.func is built and instance_call(self.context, outer) is function:
+                found.append(outer)
+        return found
 
     def _constructs(self, call: cst.Call, cls: cst.ClassDef) -> bool:
         if not isinstance(call.func, cst.Name):

@@ -345,6 +345,10 @@ def is_loader_expr(context: "Context", expr: cst.BaseExpression, _depth: int = 0
             value = context.assigned_value(expr)
             if value is not None:
                 return is_loader_expr(context, value, _depth + 1)
+            # `dloader = tqdm(self.dl)`, then `dloader = self.dl` off the main rank: a loader either way
+            bindings = context.lookup(expr) or []
+            if len(bindings) > 1 and all(b.kind == "assign" and b.value is not None for b in bindings):
+                return all(is_loader_expr(context, b.value, _depth + 1) for b in bindings)  # type: ignore[arg-type]
             return _given_loaders(context, expr)
     return False
 

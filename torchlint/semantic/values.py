@@ -422,8 +422,8 @@ class ValueKinds:
             return UNK
         if isinstance(loop.target, cst.Name) and isinstance(it, (cst.List, cst.Tuple, cst.ListComp)):
             return self._element(it)  # for loss in [d_loss, g_loss]
-        if isinstance(it, cst.Name) and isinstance(loop.target, cst.Name) and self.kind(it) == CPU:
-            return CPU
+        if isinstance(it, cst.Name) and self.kind(it) == CPU:
+            return CPU  # `for x1, y1, x2, y2, score in dets` over `dets = dets.cpu().numpy()`: host rows
         return UNK
 
 

@@ -84,7 +84,8 @@ class DataloaderWithoutPinMemory(Rule):
         "whose settings come through `**kwargs` the rule cannot read (a dict filled from a config; a helper's "
         "`**kwargs` is read at every call of the helper), batches moved to `\"cpu\"`/`\"mps\"`, batches "
         "handed to methods of other files that move them (`model.parse_batch(batch)`), and loaders a "
-        "file that gets them from this one passes on to a third."
+        "file that gets them from this one passes on to a third. Batches handed on the host to an `nn.DataParallel` "
+        "model count as copied: it scatters them to its GPUs on every call."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (

@@ -8,7 +8,9 @@ import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
+from torchlint.semantic.cuda_constructors import builds_on_accelerator
 from torchlint.semantic.element_reads import READ, element_reads
+from torchlint.semantic.element_walks import walks_device_tensor
 from torchlint.semantic.index_loops import copies_rows_per_index
 from torchlint.semantic.placement import is_device_argument
 
@@ -34,6 +36,11 @@ _ROWS_MESSAGE = (
 _INDEX_MESSAGE = (
     "Rows copied one index at a time in a Python loop (each index read back from the tensor, a sync each on "
     "GPU): copy them all with one indexed assignment, e.g. out[b, inds] = src[b, inds]"
+)
+
+_WALK_MESSAGE = (
+    "Tensor walked one element at a time by a Python builtin (max/min/sorted/map: a read back and a sync per "
+    "element on GPU): use the tensor operation (t.max(), t.eq(0)) or convert once with .tolist()"
 )
 
 _COMPARE_MESSAGE = (
@@ -83,7 +90,8 @@ class PerElementTensor(Rule):
         "a time to count (`for v in t: if v.item() > 0: n += 1`); or a loop or comprehension over the rows "
         "of a device tensor that converts each row's elements to Python numbers (`for det in dets: x1 = "
         "int(det[0]); score = det[4].item()`); or a loop over an index tensor that copies one row per index "
-        "(`for i in range(inds.numel()): out[inds[i]] = src[inds[i]]`)."
+        "(`for i in range(inds.numel()): out[inds[i]] = src[inds[i]]`); or a Python builtin that walks a device "
+        "tensor element by element (`max(lengths)`, `map(lambda s: s == 0, row)` for each row of a batch)."
     )
     message = (
         "Tensor built and copied to the device one element at a time: build one tensor from the whole list "
@@ -143,7 +151,13 @@ class PerElementTensor(Rule):
         "(`range(inds.numel())`, `range(len(inds))`, or `inds` itself) on a per-step path whose body only "
         "assigns rows at the element (`ind = inds[i]; out[b, ind] = src[b, ind]`); not an accumulation "
         "(`out[ind] += v`, which needs `index_add_` where indices repeat), not a body with calls or branches, "
-        "and not NumPy or list indices."
+        "and not NumPy or list indices. A tensor is built on the device also by `torch.cuda.LongTensor(ids)` or by a "
+        "name the file binds to it (`LongTensor = torch.cuda.LongTensor if USE_CUDA else torch.LongTensor`). "
+        "Element walks are reported for `max(t)`, `min(t)` or `sorted(t)` (the tensor the only positional argument) "
+        "and `map(f, t)` whose function compares or converts one element (`lambda s: s == 0`, `int`), where `t` "
+        "(or `t.data`) is a tensor that may live on the accelerator or a row of one (a comprehension over the batch: "
+        "the comprehension is reported), on a per-step path of a program that uses an accelerator; not a lambda "
+        "doing tensor work on each piece (`map(lambda t: t.transpose(1, 2), qkv)`), not a host tensor or a list."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch",)
@@ -164,6 +178,7 @@ class PerElementTensor(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         self._rows: list[tuple[cst.CSTNode, str]] = []
         self._index_loops: list[cst.For] = []
+        self._walks: list[Optional[cst.CSTNode]] = []  # what each call walks element by element, if anything
 
     def leave_Module(self, node: cst.Module) -> None:
         # Decided once the walk is over: whether a function runs per step depends on calls further down.
@@ -175,6 +190,9 @@ class PerElementTensor(Rule):
         for loop in self._index_loops:  # a row copy per index costs launches on any device, a sync on a GPU
             if self.semantic.on_hot_path(loop):
                 self._report_once(loop, _INDEX_MESSAGE)
+        for walk in filter(None, self._walks):
+            if self.semantic.on_accelerator_at(walk) and self.semantic.on_hot_path(walk):
+                self._report_once(walk, _WALK_MESSAGE)
 
     def _check_rows(self, node: cst.CSTNode) -> None:
         """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element, in a
@@ -188,6 +206,7 @@ class PerElementTensor(Rule):
         self._check_rows(node)
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._walks.append(walks_device_tensor(self.context, node, self.semantic.per_sample_loops.device_tensor))
         if (self.context.qualname(node) or "") not in _COMBINE or not node.args:
             return
         comprehension = node.args[0].value
@@ -262,7 +281,8 @@ class PerElementTensor(Rule):
                 data = node.args[0].value
                 if not any(isinstance(n, cst.Name) and n.value in items for n in [data, *descendants(data)]):
                     continue
-                if (self.context.qualname(node) or "") in _FROM_DATA or self._builds_on_device(node):
+                qualname = self.context.qualname(node) or ""
+                if qualname in _FROM_DATA or self._builds_on_device(node) or builds_on_accelerator(self.context, node):
                     return node
         return None
 
@@ -273,9 +293,11 @@ class PerElementTensor(Rule):
             return False
         for statement in self.context.module.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == call.func.value:
-                nodes = list(descendants(statement.body))
-                built = any(isinstance(n, cst.Call) and (self.context.qualname(n) or "") in _FROM_DATA for n in nodes)
-                return built and any(isinstance(n, cst.Call) and self._moves(n) for n in nodes)
+                calls = [n for n in descendants(statement.body) if isinstance(n, cst.Call)]
+                if any(builds_on_accelerator(self.context, n) for n in calls):
+                    return True  # `LongTensor(ids)` picked as `torch.cuda.LongTensor` when CUDA is there
+                built = any((self.context.qualname(n) or "") in _FROM_DATA for n in calls)
+                return built and any(self._moves(n) for n in calls)
         return False
 
     def _moved_to_device(self, elt: cst.BaseExpression, built: cst.Call) -> bool:
@@ -286,7 +308,8 @@ class PerElementTensor(Rule):
             moves = self._moves(node)
             if moves and any(n is built for n in descendants(node.func.value)) or moves and node.func.value is built:
                 return True
-        return self._builds_on_device(built)  # a helper of this file that moves what it builds
+        # a helper of this file that moves what it builds, or a constructor that builds on the device
+        return self._builds_on_device(built) or builds_on_accelerator(self.context, built)
 
     def _moves(self, call: cst.Call) -> bool:
         """`.cuda()` or `.to(device)`."""

@@ -9,7 +9,7 @@ Iterating a tensor yields one 0-d tensor per element; every comparison or conver
 - `map(f, t)` whose function compares or converts one element (`lambda s: s == 0`, `int`, `float`, `bool`);
   a lambda that does tensor work on each piece (`map(lambda t: rearrange(t, ...), qkv)`) is not an element walk;
 
-where `t` (or `t.data`, `t.detach()`) is a tensor that may live on the accelerator, or a row of one: the
+where `t` (or `t.data`, `t.detach()`, `t[:, 0]`) is a tensor that may live on the accelerator, or a row of one: the
 target of an enclosing loop or comprehension over such a tensor (`[... map(f, row.data) ... for row in batch]`).
 Silent for host tensors, lists and NumPy arrays, and for builtins a file rebinds.
 """
@@ -57,9 +57,9 @@ def walked(context: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
 
 
 def _same_value(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`t.data` and `t.detach()` are `t` for where the elements live."""
+    """`t.data`, `t.detach()` and `t[:, 0]` live where `t` lives."""
     while True:
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data" or isinstance(expr, cst.Subscript):
             expr = expr.value
         elif (
             isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)
@@ -97,7 +97,7 @@ def walks_device_tensor(context: Context, call: cst.Call, device_tensor) -> Opti
     if isinstance(expr, cst.Name):
         rows = _row_of(context, expr)
         if rows is not None:
-            if not device_tensor(rows):
+            if not device_tensor(_same_value(rows)):
                 return None
             for ancestor in context.ancestors(expr):
                 if isinstance(ancestor, (cst.For, cst.ListComp, cst.GeneratorExp, cst.SetComp)):

@@ -464,6 +464,9 @@ ELEMENT_LOOP = (
     "predicted.extend([p.item() for p in $pred])  # expect: TL407",
     "for p in $pred:  # expect: TL407\n    predicted.append(int(p))",
     "for p in $pred:  # expect: TL407\n    predicted.append(p.item())",
+    "predicted.extend(map(lambda p: p.item(), $pred))  # expect: TL407",
+    "predicted.extend(list(map(lambda p: int(p), $pred)))  # expect: TL407",
+    "predicted.extend([p for p in $pred.unbind(0) if int(p) > 0])  # expect: TL407",
 )
 
 ELEMENT_FRAMES = {

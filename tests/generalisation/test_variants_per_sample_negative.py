@@ -86,6 +86,12 @@ STEP_MISS = (
     "per_sample = F.cross_entropy($model($x).flatten(1), $y, reduction=\"none\")\nresults.append(per_sample.detach())",
     # a loop over the two halves of a paired batch, each half a batch
     "for half in ($x[: len($x) // 2], $x[len($x) // 2 :]):\n    results.append($model(half))",
+    # rows kept by a filter that reads nothing back (a mask does it, but no sync per row)
+    "scores = $model($x)\nresults.append([row for row in scores if row[0] > 0])",
+    # rows mapped to host values only after one copy
+    "scores = $model($x).cpu()\nresults.extend(map(lambda row: int(row.argmax()), scores))",
+    # a map doing tensor work per piece
+    "results.extend(map(lambda part: part.mean(), $model($x).chunk(4)))",
 )
 
 STEP_MAIN = (

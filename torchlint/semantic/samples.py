@@ -92,6 +92,8 @@ class PerSampleLoops:
         model = semantic_model(self.context)
         if model.is_tensor(expr):
             return True
+        if model.values.kind(expr) == "cpu":
+            return False  # `scores = m(x).cpu()`: a model's output, copied to the host
         if isinstance(expr, cst.Name) and self.batches.device_param(self.scopes.of(expr), expr.value):
             return True  # `def step(x, lengths)` called as `step(x.to(device), lengths.to(device))`
         return model.on_accelerator_at(expr) and self.batches.model_output(self.scopes.of(expr), expr)

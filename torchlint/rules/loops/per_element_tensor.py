@@ -132,7 +132,8 @@ class PerElementTensor(Rule):
         "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item, and for a `for` loop over such a "
         "tensor (or over a model's output on a batch, `pred = m(x).argmax(1)`, in a program that uses an accelerator) whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
         "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved. Rows read back one "
-        "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor made "
+        "element at a time are reported for a `for` loop, a `map` of a lambda or a comprehension (a filter only when "
+        "it converts an element: `[c for x in dets if int(x[0]) == k]`) over a tensor made "
         "by a model's forward pass or moved to the device (`.cuda()`, `.to(device)`) in the same function (or "
         "over `range(len(t))`, `range(t.size(0))`, or any range whose index walks two device tensors together and "
         "converts an element: `for i in range(4): label = labels[i]; right[label] += c[i].item()`), on a path that runs every step of a program that uses an "
@@ -176,23 +177,19 @@ class PerElementTensor(Rule):
         self.report(node, message)
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._rows: list[tuple[cst.CSTNode, str]] = []
+        self._rows: list[tuple[cst.CSTNode, str]] = []  # loops (and calls) that read back per element
         self._index_loops: list[cst.For] = []
-        self._walks: list[Optional[cst.CSTNode]] = []  # what each call walks element by element, if anything
 
     def leave_Module(self, node: cst.Module) -> None:
         # Decided once the walk is over: whether a function runs per step depends on calls further down.
         reads = element_reads(self.context)
         for loop, message in self._rows:
-            walks_data_set = isinstance(loop, cst.For) and reads.walks_gathered(loop)
+            walks_data_set = isinstance(loop, (cst.For, cst.Call)) and reads.walks_gathered(loop)
             if self.semantic.on_accelerator_at(loop) and (self.semantic.on_hot_path(loop) or walks_data_set):
                 self._report_once(loop, message)
         for loop in self._index_loops:  # a row copy per index costs launches on any device, a sync on a GPU
             if self.semantic.on_hot_path(loop):
                 self._report_once(loop, _INDEX_MESSAGE)
-        for walk in filter(None, self._walks):
-            if self.semantic.on_accelerator_at(walk) and self.semantic.on_hot_path(walk):
-                self._report_once(walk, _WALK_MESSAGE)
 
     def _check_rows(self, node: cst.CSTNode) -> None:
         """`for det in dets: x1 = int(det[0])`: rows of a device tensor read back element by element, in a
@@ -206,7 +203,10 @@ class PerElementTensor(Rule):
         self._check_rows(node)
 
     def visit_Call(self, node: cst.Call) -> None:
-        self._walks.append(walks_device_tensor(self.context, node, self.semantic.per_sample_loops.device_tensor))
+        walk = walks_device_tensor(self.context, node, self.semantic.per_sample_loops.device_tensor)
+        mapped = element_reads(self.context).mapped(node)  # `map(lambda det: draw(det, img), dets)`
+        if walk is not None or mapped:
+            self._rows.append((walk or node, _ROWS_MESSAGE if walk is None else _WALK_MESSAGE))
         if (self.context.qualname(node) or "") not in _COMBINE or not node.args:
             return
         comprehension = node.args[0].value

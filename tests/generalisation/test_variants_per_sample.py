@@ -464,6 +464,9 @@ ELEMENT_LOOP = (
     "predicted.extend([p.item() for p in $pred])  # expect: TL407",
     "for p in $pred:  # expect: TL407\n    predicted.append(int(p))",
     "for p in $pred:  # expect: TL407\n    predicted.append(p.item())",
+    "predicted.extend(map(lambda p: p.item(), $pred))  # expect: TL407",
+    "predicted.extend(list(map(lambda p: int(p), $pred)))  # expect: TL407",
+    "predicted.extend([p for p in $pred.unbind(0) if int(p) > 0])  # expect: TL407",
 )
 
 ELEMENT_FRAMES = {
@@ -738,9 +741,124 @@ BUILD_SHAPES = [
     )
 ]
 
+# -- a builtin walking a device tensor element by element (TL407) -----------------------------------------------
+WALK = (
+    "$longest = max($lengths)  # expect: TL407",
+    "$longest = int(max($lengths.data))  # expect: TL407",
+    "order = sorted($lengths)  # expect: TL407\n$longest = order[-1]",
+    "$longest = $x.size(1)\nmask = torch.stack([torch.tensor(tuple(map(lambda s: s != 0, r.data))) for r in $x[:, :, 0]])  # expect: TL407",
+    "$longest = $x.size(1)\nkept = [list(map(lambda v: v > 0, r)).count(True) for r in $x[:, :, 0]]  # expect: TL407",
+)
+
+WALK_HEAD = """
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$model = nn.GRU(16, 16, batch_first=True).to(device)
+$optimizer = torch.optim.Adam($model.parameters(), lr=1e-3)
+$loader = DataLoader(TensorDataset(torch.randn(512, 20, 16), torch.randint(1, 20, (512,))), batch_size=32, num_workers=4)
+"""
+
+WALK_STEP = """
+    out, _ = $model($x[:, :$longest])
+    $loss = out.pow(2).mean()
+    $optimizer.zero_grad()
+    $loss.backward()
+    $optimizer.step()
+"""
+
+WALK_FRAMES = {
+    "loop": {"main.py": WALK_HEAD + """
+for epoch in range(10):
+    for $x, $lengths in $loader:
+        $x, $lengths = $x.to(device), $lengths.to(device)
+        $walk
+""" + WALK_STEP.replace("\n    ", "\n        ")},
+    "function": {"main.py": WALK_HEAD + """
+
+def $step($x, $lengths):
+    $walk
+""" + WALK_STEP + """
+
+for epoch in range(10):
+    for $x, $lengths in $loader:
+        $step($x.to(device), $lengths.to(device))
+"""},
+}
+
+WALK_SHAPES = [
+    Shape(
+        name=f"element-walk/{frame}",
+        files=files,
+        slots={"walk": WALK, "model": ("model", "rnn", "net", "m"), "optimizer": ("optimizer", "opt", "o"),
+               "loader": ("loader", "train_loader", "batches"), "x": ("x", "tokens", "inputs", "a_"),
+               "lengths": ("lengths", "lens", "seq_lengths", "b_"), "longest": ("longest", "max_len", "t_"),
+               "loss": ("loss", "objective"), "step": ("train_step", "update", "g")},
+        select=SELECT,
+    )
+    for frame, files in WALK_FRAMES.items()
+]
+
+# -- tensors built on the device by a CUDA constructor picked once (TL407) -----------------------------------------
+CUDA_PICK = (
+    "$Long = torch.cuda.LongTensor if USE_CUDA else torch.LongTensor",
+    "$Long = torch.LongTensor if not USE_CUDA else torch.cuda.LongTensor",
+    "$Long = torch.cuda.LongTensor",
+)
+
+CUDA_BUILD = (
+    "$inputs = torch.cat([$prepare(seq, vocab).view(1, -1) for seq in $seqs])  # expect: TL407",
+    "$inputs = torch.stack([$Long([vocab[w] for w in seq]) for seq in $seqs])  # expect: TL407",
+    "$inputs = torch.cat([Variable($Long([vocab[w] for w in seq])).unsqueeze(0) for seq in $seqs])  # expect: TL407",
+)
+
+CUDA_MAIN = """
+import torch
+import torch.nn as nn
+from torch.autograd import Variable
+
+USE_CUDA = torch.cuda.is_available()
+$pick
+
+
+def $prepare(seq, vocab):
+    ids = [vocab[w] for w in seq]
+    return Variable($Long(ids))
+
+
+vocab = {w: i for i, w in enumerate("abcdefgh")}
+$model = nn.Sequential(nn.Embedding(8, 16), nn.Flatten(), nn.Linear(5 * 16, 3))
+if USE_CUDA:
+    $model = $model.cuda()
+$optimizer = torch.optim.Adam($model.parameters(), lr=1e-3)
+corpus = [["abcde"[i % 5: i % 5 + 1] * 5] for i in range(1000)]
+for epoch in range(10):
+    for start in range(0, len(corpus), 64):
+        $seqs = [list(s[0]) for s in corpus[start:start + 64]]
+        $build
+        $loss = $model($inputs).logsumexp(dim=-1).mean()
+        $optimizer.zero_grad()
+        $loss.backward()
+        $optimizer.step()
+"""
+
+CUDA_SHAPES = [
+    Shape(
+        name="cuda-constructor/script",
+        files={"main.py": CUDA_MAIN},
+        slots={"pick": CUDA_PICK, "build": CUDA_BUILD, "Long": ("LongTensor", "LT", "ids_tensor"),
+               "prepare": ("prepare_sequence", "to_ids", "h"), "seqs": ("seqs", "batch", "xs"),
+               "inputs": ("inputs", "x", "u"), "model": ("model", "net", "m"), "optimizer": ("optimizer", "opt"),
+               "loss": ("loss", "objective")},
+        select=SELECT,
+    )
+]
+
 SHAPES = (
     _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
-    + HELPER_SHAPES + BUILD_SHAPES
+    + HELPER_SHAPES + BUILD_SHAPES + WALK_SHAPES + CUDA_SHAPES
 )
 
 LIMIT = 24

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.generalisation.test_variants_per_sample import IMPORTS, NAMES, SELECT
+from tests.generalisation.test_variants_per_sample import IMPORTS, NAMES, SELECT, WALK_FRAMES
 from tests.generalisation.variants import Shape, check
 
 # -- inside a module's forward: layers, heads, time steps, sizes per sample -------------------------------------
@@ -86,6 +86,12 @@ STEP_MISS = (
     "per_sample = F.cross_entropy($model($x).flatten(1), $y, reduction=\"none\")\nresults.append(per_sample.detach())",
     # a loop over the two halves of a paired batch, each half a batch
     "for half in ($x[: len($x) // 2], $x[len($x) // 2 :]):\n    results.append($model(half))",
+    # rows kept by a filter that reads nothing back (a mask does it, but no sync per row)
+    "scores = $model($x)\nresults.append([row for row in scores if row[0] > 0])",
+    # rows mapped to host values only after one copy
+    "scores = $model($x).cpu()\nresults.extend(map(lambda row: int(row.argmax()), scores))",
+    # a map doing tensor work per piece
+    "results.extend(map(lambda part: part.mean(), $model($x).chunk(4)))",
 )
 
 STEP_MAIN = (
@@ -183,6 +189,21 @@ for epoch in range(10):
 """
 )
 
+# -- builtins over host values, one read back, tensor work per piece, a constructor that stays on the host -------
+WALK_MISS = (
+    "$longest = max($lengths.tolist())",
+    "$longest = int(max($lengths.cpu()))",
+    "$longest = max(len(s) for s in $x.unbind(0))",
+    "sizes = [int(v) for v in $lengths.tolist()]\n$longest = sorted(sizes)[-1]",
+    "left, right = map(lambda t: t.transpose(0, 1), $x.chunk(2, dim=1))\n$longest = left.size(0)",
+    "$longest = max($x.size(1), 4)",
+    "HostLong = torch.LongTensor\nids = torch.cat([HostLong([i, i + 1]) for i in range(8)]).to(device)\n$longest = ids.numel()",
+)
+
+WALK_SLOTS = {"walk": WALK_MISS, "model": ("model", "rnn", "m"), "optimizer": ("optimizer", "opt"),
+              "loader": ("loader", "batches"), "x": ("x", "tokens", "a_"), "lengths": ("lengths", "lens", "b_"),
+              "longest": ("longest", "max_len", "t_"), "loss": ("loss", "objective"), "step": ("train_step", "g")}
+
 SHAPES = [
     Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
           slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
@@ -195,7 +216,7 @@ SHAPES = [
     Shape(name="near-miss-step/function", files={"main.py": STEP_MAIN},
           slots={"step_miss": STEP_MISS, **NAMES}, select=SELECT),
     Shape(name="near-miss-demo/script", files={"main.py": DEMO}, slots={"demo": DEMO_LOOPS, **NAMES}, select=SELECT),
-]
+] + [Shape(name=f"near-miss-walk/{frame}", files=files, slots=WALK_SLOTS, select=SELECT) for frame, files in WALK_FRAMES.items()]
 
 LIMIT = 24
 

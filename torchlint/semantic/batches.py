@@ -299,8 +299,17 @@ class Batches:
             return not sequence or name in scope.tensor_used or self._fed_to_layer(scope, name)
         return self._callers_pass_tensor(scope, param)
 
-    def _callers_pass_tensor(self, scope: Scope, param: cst.Param) -> bool:
-        """Every call of the function in this file passes a tensor for `param` (and there is one)."""
+    def device_param(self, scope: Scope, name: str) -> bool:
+        """`name` is a parameter of the function `scope`, never rebound there, that every call of it in this
+        file passes a tensor which may live on the accelerator (`step(x.to(device), lengths.to(device))`)."""
+        param = scope.params.get(name)
+        if param is None or name in scope.assigns or name in scope.unpacks or name in scope.loops:
+            return False
+        return self._callers_pass_tensor(scope, param, device=True)
+
+    def _callers_pass_tensor(self, scope: Scope, param: cst.Param, device: bool = False) -> bool:
+        """Every call of the function in this file passes a tensor for `param` (and there is one); with
+        `device`, one that may live on the accelerator (not a host tensor)."""
         function = scope.node
         if not isinstance(function, cst.FunctionDef) or param.star:
             return False
@@ -313,7 +322,7 @@ class Batches:
         position = params.index(param.name.value)
         if not _may_be_called(self.context.source.text, function.name.value):
             # no call of it in the file: a top-level function the training code of other files calls
-            return not method and function in self.context.module.body and _passed_tensor_elsewhere(
+            return not device and not method and function in self.context.module.body and _passed_tensor_elsewhere(
                 self.context, function.name.value, param.name.value, position
             )
         found = False
@@ -321,22 +330,24 @@ class Batches:
             if isinstance(call.func, cst.Attribute) != method:
                 continue
             passed = argument(call, param.name.value, position)
-            if passed is None or not self._tensor_value(call, passed.value):
+            if passed is None or not self._tensor_value(call, passed.value, device):
                 return False
             found = True
         return found
 
-    def _tensor_value(self, at: cst.CSTNode, value: cst.BaseExpression) -> bool:
-        """A tensor (on any device), directly or through the one assignment of a name in the caller."""
+    def _tensor_value(self, at: cst.CSTNode, value: cst.BaseExpression, device: bool = False) -> bool:
+        """A tensor (on any device, or with `device` one that may live on the accelerator), directly or through
+        the one assignment of a name in the caller."""
         kinds = value_kinds(self.context)
+        wanted = ("tensor",) if device else ("tensor", "cpu")
         caller = self._caller.get(at)
         scope = self.scopes.of_function(caller if caller is not None else self.context.module)
         assigned = scope.assigns.get(value.value, []) if isinstance(value, cst.Name) else [value]
         if len(assigned) == 1 and isinstance(assigned[0], cst.Call) and self._several_outputs(scope, assigned[0]):
             return False  # `feats = self.vgg(x)` returning the features of several layers
-        if kinds.kind(value) in ("tensor", "cpu"):
+        if kinds.kind(value) in wanted:
             return True
-        return isinstance(value, cst.Name) and len(assigned) == 1 and kinds.kind(assigned[0]) in ("tensor", "cpu")
+        return isinstance(value, cst.Name) and len(assigned) == 1 and kinds.kind(assigned[0]) in wanted
 
     def _several_outputs(self, scope: Scope, call: cst.Call) -> bool:
         """A module of this file whose forward returns several tensors (per-layer features)."""

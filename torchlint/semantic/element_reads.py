@@ -62,9 +62,23 @@ class ElementReads:
         index = self._index_over_tensor(node)
         return READ if index is not None and self._reads_indexed(node.body, *index) else None
 
-    def walks_gathered(self, node: cst.For) -> bool:
-        """The loop walks a tensor gathered batch by batch (`preds.append(model(x))` in a loop, then
-        `torch.cat(preds)`): one trip per sample of the data set, however rarely the loop itself runs."""
+    def mapped(self, call: cst.Call) -> Optional[str]:
+        """READ for `map(lambda det: draw(det, img), dets)` over a device tensor whose lambda converts the
+        row's elements (itself, or through a function of the file given the row): the loop written as a map."""
+        if not (isinstance(call.func, cst.Name) and call.func.value == "map" and len(call.args) == 2):
+            return None
+        function, iterable = call.args[0].value, call.args[1].value
+        if not isinstance(function, cst.Lambda) or len(function.params.params) != 1:
+            return None
+        if not self._device_tensor(iterable):
+            return None
+        return READ if self._reads_in(function.body, {function.params.params[0].name.value}, comparisons=False) else None
+
+    def walks_gathered(self, node: Union[cst.For, cst.Call]) -> bool:
+        """The loop (or `map`) walks a tensor gathered batch by batch (`preds.append(model(x))` in a loop,
+        then `torch.cat(preds)`): one trip per sample of the data set, however rarely the loop itself runs."""
+        if isinstance(node, cst.Call):
+            return len(node.args) == 2 and isinstance(node.args[1].value, cst.Name) and self._gathered(node.args[1].value)
         iterable = node.iter
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate", "range"):
             walked = [a.value for a in iterable.args if a.keyword is None and not a.star]
@@ -97,10 +111,10 @@ class ElementReads:
             return None
         if for_in.ifs:
             # `sum(1 for p, t in zip(preds, labels) if p == t)`: elements compared one at a time to count
+            if any(self._reads_in(i.test, rows, comparisons=False) for i in for_in.ifs):
+                return READ  # `[... for x in dets if int(x[0]) == k]`: the filter reads each row back
             if not self._counted(node):
                 return None
-            if any(self._reads_in(i.test, rows, comparisons=False) for i in for_in.ifs):
-                return READ
             return COMPARE if any(_compares(i.test, rows) for i in for_in.ifs) else None
         parts = [node.key, node.value] if isinstance(node, cst.DictComp) else [node.elt]
         return READ if any(self._reads_in(part, rows) for part in parts) else None

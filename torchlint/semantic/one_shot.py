@@ -11,7 +11,7 @@ notebook cell that shows how autograd works); the same loop in an evaluation ove
 - anything else may repeat: code of a module other files import (a library is written to be reused, and
   its callers cannot all be seen), `forward()` and special methods, a function nobody calls, a nested
   function, a function passed as a callback;
-- a loop over a tensor that a loop built (`output = torch.cat((output, pred))` per batch, then
+- a loop (or a `map`) over a tensor that a loop built (`output = torch.cat((output, pred))` per batch, then
   `for i in range(output.shape[0])`) walks the whole run's data, however often it runs.
 
 `node` itself may be a loop: only what encloses it counts.
@@ -74,6 +74,8 @@ def _walks_gathered_data(context: "Context", node: cst.CSTNode) -> bool:
         iterable: Optional[cst.CSTNode] = node.iter
     elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
         iterable = node.for_in.iter
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "map" and len(node.args) == 2:
+        iterable = node.args[1].value  # `map(f, output)`: the loop written as a map
     else:
         return False
     scope = context.enclosing_function(node)

@@ -85,13 +85,17 @@ class PerSampleLoops:
         return isinstance(node, (cst.ListComp, cst.GeneratorExp)) and self.comprehension_is_per_sample(node)
 
     def device_tensor(self, expr: cst.BaseExpression) -> bool:
-        """A tensor that may live on the accelerator: by its value, or (in a program that uses one) what a
-        module computes on a batch, whatever it is called (`pred = m(x).argmax(1)`)."""
+        """A tensor that may live on the accelerator: by its value, a parameter every caller passes one, or (in a
+        program that uses one) what a module computes on a batch, whatever it is called (`pred = m(x).argmax(1)`)."""
         from torchlint.semantic.model import semantic_model  # the model holds this object: import when asked
 
         model = semantic_model(self.context)
         if model.is_tensor(expr):
             return True
+        if model.values.kind(expr) == "cpu":
+            return False  # `scores = m(x).cpu()`: a model's output, copied to the host
+        if isinstance(expr, cst.Name) and self.batches.device_param(self.scopes.of(expr), expr.value):
+            return True  # `def step(x, lengths)` called as `step(x.to(device), lengths.to(device))`
         return model.on_accelerator_at(expr) and self.batches.model_output(self.scopes.of(expr), expr)
 
     # ------------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
+from torchlint.semantic.cuda_constructors import builds_on_accelerator
 from torchlint.semantic.element_reads import READ, element_reads
+from torchlint.semantic.element_walks import walks_device_tensor
 from torchlint.semantic.index_loops import copies_rows_per_index
 from torchlint.semantic.placement import is_device_argument
 
@@ -34,6 +36,11 @@ _ROWS_MESSAGE = (
 _INDEX_MESSAGE = (
     "Rows copied one index at a time in a Python loop (each index read back from the tensor, a sync each on "
     "GPU): copy them all with one indexed assignment, e.g. out[b, inds] = src[b, inds]"
+)
+
+_WALK_MESSAGE = (
+    "Tensor walked one element at a time by a Python builtin (max/min/sorted/map: a read back and a sync per "
+    "element on GPU): use the tensor operation (t.max(), t.eq(0)) or convert once with .tolist()"
 )
 
 _COMPARE_MESSAGE = (
@@ -83,7 +90,8 @@ class PerElementTensor(Rule):
         "a time to count (`for v in t: if v.item() > 0: n += 1`); or a loop or comprehension over the rows "
         "of a device tensor that converts each row's elements to Python numbers (`for det in dets: x1 = "
         "int(det[0]); score = det[4].item()`); or a loop over an index tensor that copies one row per index "
-        "(`for i in range(inds.numel()): out[inds[i]] = src[inds[i]]`)."
+        "(`for i in range(inds.numel()): out[inds[i]] = src[inds[i]]`); or a Python builtin that walks a device "
+        "tensor element by element (`max(lengths)`, `map(lambda s: s == 0, row)` for each row of a batch)."
     )
     message = (
         "Tensor built and copied to the device one element at a time: build one tensor from the whole list "
@@ -124,7 +132,8 @@ class PerElementTensor(Rule):
         "`x.item()`, `int(x)`, `float(x)` or `bool(x)` of the loop item, and for a `for` loop over such a "
         "tensor (or over a model's output on a batch, `pred = m(x).argmax(1)`, in a program that uses an accelerator) whose whole body appends or adds that conversion, or counts (`n += 1`) under a comparison of "
         "it; on a host tensor `.tolist()` is still faster, but no synchronisation is saved. Rows read back one "
-        "element at a time are reported for a `for` loop or a comprehension (without a filter) over a tensor made "
+        "element at a time are reported for a `for` loop, a `map` of a lambda or a comprehension (a filter only when "
+        "it converts an element: `[c for x in dets if int(x[0]) == k]`) over a tensor made "
         "by a model's forward pass or moved to the device (`.cuda()`, `.to(device)`) in the same function (or "
         "over `range(len(t))`, `range(t.size(0))`, or any range whose index walks two device tensors together and "
         "converts an element: `for i in range(4): label = labels[i]; right[label] += c[i].item()`), on a path that runs every step of a program that uses an "
@@ -143,7 +152,13 @@ class PerElementTensor(Rule):
         "(`range(inds.numel())`, `range(len(inds))`, or `inds` itself) on a per-step path whose body only "
         "assigns rows at the element (`ind = inds[i]; out[b, ind] = src[b, ind]`); not an accumulation "
         "(`out[ind] += v`, which needs `index_add_` where indices repeat), not a body with calls or branches, "
-        "and not NumPy or list indices."
+        "and not NumPy or list indices. A tensor is built on the device also by `torch.cuda.LongTensor(ids)` or by a "
+        "name the file binds to it (`LongTensor = torch.cuda.LongTensor if USE_CUDA else torch.LongTensor`). "
+        "Element walks are reported for `max(t)`, `min(t)` or `sorted(t)` (the tensor the only positional argument) "
+        "and `map(f, t)` whose function compares or converts one element (`lambda s: s == 0`, `int`), where `t` "
+        "(or `t.data`) is a tensor that may live on the accelerator or a row of one (a comprehension over the batch: "
+        "the comprehension is reported), on a per-step path of a program that uses an accelerator; not a lambda "
+        "doing tensor work on each piece (`map(lambda t: t.transpose(1, 2), qkv)`), not a host tensor or a list."
     )
     fix_safety = FixSafety.NONE
     requires = ("torch",)
@@ -162,14 +177,14 @@ class PerElementTensor(Rule):
         self.report(node, message)
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._rows: list[tuple[cst.CSTNode, str]] = []
+        self._rows: list[tuple[cst.CSTNode, str]] = []  # loops (and calls) that read back per element
         self._index_loops: list[cst.For] = []
 
     def leave_Module(self, node: cst.Module) -> None:
         # Decided once the walk is over: whether a function runs per step depends on calls further down.
         reads = element_reads(self.context)
         for loop, message in self._rows:
-            walks_data_set = isinstance(loop, cst.For) and reads.walks_gathered(loop)
+            walks_data_set = isinstance(loop, (cst.For, cst.Call)) and reads.walks_gathered(loop)
             if self.semantic.on_accelerator_at(loop) and (self.semantic.on_hot_path(loop) or walks_data_set):
                 self._report_once(loop, message)
         for loop in self._index_loops:  # a row copy per index costs launches on any device, a sync on a GPU
@@ -188,6 +203,10 @@ class PerElementTensor(Rule):
         self._check_rows(node)
 
     def visit_Call(self, node: cst.Call) -> None:
+        walk = walks_device_tensor(self.context, node, self.semantic.per_sample_loops.device_tensor)
+        mapped = element_reads(self.context).mapped(node)  # `map(lambda det: draw(det, img), dets)`
+        if walk is not None or mapped:
+            self._rows.append((walk or node, _ROWS_MESSAGE if walk is None else _WALK_MESSAGE))
         if (self.context.qualname(node) or "") not in _COMBINE or not node.args:
             return
         comprehension = node.args[0].value
@@ -262,7 +281,8 @@ class PerElementTensor(Rule):
                 data = node.args[0].value
                 if not any(isinstance(n, cst.Name) and n.value in items for n in [data, *descendants(data)]):
                     continue
-                if (self.context.qualname(node) or "") in _FROM_DATA or self._builds_on_device(node):
+                qualname = self.context.qualname(node) or ""
+                if qualname in _FROM_DATA or self._builds_on_device(node) or builds_on_accelerator(self.context, node):
                     return node
         return None
 
@@ -273,9 +293,11 @@ class PerElementTensor(Rule):
             return False
         for statement in self.context.module.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == call.func.value:
-                nodes = list(descendants(statement.body))
-                built = any(isinstance(n, cst.Call) and (self.context.qualname(n) or "") in _FROM_DATA for n in nodes)
-                return built and any(isinstance(n, cst.Call) and self._moves(n) for n in nodes)
+                calls = [n for n in descendants(statement.body) if isinstance(n, cst.Call)]
+                if any(builds_on_accelerator(self.context, n) for n in calls):
+                    return True  # `LongTensor(ids)` picked as `torch.cuda.LongTensor` when CUDA is there
+                built = any((self.context.qualname(n) or "") in _FROM_DATA for n in calls)
+                return built and any(self._moves(n) for n in calls)
         return False
 
     def _moved_to_device(self, elt: cst.BaseExpression, built: cst.Call) -> bool:
@@ -286,7 +308,8 @@ class PerElementTensor(Rule):
             moves = self._moves(node)
             if moves and any(n is built for n in descendants(node.func.value)) or moves and node.func.value is built:
                 return True
-        return self._builds_on_device(built)  # a helper of this file that moves what it builds
+        # a helper of this file that moves what it builds, or a constructor that builds on the device
+        return self._builds_on_device(built) or builds_on_accelerator(self.context, built)
 
     def _moves(self, call: cst.Call) -> bool:
         """`.cuda()` or `.to(device)`."""

@@ -522,7 +522,7 @@ SCRIPT_LOOP = (
 SCRIPT_SINK = (
     "save_image($out.softmax(1).view(-1, 1, 1, 10), f'out/{i}.png')",
     "print(i, $out.argmax(1).tolist())",
-    "results.append($out.detach().cpu().numpy())",
+    "results.append($out.cpu().numpy())",
     "with open(f'out/{i}.txt', 'w') as handle:\n    handle.write(str($out.argmax(1).item()))",
     "plt.imshow($out.softmax(1).detach().cpu().numpy())\nplt.savefig(f'out/{i}.png')",
 )
@@ -583,6 +583,55 @@ SCRIPT_SHAPES = [
         },
         slots={**SCRIPT_SLOTS, "fname": ("main", "run", "predict", "f", "_loop"),
                "body": tuple(body.replace("  " + MARK, "") for body in SCRIPT_BODY)},
+        select=SELECT,
+    ),
+]
+
+# -- the same script with its outputs detached: the forward pass is TL305's (a network never optimised, run with
+# autograd on, its output detached), and an `.eval()` line stays TL301's
+SCRIPT_DETACHED_BODY = (
+    """
+    $model = $origin
+    $model.eval()  # expect: TL301
+    results = []
+    $loop
+        $out = $model($x)$now  # expect: TL305
+        $sink
+    """,
+    """
+    $model = $origin.eval()  # expect: TL301
+    results = []
+    $loop
+        $out = $model($x)$now  # expect: TL305
+        $sink
+    """,
+    """
+    $model = $origin
+    results = []
+    $loop
+        $out = $model($x)$now  # expect: TL305
+        $sink
+    """,
+)
+
+SCRIPT_DETACHED_SINK = (
+    "results.append($out.detach().cpu().numpy())",
+    "np.save(f'out/{i}.npy', $out.detach().cpu().numpy())",
+    "$out = $out.detach()\nresults.append($out.argmax(1))",
+)
+
+SCRIPT_SHAPES += [
+    Shape(
+        name="inference-script/detached",
+        files={**MODELS, "infer.py": SCRIPT_HEAD + "$body\n"},
+        slots={**SCRIPT_SLOTS, "body": SCRIPT_DETACHED_BODY, "sink": SCRIPT_DETACHED_SINK, "now": ("",)},
+        select=SELECT,
+    ),
+    Shape(
+        name="inference-script/detached_at_once",
+        files={**MODELS, "infer.py": SCRIPT_HEAD + "\nif __name__ == '__main__':\n    $body\n"},
+        slots={**SCRIPT_SLOTS, "body": SCRIPT_DETACHED_BODY, "now": (".detach()", ".detach().cpu()"),
+               "sink": ("results.append($out.numpy())", "print(i, $out.argmax(1))")},
         select=SELECT,
     ),
 ]

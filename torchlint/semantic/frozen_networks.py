@@ -55,13 +55,6 @@ def untrained(facts: "FileFacts", name: str) -> bool:
     return True
 
 
-def file_trains(facts: "FileFacts") -> bool:
-    """Some code of the file trains (a backward pass, an optimizer step, a gradient read). A network run with
-    autograd on in a file that trains nothing is plain inference (TL301's), whatever happens to its output;
-    a network never trained beside code that trains is a frozen one (a target network, a teacher)."""
-    return any(scope.training for scope in facts.scopes)
-
-
 def built_here(facts: "FileFacts", name: str) -> bool:
     """The plain name `name` is assigned the result of a call somewhere in the file (`teacher = Net().cuda()`),
     not only received as a parameter."""
@@ -76,7 +69,7 @@ def module_instances(facts: "FileFacts") -> set[str]:
     """The plain names the file binds to a network it builds or loads, whatever they are called: an instance of
     one of its own `nn.Module` classes (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss,
     even one defined inside a function), a module by its binding (torchvision, a class or factory of a project
-    module) or a whole model loaded from a file (`big = torch.load(path)`)."""
+    module), an entry of a dict of networks, or a whole model loaded from a file (`big = torch.load(path)`)."""
     found: set[str] = set()
     for node in descendants(facts.context.module):
         if not isinstance(node, cst.Assign):
@@ -88,9 +81,10 @@ def module_instances(facts: "FileFacts") -> set[str]:
             if facts.is_module_class(facts.classes.get(value.func.value)):
                 found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
                 continue
-        if isinstance(value, cst.Call) and (
+        if isinstance(value, (cst.Call, cst.Subscript)) and (
             objects(facts.context).kind(node.value) == MODULE or network_values.loads_model(facts, node.value)
-        ):  # a torchvision network, a class or factory of a project module, a whole model loaded from a file
+        ):  # a torchvision network, a class or factory of a project module, a whole model loaded from a file, an
+            # entry of a dict of networks (`clf = nets[arch].to(device)`)
             found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
     return found
 

@@ -40,9 +40,9 @@ class FrozenModelWithGrad(GradRule):
         "(`t = teacher(x)` then `t = t.detach()`), when the call is not under no-grad, the network (named like "
         "one, or built from an `nn.Module` class of the file, whatever its name) is bound in this file, its "
         "`.parameters()` are never used (so it is not in an optimizer), nothing in the file freezes "
-        "parameters, the call runs more than once (not one demo batch in a script or notebook), and something in the "
-        "file trains (in a file that trains nothing, an inference script, the same forward pass is plain "
-        "inference: TL301 reports it).\n\n"
+        "parameters, and the call runs more than once (not one demo batch in a script or notebook). In an inference "
+        "script that trains nothing the same forward pass is reported here too: its output is detached, so this "
+        "rule, not TL301, names it (TL301 still reports the `.eval()` line of the script).\n\n"
         "It also reports a network run on a batch inside a training step when nothing trains it: a pretrained "
         "CNN encoder in front of a captioning decoder that is the only thing the optimizer updates "
         "(`optimizer = Adam(decoder.parameters())`, then `features = encoder(images)` every step). The "
@@ -115,8 +115,8 @@ class FrozenModelWithGrad(GradRule):
                             f".requires_grad_(False))",
                         )
                     continue
-                if facts.runs_once(scope, call) or not frozen_networks.file_trains(facts):
-                    continue  # run once (one demo batch), or an inference script: TL301's finding
+                if facts.runs_once(scope, call):
+                    continue  # run once (one demo batch): too little to matter
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "

@@ -884,7 +884,61 @@ CAPTION_SHAPES = [
     ),
 ]
 
-SHAPES = EVAL_SHAPES + SAMPLE_SHAPES + SCRIPT_SHAPES + PREDICT_SHAPES + CAPTION_SHAPES + DISTILL_SHAPES
+# -- TL305: a pretrained network attacked batch by batch: the input gradient is wanted, every weight gradient is
+# computed for nothing (its one-off twin on one image is in the negative module)
+ATTACK_ORIGIN = (
+    "torchvision.models.resnet50(weights='DEFAULT').to(device)",
+    "torchvision.models.vgg16(pretrained=True).to(device)",
+    "torchvision.models.resnet18(weights='IMAGENET1K_V1').cuda()",
+)
+
+ATTACK_STEP = """
+$x, $y = $x.to(device), $y.to(device)
+$x.requires_grad_(True)
+$out = $victim($x)$mark
+loss = F.cross_entropy($out, $y)
+$victim.zero_grad()
+loss.backward()
+$adv.append(($x + 0.03 * $x.grad.sign()).clamp(0, 1).detach().cpu())
+"""
+
+ATTACK_FRAMES = {
+    "script": """
+$victim = $origin
+$victim.eval()
+$adv = []
+for $x, $y in DataLoader(test_set, batch_size=64, num_workers=2):
+    $step
+""",
+    "function": """
+$victim = $origin
+$victim.eval()
+
+
+def $fname(loader):
+    $adv = []
+    for $x, $y in loader:
+        $step
+    return $adv
+
+
+if __name__ == '__main__':
+    torch.save($fname(DataLoader(test_set, batch_size=64, num_workers=2)), 'adversarial.pt')
+""",
+}
+
+ATTACK_SLOTS = {
+    "step": (ATTACK_STEP,), "origin": ATTACK_ORIGIN, "victim": ("model", "victim", "net", "m", "clf"),
+    "x": pools.INPUT, "y": pools.TARGET, "out": ("out", "logits", "o"), "adv": ("adversarial", "examples", "xs"),
+    "fname": ("attack", "fgsm", "run", "f"), "mark": ("  # expect: TL305",),
+}
+
+ATTACK_SHAPES = [
+    Shape(name=f"attacked-pretrained/{frame}", files={"main.py": HEAD + body}, slots=ATTACK_SLOTS, select=SELECT)
+    for frame, body in ATTACK_FRAMES.items()
+]
+
+SHAPES = EVAL_SHAPES + SAMPLE_SHAPES + SCRIPT_SHAPES + PREDICT_SHAPES + CAPTION_SHAPES + DISTILL_SHAPES + ATTACK_SHAPES
 
 LIMIT = 10
 XFAIL: dict[str, str] = {}

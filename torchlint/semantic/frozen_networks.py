@@ -43,12 +43,20 @@ _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half",
 _DATA_FUNCTIONS = frozenset({"Variable", "torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
 
+def parameters_taken(text: str, name: str) -> bool:
+    """The file takes the parameters of the network `name`, or of a part of it (`Adam(model.enc.parameters())`
+    trains the encoder that `model(x, y)` runs): it is trained here, not frozen."""
+    return re.search(rf"\b{re.escape(name)}(\s*\.\s*\w+)*?\s*\.\s*(named_)?parameters\s*\(", text) is not None
+
+
 def untrained(facts: "FileFacts", name: str) -> bool:
     """The network bound to the plain name `name` is never trained by this file (see the module docstring)."""
     text = facts.context.source.text
     if not re.search(r"\.\s*(named_)?parameters\s*\(", text):
         return False  # no optimizer built here: it may be trained where we cannot see
-    if facts.has_parameters(name) or re.search(rf"\b{re.escape(name)}\s*\.\s*(train\s*\(|requires_grad)", text):
+    if facts.has_parameters(name) or parameters_taken(text, name):
+        return False  # optimised here, whole or in parts
+    if re.search(rf"\b{re.escape(name)}\s*\.\s*(train\s*\(|requires_grad)", text):
         return False
     if FREEZES.search(text) or _handed_to_constructor(facts, name):
         return False
@@ -150,8 +158,8 @@ def unfrozen_pretrained(facts: "FileFacts", call: "CallFact") -> bool:
     if call.covered or not _pretrained_eval(facts, func) or FREEZES.search(text):
         return False
     name = facts.context.code(func).rsplit(".", 1)[-1]
-    if re.search(rf"\b{re.escape(name)}\s*\.\s*((named_)?parameters\s*\(|train\s*\()", text):
-        return False  # handed to an optimizer, or trained
+    if parameters_taken(text, name) or re.search(rf"\b{re.escape(name)}\s*\.\s*train\s*\(", text):
+        return False  # handed to an optimizer (whole or in parts), or trained
     if isinstance(func, cst.Name) and _handed_to_constructor(facts, name):
         return False
     found = facts.call_fact(call.node)

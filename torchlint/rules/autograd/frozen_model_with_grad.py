@@ -100,7 +100,7 @@ class FrozenModelWithGrad(GradRule):
                 ):
                     continue
                 last = callee.rsplit(".", 1)[-1]
-                if last not in bound or re.search(rf"\b{re.escape(last)}\s*\.\s*(named_)?parameters\s*\(", text):
+                if last not in bound or frozen_networks.parameters_taken(text, last):
                     continue
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
@@ -127,8 +127,10 @@ class FrozenModelWithGrad(GradRule):
         """Report the pretrained feature extractors of `scope` whose weights still require grad (once each)."""
         found: set[str] = set()
         for call in scope.calls:
-            if call.callee and call.callee not in found and frozen_networks.unfrozen_pretrained(facts, call):
-                found.add(call.callee)  # `mse(vgg(sr), vgg(hr))`: one finding
+            if not call.callee or call.callee in found or not frozen_networks.unfrozen_pretrained(facts, call):
+                continue
+            found.add(call.callee)  # `mse(vgg(sr), vgg(hr))`: one finding
+            if not facts.runs_once(scope, call):  # a backward run once (one attack on one image) costs nothing
                 self.report(call.node, f"`{call.callee}` is a pretrained network nobody trains, yet its weights "
                             f"require grad: every backward pass through it computes weight gradients no optimizer "
                             f"reads; freeze it where it is built with `.requires_grad_(False)`")

@@ -493,9 +493,9 @@ SAMPLE_SHAPES = [
         files={
             **MODELS,
             "sampling.py": IMPORTS + DATA + SAMPLE_FUNCTION,
-            "main.py": GAN_HEAD + "from sampling import $fname\n" + GAN_TRAIN + GAN_MAIN,
+            "main.py": GAN_HEAD + "$sampling_import\n" + GAN_TRAIN + GAN_MAIN,
         },
-        slots=GAN_SLOTS,
+        slots={**GAN_SLOTS, "sampling_import": ("from sampling import $fname", "from sampling import *")},
         select=SELECT,
     ),
 ]

@@ -493,9 +493,9 @@ SAMPLE_SHAPES = [
         files={
             **MODELS,
             "sampling.py": IMPORTS + DATA + SAMPLE_FUNCTION,
-            "main.py": GAN_HEAD + "from sampling import $fname\n" + GAN_TRAIN + GAN_MAIN,
+            "main.py": GAN_HEAD + "$sampling_import\n" + GAN_TRAIN + GAN_MAIN,
         },
-        slots=GAN_SLOTS,
+        slots={**GAN_SLOTS, "sampling_import": ("from sampling import $fname", "from sampling import *")},
         select=SELECT,
     ),
 ]
@@ -522,7 +522,7 @@ SCRIPT_LOOP = (
 SCRIPT_SINK = (
     "save_image($out.softmax(1).view(-1, 1, 1, 10), f'out/{i}.png')",
     "print(i, $out.argmax(1).tolist())",
-    "results.append($out.detach().cpu().numpy())",
+    "results.append($out.cpu().numpy())",
     "with open(f'out/{i}.txt', 'w') as handle:\n    handle.write(str($out.argmax(1).item()))",
     "plt.imshow($out.softmax(1).detach().cpu().numpy())\nplt.savefig(f'out/{i}.png')",
 )
@@ -583,6 +583,55 @@ SCRIPT_SHAPES = [
         },
         slots={**SCRIPT_SLOTS, "fname": ("main", "run", "predict", "f", "_loop"),
                "body": tuple(body.replace("  " + MARK, "") for body in SCRIPT_BODY)},
+        select=SELECT,
+    ),
+]
+
+# -- the same script with its outputs detached: the forward pass is TL305's (a network never optimised, run with
+# autograd on, its output detached), and an `.eval()` line stays TL301's
+SCRIPT_DETACHED_BODY = (
+    """
+    $model = $origin
+    $model.eval()  # expect: TL301
+    results = []
+    $loop
+        $out = $model($x)$now  # expect: TL305
+        $sink
+    """,
+    """
+    $model = $origin.eval()  # expect: TL301
+    results = []
+    $loop
+        $out = $model($x)$now  # expect: TL305
+        $sink
+    """,
+    """
+    $model = $origin
+    results = []
+    $loop
+        $out = $model($x)$now  # expect: TL305
+        $sink
+    """,
+)
+
+SCRIPT_DETACHED_SINK = (
+    "results.append($out.detach().cpu().numpy())",
+    "np.save(f'out/{i}.npy', $out.detach().cpu().numpy())",
+    "$out = $out.detach()\nresults.append($out.argmax(1))",
+)
+
+SCRIPT_SHAPES += [
+    Shape(
+        name="inference-script/detached",
+        files={**MODELS, "infer.py": SCRIPT_HEAD + "$body\n"},
+        slots={**SCRIPT_SLOTS, "body": SCRIPT_DETACHED_BODY, "sink": SCRIPT_DETACHED_SINK, "now": ("",)},
+        select=SELECT,
+    ),
+    Shape(
+        name="inference-script/detached_at_once",
+        files={**MODELS, "infer.py": SCRIPT_HEAD + "\nif __name__ == '__main__':\n    $body\n"},
+        slots={**SCRIPT_SLOTS, "body": SCRIPT_DETACHED_BODY, "now": (".detach()", ".detach().cpu()"),
+               "sink": ("results.append($out.numpy())", "print(i, $out.argmax(1))")},
         select=SELECT,
     ),
 ]
@@ -835,7 +884,61 @@ CAPTION_SHAPES = [
     ),
 ]
 
-SHAPES = EVAL_SHAPES + SAMPLE_SHAPES + SCRIPT_SHAPES + PREDICT_SHAPES + CAPTION_SHAPES + DISTILL_SHAPES
+# -- TL305: a pretrained network attacked batch by batch: the input gradient is wanted, every weight gradient is
+# computed for nothing (its one-off twin on one image is in the negative module)
+ATTACK_ORIGIN = (
+    "torchvision.models.resnet50(weights='DEFAULT').to(device)",
+    "torchvision.models.vgg16(pretrained=True).to(device)",
+    "torchvision.models.resnet18(weights='IMAGENET1K_V1').cuda()",
+)
+
+ATTACK_STEP = """
+$x, $y = $x.to(device), $y.to(device)
+$x.requires_grad_(True)
+$out = $victim($x)$mark
+loss = F.cross_entropy($out, $y)
+$victim.zero_grad()
+loss.backward()
+$adv.append(($x + 0.03 * $x.grad.sign()).clamp(0, 1).detach().cpu())
+"""
+
+ATTACK_FRAMES = {
+    "script": """
+$victim = $origin
+$victim.eval()
+$adv = []
+for $x, $y in DataLoader(test_set, batch_size=64, num_workers=2):
+    $step
+""",
+    "function": """
+$victim = $origin
+$victim.eval()
+
+
+def $fname(loader):
+    $adv = []
+    for $x, $y in loader:
+        $step
+    return $adv
+
+
+if __name__ == '__main__':
+    torch.save($fname(DataLoader(test_set, batch_size=64, num_workers=2)), 'adversarial.pt')
+""",
+}
+
+ATTACK_SLOTS = {
+    "step": (ATTACK_STEP,), "origin": ATTACK_ORIGIN, "victim": ("model", "victim", "net", "m", "clf"),
+    "x": pools.INPUT, "y": pools.TARGET, "out": ("out", "logits", "o"), "adv": ("adversarial", "examples", "xs"),
+    "fname": ("attack", "fgsm", "run", "f"), "mark": ("  # expect: TL305",),
+}
+
+ATTACK_SHAPES = [
+    Shape(name=f"attacked-pretrained/{frame}", files={"main.py": HEAD + body}, slots=ATTACK_SLOTS, select=SELECT)
+    for frame, body in ATTACK_FRAMES.items()
+]
+
+SHAPES = EVAL_SHAPES + SAMPLE_SHAPES + SCRIPT_SHAPES + PREDICT_SHAPES + CAPTION_SHAPES + DISTILL_SHAPES + ATTACK_SHAPES
 
 LIMIT = 10
 XFAIL: dict[str, str] = {}

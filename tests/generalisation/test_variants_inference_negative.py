@@ -24,6 +24,8 @@ from tests.generalisation.test_variants_inference import (
     MODELS,
     SAMPLE_FUNCTION,
     SELECT,
+    ATTACK_ORIGIN,
+    _indent,
     TRAIN_EPOCH,
     TRAINER,
     params,
@@ -394,7 +396,113 @@ ONE_PICTURE_SHAPES = [
     for frame, body in {"module": ONE_PICTURE_MAIN, "main_block": ONE_PICTURE_MAIN}.items()
 ]
 
-SHAPES = CALLER_OFF + DECORATED + PHASE_SHAPES + TRAINED_ON + GRADIENT_SHAPES + ONE_PICTURE_SHAPES
+# -- one adversarial example for one image, made once: the weight gradients of that one backward cost nothing
+ONE_ATTACK = """
+$victim = $origin
+$victim.eval()
+$x = torch.rand(1, 3, 224, 224, device=device)
+$x.requires_grad_(True)
+$out = $victim($x)
+loss = F.nll_loss($out, torch.tensor([263], device=device))
+$victim.zero_grad()
+loss.backward()
+$adv = ($x + 0.03 * $x.grad.sign()).clamp(0, 1)
+print($victim($adv).argmax(1).item())
+"""
+
+ONE_ATTACK_FRAMES = {
+    "module": ONE_ATTACK,
+    "main_block": "\nif __name__ == '__main__':\n" + _indent(ONE_ATTACK),
+    "function": "\n\ndef $fname():\n" + _indent(ONE_ATTACK) + "\n\n\nif __name__ == '__main__':\n    $fname()\n",
+}
+
+ONE_ATTACK_SHAPES = [
+    Shape(
+        name=f"one-attack/{frame}",
+        files={"main.py": HEAD + body},
+        slots={"origin": ATTACK_ORIGIN, "victim": ("model", "victim", "net", "m"), "x": ("img", "image", "x"),
+               "out": ("out", "logits"), "adv": ("perturbed", "x_adv"), "fname": ("main", "attack", "demo")},
+        select=SELECT,
+    )
+    for frame, body in ONE_ATTACK_FRAMES.items()
+]
+
+# -- a model whose parts are optimised one by one (`Adam(model.enc.parameters())`) and that returns its own loss:
+# the call is the training step, not a frozen network
+PARTS = """
+
+class $cls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.$enc = nn.GRU(32, 64, batch_first=True)
+        self.$dec = nn.Linear(64, 10)
+
+    def forward(self, x, y):
+        h, _ = self.$enc(x)
+        return F.cross_entropy(self.$dec(h[:, -1]), y)
+"""
+
+PARTS_TRAIN = """
+$model = $cls().to(device)
+enc_optim = torch.optim.Adam($model.$enc.parameters(), lr=1e-3)
+dec_optim = torch.optim.$opt($model.$dec.parameters(), lr=1e-3)
+for epoch in range(10):
+    for x, y in loader:
+        loss = $model(x.to(device), y.to(device))
+        $post
+        loss.backward()
+        enc_optim.step()
+        dec_optim.step()
+"""
+
+PARTS_FRAMES = {
+    "script": PARTS + PARTS_TRAIN,
+    "function": PARTS + "\n\ndef $fname(loader):\n" + _indent(PARTS_TRAIN) + "\n\n\nif __name__ == '__main__':\n"
+    "    $fname(loader)\n",
+}
+
+PARTS_SHAPES = [
+    Shape(
+        name=f"parts-optimised/{frame}",
+        files={"main.py": HEAD + "loader = DataLoader(train_set, batch_size=64, shuffle=True)\n" + body},
+        slots={"cls": ("Seq2Seq", "Model", "Net2"), "enc": ("enc", "encoder", "rnn"), "dec": ("dec", "decoder", "head"),
+               "model": ("model", "net", "m", "seq2seq"), "opt": ("Adam", "SGD"), "fname": ("train", "fit", "f"),
+               "post": ("enc_optim.zero_grad()\ndec_optim.zero_grad()", "print(loss.item())", "")},
+        select=SELECT,
+    )
+    for frame, body in PARTS_FRAMES.items()
+]
+
+# -- a sample grid drawn once by a function of another file imported with `import *`, called once from main
+ONCE_SAMPLER = """
+
+def $fname($G, path, nz=64):
+    $G.eval()
+    z = torch.randn(100, nz, device=device)
+    grid = ($G(z).data + 1) / 2.0
+    save_image(grid, path, nrow=10)
+"""
+
+ONCE_MAIN = """
+$G = $gen
+$G.load_state_dict(torch.load('G.pth'))
+$fname($G, 'test.jpg')
+"""
+
+ONCE_SHAPES = [
+    Shape(
+        name=f"one-grid-other-file/{frame}",
+        files={**MODELS, "sampling.py": IMPORTS + DATA + ONCE_SAMPLER,
+               "main.py": GAN_HEAD + "$import\n" + body},
+        slots={"fname": ("test", "sample", "generate", "f"), "G": ("G", "netG", "generator"),
+               "gen": ("Generator().to(device)", "UpNet(64).cuda()"),
+               "import": ("from sampling import *", "from sampling import $fname")},
+        select=SELECT,
+    )
+    for frame, body in {"module": ONCE_MAIN, "main_block": "\nif __name__ == '__main__':\n" + _indent(ONCE_MAIN)}.items()
+]
+
+SHAPES = CALLER_OFF + DECORATED + PHASE_SHAPES + TRAINED_ON + GRADIENT_SHAPES + ONE_PICTURE_SHAPES + ONE_ATTACK_SHAPES + PARTS_SHAPES + ONCE_SHAPES
 
 LIMIT = 8
 XFAIL: dict[str, str] = {}

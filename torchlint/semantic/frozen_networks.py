@@ -43,23 +43,24 @@ _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half",
 _DATA_FUNCTIONS = frozenset({"Variable", "torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
 
+def parameters_taken(text: str, name: str) -> bool:
+    """The file takes the parameters of the network `name`, or of a part of it (`Adam(model.enc.parameters())`
+    trains the encoder that `model(x, y)` runs): it is trained here, not frozen."""
+    return re.search(rf"\b{re.escape(name)}(\s*\.\s*\w+)*?\s*\.\s*(named_)?parameters\s*\(", text) is not None
+
+
 def untrained(facts: "FileFacts", name: str) -> bool:
     """The network bound to the plain name `name` is never trained by this file (see the module docstring)."""
     text = facts.context.source.text
     if not re.search(r"\.\s*(named_)?parameters\s*\(", text):
         return False  # no optimizer built here: it may be trained where we cannot see
-    if facts.has_parameters(name) or re.search(rf"\b{re.escape(name)}\s*\.\s*(train\s*\(|requires_grad)", text):
+    if facts.has_parameters(name) or parameters_taken(text, name):
+        return False  # optimised here, whole or in parts
+    if re.search(rf"\b{re.escape(name)}\s*\.\s*(train\s*\(|requires_grad)", text):
         return False
     if FREEZES.search(text) or _handed_to_constructor(facts, name):
         return False
     return True
-
-
-def file_trains(facts: "FileFacts") -> bool:
-    """Some code of the file trains (a backward pass, an optimizer step, a gradient read). A network run with
-    autograd on in a file that trains nothing is plain inference (TL301's), whatever happens to its output;
-    a network never trained beside code that trains is a frozen one (a target network, a teacher)."""
-    return any(scope.training for scope in facts.scopes)
 
 
 def built_here(facts: "FileFacts", name: str) -> bool:
@@ -76,7 +77,7 @@ def module_instances(facts: "FileFacts") -> set[str]:
     """The plain names the file binds to a network it builds or loads, whatever they are called: an instance of
     one of its own `nn.Module` classes (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss,
     even one defined inside a function), a module by its binding (torchvision, a class or factory of a project
-    module) or a whole model loaded from a file (`big = torch.load(path)`)."""
+    module), an entry of a dict of networks, or a whole model loaded from a file (`big = torch.load(path)`)."""
     found: set[str] = set()
     for node in descendants(facts.context.module):
         if not isinstance(node, cst.Assign):
@@ -88,9 +89,10 @@ def module_instances(facts: "FileFacts") -> set[str]:
             if facts.is_module_class(facts.classes.get(value.func.value)):
                 found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
                 continue
-        if isinstance(value, cst.Call) and (
+        if isinstance(value, (cst.Call, cst.Subscript)) and (
             objects(facts.context).kind(node.value) == MODULE or network_values.loads_model(facts, node.value)
-        ):  # a torchvision network, a class or factory of a project module, a whole model loaded from a file
+        ):  # a torchvision network, a class or factory of a project module, a whole model loaded from a file, an
+            # entry of a dict of networks (`clf = nets[arch].to(device)`)
             found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
     return found
 
@@ -156,8 +158,8 @@ def unfrozen_pretrained(facts: "FileFacts", call: "CallFact") -> bool:
     if call.covered or not _pretrained_eval(facts, func) or FREEZES.search(text):
         return False
     name = facts.context.code(func).rsplit(".", 1)[-1]
-    if re.search(rf"\b{re.escape(name)}\s*\.\s*((named_)?parameters\s*\(|train\s*\()", text):
-        return False  # handed to an optimizer, or trained
+    if parameters_taken(text, name) or re.search(rf"\b{re.escape(name)}\s*\.\s*train\s*\(", text):
+        return False  # handed to an optimizer (whole or in parts), or trained
     if isinstance(func, cst.Name) and _handed_to_constructor(facts, name):
         return False
     found = facts.call_fact(call.node)

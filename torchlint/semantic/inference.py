@@ -223,8 +223,8 @@ def _left_to_tl305(facts: FileFacts, call: CallFact) -> bool:
     later line counts only for a network this file builds (`teacher = Net()`), as TL305 requires; a parameter's
     (`fake = net_G(z)`, then `net_D(fake.detach())`) stays this rule's finding."""
     network = facts.network_of(call) or ""
-    if facts.has_parameters(network) or not frozen_networks.file_trains(facts):
-        return False  # trained here, or plain inference: nothing here trains
+    if facts.has_parameters(network):
+        return False  # trained here
     if facts.detached_result(call.node, later=False) is not None:
         return True
     return facts.detached_result(call.node) is not None and frozen_networks.built_here(facts, network)

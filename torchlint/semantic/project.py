@@ -456,7 +456,11 @@ def _names_definition(context: "Context", func: cst.BaseExpression, target: str,
     here = context.source.path
     if isinstance(func, cst.Name):
         origin = context.imports.origin(func.value)
-        return origin is not None and origin[2] == name and module_file(here, origin[0], origin[1]) == target
+        if origin is None:  # `from module import *` of the defining module, the name bound nowhere in the file
+            return not context.bindings(context.module).get(func.value) and any(
+                module_file(here, dots, module) == target for dots, module in context.imports.stars
+            )
+        return origin[2] == name and module_file(here, origin[0], origin[1]) == target
     if not (isinstance(func, cst.Attribute) and func.attr.value == name):
         return False
     base = func.value

@@ -38,11 +38,12 @@ class FrozenModelWithGrad(GradRule):
         "The rule reports `.detach()` applied (directly, or through indexing and method calls) to the result of "
         "calling a network, or to the name that result is assigned to when every later read detaches it "
         "(`t = teacher(x)` then `t = t.detach()`), when the call is not under no-grad, the network (named like "
-        "one, or built from an `nn.Module` class of the file, whatever its name) is bound in this file, its "
-        "`.parameters()` are never used (so it is not in an optimizer), nothing in the file freezes "
-        "parameters, the call runs more than once (not one demo batch in a script or notebook), and something in the "
-        "file trains (in a file that trains nothing, an inference script, the same forward pass is plain "
-        "inference: TL301 reports it).\n\n"
+        "one, or built from an `nn.Module` class of the file, whatever its name) is bound in this file, neither its "
+        "`.parameters()` nor those of a part of it (`Adam(model.enc.parameters())`) are used, nothing in the "
+        "file freezes "
+        "parameters, and the call runs more than once (not one demo batch in a script or notebook). In an inference "
+        "script that trains nothing the same forward pass is reported here too: its output is detached, so this "
+        "rule, not TL301, names it (TL301 still reports the `.eval()` line of the script).\n\n"
         "It also reports a network run on a batch inside a training step when nothing trains it: a pretrained "
         "CNN encoder in front of a captioning decoder that is the only thing the optimizer updates "
         "(`optimizer = Adam(decoder.parameters())`, then `features = encoder(images)` every step). The "
@@ -56,7 +57,8 @@ class FrozenModelWithGrad(GradRule):
         "Last, it reports the pretrained feature extractor of a perceptual loss whose weights nobody freezes: "
         "a torchvision or timm network built with pretrained weights and put in eval mode "
         "(`vgg19(weights=...).features[:36].eval()`), whose parameters the file never takes, trains or freezes, "
-        "run outside no-grad where its result reaches a backward pass (`mse_loss(vgg(sr), vgg(hr))`). The "
+        "run outside no-grad, more than once (one adversarial example made for one image costs nothing), where its "
+        "result reaches a backward pass (`mse_loss(vgg(sr), vgg(hr))`). The "
         "gradient has to flow through it to the generator, so `no_grad` is no answer, but every backward pass "
         "also computes its weight gradients, which no optimizer reads: `.requires_grad_(False)` where it is "
         "built removes that work (and keeps `vgg(hr)` from recording a graph)."
@@ -100,7 +102,7 @@ class FrozenModelWithGrad(GradRule):
                 ):
                     continue
                 last = callee.rsplit(".", 1)[-1]
-                if last not in bound or re.search(rf"\b{re.escape(last)}\s*\.\s*(named_)?parameters\s*\(", text):
+                if last not in bound or frozen_networks.parameters_taken(text, last):
                     continue
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
@@ -115,8 +117,8 @@ class FrozenModelWithGrad(GradRule):
                             f".requires_grad_(False))",
                         )
                     continue
-                if facts.runs_once(scope, call) or not frozen_networks.file_trains(facts):
-                    continue  # run once (one demo batch), or an inference script: TL301's finding
+                if facts.runs_once(scope, call):
+                    continue  # run once (one demo batch): too little to matter
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
@@ -127,8 +129,10 @@ class FrozenModelWithGrad(GradRule):
         """Report the pretrained feature extractors of `scope` whose weights still require grad (once each)."""
         found: set[str] = set()
         for call in scope.calls:
-            if call.callee and call.callee not in found and frozen_networks.unfrozen_pretrained(facts, call):
-                found.add(call.callee)  # `mse(vgg(sr), vgg(hr))`: one finding
+            if not call.callee or call.callee in found or not frozen_networks.unfrozen_pretrained(facts, call):
+                continue
+            found.add(call.callee)  # `mse(vgg(sr), vgg(hr))`: one finding
+            if not facts.runs_once(scope, call):  # a backward run once (one attack on one image) costs nothing
                 self.report(call.node, f"`{call.callee}` is a pretrained network nobody trains, yet its weights "
                             f"require grad: every backward pass through it computes weight gradients no optimizer "
                             f"reads; freeze it where it is built with `.requires_grad_(False)`")

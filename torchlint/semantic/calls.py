@@ -129,8 +129,6 @@ class FunctionSummaries:
             for site in project.call_sites(self.context.source.path, function.name.value):
                 if loops.every_step(site.summary.context, site.call) is not None:
                     return True
-        elif self._method_reported_elsewhere(function):
-            return True
         for call in hot_paths.callers_of(self.context, function):
             func = call.func
             named = isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))
@@ -140,21 +138,6 @@ class FunctionSummaries:
             if outer is not None and outer is not function and self.reported_at_a_call(outer, seen):
                 return True
         return False
-
-    def _method_reported_elsewhere(self, function: cst.FunctionDef) -> bool:
-        """A method of a top-level class that a step loop of another project file calls on an instance, where
-        that call is reported (`trainer.discriminator_trainstep(x, y, z)` returning `dloss.item()`)."""
-        from torchlint.semantic import loops
-
-        cls = self.context.enclosing(function, cst.ClassDef)
-        name = function.name.value
-        if cls not in self.context.module.body or name.startswith("__") or method_named(cls, name) is not function:  # type: ignore[arg-type]
-            return False
-        return any(
-            loops.every_step(site.summary.context, site.call) is not None
-            and site.summary.model.calls.sync_reported_at(site.call) is not None
-            for site in project.method_call_sites(self.context.source.path, name)
-        )
 
     def _tensor_checked(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
         """`v` in `if isinstance(v, torch.Tensor): v = v.item()`: a tensor on that branch only."""

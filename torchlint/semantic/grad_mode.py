@@ -23,7 +23,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow, frozen_networks, host_sinks, network_methods, network_values
+from torchlint.semantic import forward_flow, frozen_networks, host_sinks, network_methods, network_values, parameter_free
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
@@ -411,7 +411,15 @@ class FileFacts:
 
     def is_network_call(self, call: CallFact) -> bool:
         # methods that call each other ask again
-        return self._network_calls.ask(call.node, lambda _: self._is_network_call(call))
+        return self._network_calls.ask(call.node, lambda _: self._is_network_call(call) and not self._weightless(call))
+
+    def _weightless(self, call: CallFact) -> bool:
+        """The module `call` runs holds no parameter (`parameter_free`): with autograd on it records no graph."""
+        func = call.node.func
+        receiver = func.value if isinstance(func, cst.Attribute) and (
+            func.attr.value == "forward" or self.method_network(call)
+        ) else func
+        return parameter_free.receivers_hold_no_parameters(self, receiver)
 
     def network_of(self, call: CallFact) -> Optional[str]:
         """The network a forward-pass call runs: `net` for `net(x)`, `net.forward(x)` and a method that runs

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.lint.walk import descendants
 from torchlint.rules.autograd._common import FAMILY, GradRule
-from torchlint.semantic import frozen_networks
+from torchlint.semantic import frozen_networks, parameter_free
 from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.grad_mode import FileFacts
@@ -75,7 +75,8 @@ class FrozenModelWithGrad(GradRule):
         "parameters are frozen in another file (then no graph is built and the detach is only redundant). A "
         "network fed the output of a trained one is not told to run under `no_grad` (the gradient has to flow "
         "through it back to the generator); it is told to freeze its weights only when it is a pretrained "
-        "torchvision/timm network in eval mode that nothing in the file trains or freezes."
+        "torchvision/timm network in eval mode that nothing in the file trains or freezes. A module whose class "
+        "holds no weights (a spectrogram kept in buffers) records nothing for a batch and is not reported."
     )
     requires = ("detach", ".backward(", "pretrained", "weights=")
 
@@ -117,8 +118,8 @@ class FrozenModelWithGrad(GradRule):
                             f".requires_grad_(False))",
                         )
                     continue
-                if facts.runs_once(scope, call):
-                    continue  # run once (one demo batch): too little to matter
+                if facts.runs_once(scope, call) or parameter_free.receivers_hold_no_parameters(facts, call.node.func):
+                    continue  # run once (one demo batch), or no weights to record a graph for
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
@@ -146,6 +147,8 @@ class FrozenModelWithGrad(GradRule):
             return False
         if not frozen_networks.input_is_data(facts, call) or frozen_networks.class_freezes(facts, func):
             return False
+        if parameter_free.receivers_hold_no_parameters(facts, func):
+            return False  # no weights: nothing for the backward pass to compute
         return BACKWARD in facts.result_reaches(scope, call.node, follow_callers=False)
 
 

@@ -279,3 +279,15 @@ def test_nodes_built_outside_the_parser_are_still_checked() -> None:
         pass
     else:
         raise AssertionError("a node built after a parse was not checked")
+
+
+def test_positions_fall_back_to_the_public_way_without_the_provider_internals(monkeypatch) -> None:
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from torchlint.lint.engine import _positions_of
+
+    module = cst.parse_module(LOADER + "loader = DataLoader(ds)\n")
+    public = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert dict(_positions_of(module)) == dict(public)
+    monkeypatch.delattr(PositionProvider, "_gen_impl")
+    assert dict(_positions_of(module)) == dict(public)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import ast
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import libcst as cst
-from libcst._nodes.base import CSTNode
-from libcst.metadata import PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from torchlint.lint import trees
 from torchlint.lint.context import Context, RawFinding
@@ -70,10 +69,10 @@ def parse(source: SourceFile) -> cst.Module:
     return trees.parsed(source.path, source.text, lambda: _parse(source))
 
 
-_validate_node = CSTNode.__post_init__
+_validate_node = cst.CSTNode.__post_init__
 
 
-def _trust_node(node: CSTNode) -> None:
+def _trust_node(node: cst.CSTNode) -> None:
     """No check: the parser builds only nodes that stand for the text it read."""
 
 
@@ -83,11 +82,11 @@ def _parser_nodes_unchecked():
     a seventh of a parse) is skipped: the parser only builds nodes of valid code, and some checks even
     refuse valid code (`() if 0 else(lambda: ())` raised TypeError). Nodes built anywhere else (fixes)
     are still checked."""
-    CSTNode.__post_init__ = _trust_node  # type: ignore[method-assign]
+    cst.CSTNode.__post_init__ = _trust_node  # type: ignore[method-assign]
     try:
         yield
     finally:
-        CSTNode.__post_init__ = _validate_node  # type: ignore[method-assign]
+        cst.CSTNode.__post_init__ = _validate_node  # type: ignore[method-assign]
 
 
 def _parse(source: SourceFile) -> cst.Module:
@@ -176,15 +175,23 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> list[Un
     return met
 
 
+def _positions_of(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's range. The provider's own pass (a code generation that records ranges) where this libcst has
+    it: `MetadataWrapper.resolve` also rebuilds every node of the tree in a visit for providers of another kind
+    (none here). Those are libcst internals, so the public way is kept for a version without them."""
+    provider = PositionProvider()
+    try:
+        provider._gen_impl(module)
+        return provider._computed
+    except AttributeError:
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
 class _Positions:
     """Node positions, computed only for files that have something to report."""
 
     def __init__(self, module: cst.Module, text: str) -> None:
-        # The provider's own pass (a code generation that records ranges), not `MetadataWrapper.resolve`,
-        # which also rebuilds every node of the tree in a visit for providers of another kind (none here).
-        provider = PositionProvider()
-        provider._gen_impl(module)
-        self._ranges = provider._computed
+        self._ranges = _positions_of(module)
         self._starts = line_starts(text)
         self._text_length = len(text)
 

@@ -281,13 +281,11 @@ def test_nodes_built_outside_the_parser_are_still_checked() -> None:
         raise AssertionError("a node built after a parse was not checked")
 
 
-def test_positions_fall_back_to_the_public_way_without_the_provider_internals(monkeypatch) -> None:
+def test_positions_from_the_provider_pass_equal_the_public_way() -> None:
     from libcst.metadata import MetadataWrapper, PositionProvider
 
     from torchlint.lint.engine import _positions_of
 
-    module = cst.parse_module(LOADER + "loader = DataLoader(ds)\n")
+    module = cst.parse_module(LOADER + "for x in loader:\n    print(x.item())\n")
     public = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    assert dict(_positions_of(module)) == dict(public)
-    monkeypatch.delattr(PositionProvider, "_gen_impl")
-    assert dict(_positions_of(module)) == dict(public)
+    assert dict(_positions_of(module)) == dict(public) and len(public) > 20

@@ -182,9 +182,11 @@ def _positions_of(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     provider = PositionProvider()
     try:
         provider._gen_impl(module)
-        return provider._computed
+        if provider._computed:
+            return provider._computed
     except AttributeError:
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        pass
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
 class _Positions:

@@ -240,3 +240,33 @@ def test_a_frozen_or_fine_tuned_extractor_is_silent() -> None:
     assert lines(tuned, "TL305") == []
     untrained = PERCEPTUAL.replace('weights="DEFAULT"', "weights=None")  # a network trained from scratch
     assert lines(untrained, "TL305") == []
+
+
+EVALUATE = """
+import torch
+from model import Net
+
+
+def evaluate(model, loader):
+    model.eval()
+    scores = []
+    for batch, _ in loader:
+        scores.append(model(batch.cuda()).detach().cpu())
+    return torch.cat(scores)
+
+
+if __name__ == "__main__":
+    model = Net().cuda().eval()
+    for batch in torch.load("batches.pt"):
+        print(model(batch.cuda()).detach().argmax(1))
+"""
+
+
+def test_an_evaluation_handed_its_network_is_inference_not_a_frozen_network() -> None:
+    from torchlint.lint.api import lint_source
+
+    result = lint_source(EVALUATE, select=["TL301", "TL305"])
+    found = sorted((f.code, f.line) for f in result.findings)
+    assert ("TL301", 6) in found  # the function a caller (which may train the network) runs per evaluation
+    assert ("TL305", 17) in found  # the script's own network, never trained anywhere, its output detached
+    assert not any(code == "TL305" and line == 10 for code, line in found)

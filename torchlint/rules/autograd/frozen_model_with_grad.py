@@ -120,6 +120,8 @@ class FrozenModelWithGrad(GradRule):
                     continue
                 if facts.runs_once(scope, call) or parameter_free.receivers_hold_no_parameters(facts, call.node.func):
                     continue  # run once (one demo batch), or no weights to record a graph for
+                if not any(s.training for s in facts.scopes) and _handed_in(self.context, call.node.func):
+                    continue  # an evaluation of a network its caller may train: TL301 names the function
                 self.report(
                     call.node,
                     f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
@@ -150,6 +152,14 @@ class FrozenModelWithGrad(GradRule):
         if parameter_free.receivers_hold_no_parameters(facts, func):
             return False  # no weights: nothing for the backward pass to compute
         return BACKWARD in facts.result_reaches(scope, call.node, follow_callers=False)
+
+
+def _handed_in(context, func: cst.BaseExpression) -> bool:
+    """The network `func` runs is a parameter of the function (`evaluate(model, loader)`), not built here."""
+    while isinstance(func, cst.Attribute):
+        func = func.value
+    bindings = context.lookup(func) if isinstance(func, cst.Name) else None
+    return bool(bindings) and all(b.kind == "param" for b in bindings)
 
 
 def _bound_names(module: cst.Module) -> set[str]:

@@ -128,6 +128,11 @@ def build(name: str):
             with torch.no_grad():
                 m.running_mean.uniform_(-0.2, 0.2)
                 m.running_var.uniform_(0.5, 1.5)
+        if isinstance(m, torch.nn.Linear) and not m.weight.any():
+            # Zero-initialised heads (torchvision's ViT) make every output zero: the error columns would compare
+            # zeros and read 0/0. Trained heads are not zero.
+            with torch.no_grad():
+                m.weight.normal_(0.0, 0.02)
     if kind == "image":
         return model.eval(), lambda batch: torch.randn(batch, 3, 224, 224)
     generator = torch.Generator().manual_seed(0)

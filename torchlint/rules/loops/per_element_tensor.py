@@ -8,17 +8,10 @@ import libcst as cst
 
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
-from torchlint.semantic.cuda_constructors import builds_on_accelerator
+from torchlint.semantic.cuda_constructors import FROM_DATA, builds_on_device, moves_to_device
 from torchlint.semantic.element_reads import READ, element_reads
 from torchlint.semantic.element_walks import walks_device_tensor
 from torchlint.semantic.index_loops import copies_rows_per_index
-from torchlint.semantic.placement import is_device_argument
-
-# torch calls that build a tensor from Python or NumPy data.
-_FROM_DATA = frozenset(
-    "torch.tensor torch.as_tensor torch.from_numpy torch.Tensor torch.FloatTensor torch.LongTensor "
-    "torch.IntTensor torch.DoubleTensor torch.BoolTensor".split()
-)
 
 _COMBINE = frozenset("torch.stack torch.cat torch.concat torch.concatenate torch.vstack".split())
 
@@ -281,39 +274,16 @@ class PerElementTensor(Rule):
                 data = node.args[0].value
                 if not any(isinstance(n, cst.Name) and n.value in items for n in [data, *descendants(data)]):
                     continue
-                qualname = self.context.qualname(node) or ""
-                if qualname in _FROM_DATA or self._builds_on_device(node) or builds_on_accelerator(self.context, node):
+                if (self.context.qualname(node) or "") in FROM_DATA or builds_on_device(self.context, node):
                     return node
         return None
-
-    def _builds_on_device(self, call: cst.Call) -> bool:
-        """`one_hot(t, n)` for a function of this file that builds a tensor from its input and moves it to
-        the device (`v = torch.from_numpy(a); v = v.cuda()`)."""
-        if not isinstance(call.func, cst.Name):
-            return False
-        for statement in self.context.module.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value == call.func.value:
-                calls = [n for n in descendants(statement.body) if isinstance(n, cst.Call)]
-                if any(builds_on_accelerator(self.context, n) for n in calls):
-                    return True  # `LongTensor(ids)` picked as `torch.cuda.LongTensor` when CUDA is there
-                built = any((self.context.qualname(n) or "") in _FROM_DATA for n in calls)
-                return built and any(self._moves(n) for n in calls)
-        return False
 
     def _moved_to_device(self, elt: cst.BaseExpression, built: cst.Call) -> bool:
         """`.to(device)` or `.cuda()` applied (through a chain of methods) to the built tensor."""
         for node in [elt, *descendants(elt)]:
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
                 continue
-            moves = self._moves(node)
+            moves = moves_to_device(self.context, node)
             if moves and any(n is built for n in descendants(node.func.value)) or moves and node.func.value is built:
                 return True
-        # a helper of this file that moves what it builds, or a constructor that builds on the device
-        return self._builds_on_device(built) or builds_on_accelerator(self.context, built)
-
-    def _moves(self, call: cst.Call) -> bool:
-        """`.cuda()` or `.to(device)`."""
-        if not isinstance(call.func, cst.Attribute):
-            return False
-        method = call.func.attr.value
-        return method == "cuda" or (method == "to" and any(is_device_argument(self.context, a.value) for a in call.args))
+        return builds_on_device(self.context, built)  # a CUDA constructor, or a helper that moves what it builds

@@ -16,7 +16,7 @@ Silent for host tensors, lists and NumPy arrays, and for builtins a file rebinds
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -70,23 +70,28 @@ def _same_value(expr: cst.BaseExpression) -> cst.BaseExpression:
             return expr
 
 
-def _row_of(context: Context, name: cst.Name) -> Optional[cst.BaseExpression]:
-    """The iterable of the closest enclosing loop or comprehension whose target is `name` alone."""
+def _row_loop(context: Context, name: cst.Name) -> Optional[tuple[Optional[cst.CSTNode], cst.BaseExpression]]:
+    """The closest enclosing loop or comprehension whose target is `name` alone, with its iterable (the loop is
+    None for a comprehension's inner `for`, which is not reported)."""
     for ancestor in context.ancestors(name):
-        if isinstance(ancestor, (cst.For, cst.CompFor)):
-            target = ancestor.target
-            if isinstance(target, cst.Name) and target.value == name.value:
-                return ancestor.iter
+        if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name) and ancestor.target.value == name.value:
+            return ancestor, ancestor.iter
+        if isinstance(ancestor, cst.CompFor) and isinstance(ancestor.target, cst.Name) and ancestor.target.value == name.value:
+            comprehension = context.parent(ancestor)
+            owns = isinstance(comprehension, (cst.ListComp, cst.GeneratorExp, cst.SetComp)) and comprehension.for_in is ancestor
+            return (comprehension if owns else None), ancestor.iter
         if isinstance(ancestor, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
             for_in = ancestor.for_in
             if isinstance(for_in.target, cst.Name) and for_in.target.value == name.value:
-                return for_in.iter
+                return ancestor, for_in.iter
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return None
     return None
 
 
-def walks_device_tensor(context: Context, call: cst.Call, device_tensor) -> Optional[cst.CSTNode]:  # type: ignore[no-untyped-def]
+def walks_device_tensor(
+    context: Context, call: cst.Call, device_tensor: Callable[[cst.BaseExpression], bool]
+) -> Optional[cst.CSTNode]:
     """What to report when `call` walks the elements of a tensor that may live on the accelerator: the loop
     or comprehension over the rows of that tensor, or the call itself; None when it does not.
     `device_tensor(expr)` says whether an expression is such a tensor."""
@@ -94,14 +99,8 @@ def walks_device_tensor(context: Context, call: cst.Call, device_tensor) -> Opti
     if expr is None:
         return None
     expr = _same_value(expr)
-    if isinstance(expr, cst.Name):
-        rows = _row_of(context, expr)
-        if rows is not None:
-            if not device_tensor(_same_value(rows)):
-                return None
-            for ancestor in context.ancestors(expr):
-                if isinstance(ancestor, (cst.For, cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-                    if (ancestor.iter if isinstance(ancestor, cst.For) else ancestor.for_in.iter) is rows:
-                        return ancestor
-            return None
+    row_loop = _row_loop(context, expr) if isinstance(expr, cst.Name) else None
+    if row_loop is not None:
+        loop, rows = row_loop
+        return loop if device_tensor(_same_value(rows)) else None
     return call if device_tensor(expr) else None

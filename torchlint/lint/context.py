@@ -197,6 +197,11 @@ class Context:
         found = self.bindings(self.module).get(name.value)
         return found or None
 
+    def is_parameter(self, name: cst.Name) -> bool:
+        """`name` is bound here only as a parameter of its function: its value is whatever callers pass."""
+        bindings = self.lookup(name)
+        return bool(bindings) and all(b.kind == "param" for b in bindings)  # type: ignore[union-attr]
+
     def assigned_value(self, name: cst.Name) -> Optional[cst.BaseExpression]:
         """The expression of the single plain assignment `name = value` that binds `name`, else None."""
         bindings = self.lookup(name)

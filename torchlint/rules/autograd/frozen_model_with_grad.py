@@ -158,8 +158,7 @@ def _handed_in(context, func: cst.BaseExpression) -> bool:
     """The network `func` runs is a parameter of the function (`evaluate(model, loader)`), not built here."""
     while isinstance(func, cst.Attribute):
         func = func.value
-    bindings = context.lookup(func) if isinstance(func, cst.Name) else None
-    return bool(bindings) and all(b.kind == "param" for b in bindings)
+    return isinstance(func, cst.Name) and context.is_parameter(func)
 
 
 def _bound_names(module: cst.Module) -> set[str]:

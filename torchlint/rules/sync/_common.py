@@ -27,10 +27,8 @@ class SyncRule(Rule):
     def walks_device_tensor(self, collection: cst.BaseExpression) -> bool:
         """A per-element read walks a device tensor: one the code shows to be one, not a parameter, whose
         place its callers decide (a forward's `lengths` a caller moved to the host)."""
-        if isinstance(collection, cst.Name):
-            bindings = self.context.lookup(collection) or ()
-            if bindings and all(b.kind == "param" for b in bindings):
-                return False
+        if isinstance(collection, cst.Name) and self.context.is_parameter(collection):
+            return False
         return self.values.is_tensor(collection)
 
     def walks_placed_tensor(self, collection: cst.BaseExpression) -> bool:

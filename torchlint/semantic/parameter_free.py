@@ -38,7 +38,7 @@ def holds_no_parameters(context: "Context", cls: cst.ClassDef) -> bool:
         return False
     calls = [node for node in descendants(cls.body) if isinstance(node, cst.Call)]
     methods = {s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)}
-    buffers = {context.literal(c.args[0].value) for c in calls if _self_method(c) == "register_buffer" and c.args}
+    buffers = {context.literal(c.args[0].value) for c in calls if _held_attribute(c.func) == "register_buffer" and c.args}
     return all(_builds_no_parameter(context, call, methods | buffers) for call in calls)
 
 
@@ -63,13 +63,6 @@ def _builds_no_parameter(context: "Context", call: cst.Call, own: set) -> bool:
     if qualified.rsplit(".", 1)[-1][:1].isupper():
         return False  # a class: it could be a module
     return qualified.split(".", 1)[0] in _VALUE_LIBRARIES
-
-
-def _self_method(call: cst.Call) -> "str | None":
-    func = call.func
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        return func.attr.value
-    return None
 
 
 def _held_attribute(func: cst.BaseExpression) -> "str | None":

@@ -171,7 +171,7 @@ def _run_rules(context: Context, rules: list[Rule], notes: list[str]) -> list[Un
         for child in reversed(semantic_children(node)):
             parents[child] = node
             stack.append((child, False))
-    context.parents_known()
+    context.parents_known()  # also where no rule listens to the module's leave
     return met
 
 

@@ -134,3 +134,38 @@ def test_help_magic_in_a_notebook_is_not_a_syntax_error(runner, project: Path) -
 def test_decode_notebook_errors_are_source_errors() -> None:
     with pytest.raises(SourceError):
         decode_notebook("x.ipynb", b'{"cells": [null]}')
+
+
+_EXERCISE = (
+    "import torch\nfrom torch.utils.data import DataLoader\n"
+    "device = torch.device('cuda')\nloader = DataLoader(train_set, batch_size=64, num_workers=4, pin_memory=True)\n",
+    "def elbo(x):\n    kl = ...\n    return = # your code here\n",
+    "for x, y in loader:\n    x = x.to(device)\n    loss = model(x).sum()\n    loss.backward()\n"
+    "    optimizer.step()\n    losses.append(loss.item())\n",
+)
+
+
+def test_an_unfinished_exercise_cell_does_not_hide_the_rest_of_the_notebook(runner, project: Path) -> None:
+    write(project / "nb.ipynb", json.dumps(_notebook(*_EXERCISE)))
+    result = runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--exit-zero"])
+    lines = [line for line in result.output.splitlines() if line.startswith("nb.ipynb")]
+    assert [line.split(": ")[1].split()[0] for line in lines] == ["TL000", "TL103", "TL201"], result.output
+    assert lines[0].startswith("nb.ipynb:cell 2:3:")  # the broken cell keeps its own line
+
+
+def test_fixing_an_exercise_notebook_leaves_its_unfinished_cell_as_written(runner, project: Path) -> None:
+    path = write(project / "nb.ipynb", json.dumps(_notebook(*_EXERCISE), indent=1))
+    runner.invoke(cli, ["check", "--output-format", "concise", "--no-cache", "--fix", "--exit-zero"])
+    after = json.loads(path.read_text())
+    assert "".join(after["cells"][1]["source"]) == _EXERCISE[1]
+    assert "non_blocking=True" in "".join(after["cells"][2]["source"])
+
+
+def test_only_the_cell_that_does_not_parse_is_blanked() -> None:
+    source = decode_notebook("nb.ipynb", json.dumps(_notebook(*_EXERCISE)).encode())
+    assert [c.syntax_error is not None for c in source.cells] == [False, True, False]
+    broken = source.cells[1]
+    assert source.text[broken.start : broken.end].strip() == ""
+    assert source.text.count("\n") == sum(c.original.count("\n") for c in source.cells)
+    fine = decode_notebook("nb.ipynb", json.dumps(_notebook(*_EXERCISE[::2])).encode())
+    assert all(c.syntax_error is None for c in fine.cells)

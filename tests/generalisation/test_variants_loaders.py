@@ -101,6 +101,8 @@ HEADERS = tuple(h.replace("$loader", "$L") for h in pools.HEADER) + (
     "for batch in $L:\n    $x, $y = batch",
     "for i, batch in enumerate($L):\n    $x, $y = batch[0], batch[1]",
     "stream = iter($L)\nwhile True:\n    try:\n        $x, $y = next(stream)\n    except StopIteration:\n        break",
+    # the Python 2 spelling old training scripts kept: `data_iter.next()`
+    "data_iter = iter($L)\nfor step in range(len($L)):\n    $x, $y = data_iter.next()",
 )
 
 # a helper of another file that moves both parts of a batch

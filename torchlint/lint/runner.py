@@ -43,7 +43,12 @@ def _lint_source(source: SourceFile, rules: Sequence[type[Rule]], seconds: float
 
     try:
         with time_limit(seconds):
-            return lint_text(source, rules)
+            result = lint_text(source, rules)
+        # a notebook's cells that do not parse were linted as blank lines: each still gets its line
+        broken = [syntax_error_finding(*c.syntax_error) for c in source.cells if c.syntax_error]
+        if broken:
+            result.findings = sorted([*result.findings, *broken], key=lambda f: f.sort_key)
+        return result
     except TimeLimitExceeded:
         message = f"analysis took longer than {seconds:g} s and was stopped (raise file-time-limit to wait longer)"
         return FileResult(path=source.path, error=message, cacheable=False)

@@ -7,6 +7,7 @@ magics turned into comments of the same length, so that offsets map back to each
 
 from __future__ import annotations
 
+import ast
 import codecs
 import hashlib
 import io
@@ -45,6 +46,9 @@ class Cell:
     end: int  # offset just past its last character (before the joining newline)
     first_line: int  # 1-based line of its first line in the joined text
     original: str  # the cell's source with its magics intact
+    # (line in the joined text, column, reason) when the cell is not valid Python on its own (an exercise's
+    # `x = ...  # your code here` left blank): it is linted as empty lines so the other cells still are
+    syntax_error: Optional[tuple[int, int, str]] = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,31 @@ def notebook_from_json(path: str, notebook: dict, style: Optional[JsonStyle] = N
         parts.append(joined)
         offset += len(joined)
         line += joined.count("\n")
+    if _syntax_error("".join(parts)) is not None:
+        _blank_broken_cells(parts, cells)
     return SourceFile(path=path, text="".join(parts), notebook=notebook, cells=tuple(cells), json_style=style)
+
+
+def _syntax_error(text: str) -> Optional[SyntaxError]:
+    try:
+        compile(text, "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return exc
+    except (ValueError, RecursionError, MemoryError):
+        return None  # the engine's parse reports these
+    return None
+
+
+def _blank_broken_cells(parts: list[str], cells: list[Cell]) -> None:
+    """Each cell that does not parse on its own becomes blank lines of the same length (offsets and lines of
+    the others stay put), its error kept on the cell: one unfinished cell no longer hides the notebook."""
+    for i, (part, cell) in enumerate(zip(parts, cells)):
+        error = _syntax_error(part)
+        if error is None:
+            continue
+        parts[i] = re.sub(r"[^\r\n]", " ", part)
+        where = (cell.first_line + (error.lineno or 1) - 1, error.offset or 1, error.msg)
+        cells[i] = replace(cell, syntax_error=where)
 
 
 def decode_notebook(path: str, data: bytes) -> SourceFile:

@@ -156,10 +156,11 @@ def enclosing_loops(context: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def next_of(context: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
-    """The iterator `next(it)` or `it.__next__()` advances."""
+    """The iterator `next(it)`, `it.__next__()` or `it.next()` (the Python 2 spelling old loaders still
+    offered) advances; the callers ask whether `it` iterates a loader."""
     if is_builtin(context, call.func, "next") and call.args and not has_star_args(call):
         return call.args[0].value
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("__next__", "next") and not call.args:
         return call.func.value
     return None
 

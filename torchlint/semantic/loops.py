@@ -555,7 +555,7 @@ def _feeds_forward(context: "Context", loop: cst.For, calls: list[cst.Call]) -> 
     cls = context.enclosing(loop, cst.ClassDef)
     if cls is not None and objects(context).is_module_class(cls):  # type: ignore[arg-type]
         return False
-    items = _loop_items(loop)
+    items = _batch_names(loop)
     if not items:
         return False
     for call in calls:
@@ -581,12 +581,33 @@ def _loop_items(loop: cst.For) -> set[str]:
     return {dotted(t) for t in flatten_targets(target) if isinstance(t, cst.Name)}  # type: ignore[misc]
 
 
+def _batch_names(loop: cst.For) -> set[str]:
+    """The loop's items and the names its body binds from them (`x, y = batch`, `x = batch.text.cuda()`,
+    `inputs = data[0].to(device)`, either branch of `if cuda:`): what the trip hands a model is its batch."""
+    names = _loop_items(loop)
+    assigns = [n for n in _own_nodes(loop.body) if type(n) is cst.Assign]  # exact type: see `walk.is_a`
+    grown = bool(names)
+    while grown:
+        grown = False
+        for assign in assigns:
+            if _data_root(assign.value) not in names:
+                continue
+            for target in assign.targets:
+                for t in flatten_targets(target.target):
+                    if isinstance(t, cst.Name) and t.value not in names:
+                        names.add(t.value)
+                        grown = True
+    return names
+
+
 def _data_root(expr: cst.BaseExpression) -> Optional[str]:
-    """`x` for `x`, `x.to(device)`, `x["image"]`, `x[0].cuda()`."""
+    """`x` for `x`, `x.to(device)`, `x["image"]`, `x[0].cuda()`, `batch.text`."""
     while True:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _DATA_METHODS:
             expr = expr.func.value
         elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             expr = expr.value
         else:
             break

@@ -142,8 +142,9 @@ def on_accelerator(context: "Context") -> bool:
 
 class _OnAccelerator:
     def __init__(self, context: "Context") -> None:
-        shows = uses_accelerator(context.source.text) or _imports_accelerated(context) or _project_helper_moves(context)
-        self.value = shows and not _moves_only_models(context)
+        own = uses_accelerator(context.source.text)
+        shows = own or _imports_accelerated(context) or _project_helper_moves(context)
+        self.value = shows and not _moves_only_models(context) and not (own and _places_on_cpu_only(context))
 
 
 def imported_by_accelerated(context: "Context") -> bool:
@@ -243,6 +244,31 @@ def _moves_only_models(context: "Context") -> bool:
             if last is not None and is_device_name(last) and context.qualname(value) is None:
                 return False  # train(model, loader, device): a helper that may move the batches
     return moved_model
+
+
+def _places_on_cpu_only(context: "Context") -> bool:
+    """Every device the file moves anything to is the CPU (`device = torch.device("cpu")  # or cuda`, then
+    `.to(device)` and `device=device` throughout): the program runs on the host, however GPU-ready it reads."""
+    text = context.source.text
+    if re.search(r"DataParallel|[Aa]ccelerat|Fabric|local_rank|\.prepare\(|cuda\.(?!is_available|device_count|get_device)", text):
+        return False
+    placed = False
+    for node in descendants(context.module):
+        kind = type(node)  # exact types: see `walk.is_a`
+        if kind is cst.Arg and node.keyword is not None and node.keyword.value == "device":
+            if device_kind(context, node.value) != "cpu":
+                return False
+            placed = True
+        elif kind is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
+            if node.func.attr.value == "cuda":
+                return False
+            first = node.args[0].value if node.args and node.args[0].keyword is None else None
+            if first is None or not is_device_argument(context, first) and not is_cpu_literal(context, first):
+                continue  # `.to(torch.float16)`, `.to(other)`: no device named
+            if device_kind(context, first) != "cpu":
+                return False
+            placed = True
+    return placed
 
 
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.generalisation.test_variants_per_sample import IMPORTS, NAMES, SELECT, WALK_FRAMES
+from tests.generalisation.test_variants_per_sample import (
+    HELPER,
+    HELPER_CALLERS,
+    HELPER_MAIN,
+    IMPORTS,
+    LOSS_CLASS,
+    NAMES,
+    NETS,
+    SELECT,
+    WALK_FRAMES,
+)
 from tests.generalisation.variants import Shape, check
 
 # -- inside a module's forward: layers, heads, time steps, sizes per sample -------------------------------------
@@ -204,6 +214,45 @@ WALK_SLOTS = {"walk": WALK_MISS, "model": ("model", "rnn", "m"), "optimizer": ("
               "loader": ("loader", "batches"), "x": ("x", "tokens", "a_"), "lengths": ("lengths", "lens", "b_"),
               "longest": ("longest", "max_len", "t_"), "loss": ("loss", "objective"), "step": ("train_step", "g")}
 
+# -- a loss that works anchor by anchor but keeps pieces of different sizes, or a helper of varying size ----------
+ANCHOR_MISS = (
+    # the positives of each anchor kept whole: one piece per anchor, each its own length
+    "d = torch.cdist($p, $p)\nsame = $t[:, None] == $t[None, :]\nkept = []\nfor i in range($p.size(0)):\n    kept.append(d[i][same[i]])\nreturn torch.cat(kept).mean()",
+    "d = torch.cdist($p, $p)\nranked = []\nfor i in range(len($p)):\n    ranked.append(d[i][$t == $t[i]].sort()[0])\nreturn torch.cat(ranked).mean()",
+    # a helper defined in the loss whose result differs in size per sample
+    "def hits(a):\n    return a.nonzero()[:, 0].float()\n\nreturn torch.cat([hits(a) for a in $p.size(0) * [$p.sum(0)]]).mean()",
+    "def hits(a, b):\n    return torch.nonzero(a > b).flatten().float()\n\nfound = []\nfor i in range($p.size(0)):\n    found.append(hits($p[i], 0.5))\nreturn torch.cat(found).sum()",
+)
+
+# deep supervision: the loss is handed a list of outputs, each against the whole batch of labels
+LIST_LOSS_MAIN = (
+    IMPORTS
+    + "from nets import Net\nfrom losses import $Loss\n"
+    + """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$model = Net().to(device)
+$criterion = $Loss()
+$loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))), batch_size=64, num_workers=4)
+$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
+for epoch in range(10):
+    for $x, $y in $loader:
+        $x, $y = $x.to(device), $y.to(device)
+        $loss = $criterion([$model($x), $model($x.flip(3))], $y)
+        $optimizer.zero_grad()
+        $loss.backward()
+        $optimizer.step()
+"""
+)
+
+LIST_LOSS = (
+    "total = 0\nfor $f in $p:\n    total = total + F.cross_entropy($f, $t)\nreturn total / len($p) + 0.01 * torch.stack($p).pow(2).mean()",
+    "return torch.stack([F.cross_entropy($f, $t) for $f in $p]).mean() + 0 * torch.cat($p).sum()",
+)
+
+ANCHOR_MISS_SLOTS = {"helper": ("triplet_loss", "hard_mining", "h"), "Loss": ("DeepLoss", "Objective", "L"),
+                     "ann": ("", ": torch.Tensor"), "p": ("emb", "inputs", "a_", "u"), "t": ("targets", "labels", "b_"),
+                     "f": ("f", "o", "out", "level"), **NAMES}
+
 SHAPES = [
     Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
           slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
@@ -216,6 +265,10 @@ SHAPES = [
     Shape(name="near-miss-step/function", files={"main.py": STEP_MAIN},
           slots={"step_miss": STEP_MISS, **NAMES}, select=SELECT),
     Shape(name="near-miss-demo/script", files={"main.py": DEMO}, slots={"demo": DEMO_LOOPS, **NAMES}, select=SELECT),
+    Shape(name="near-miss-anchor/function", files={"nets.py": NETS, "helpers.py": HELPER, "main.py": HELPER_MAIN + HELPER_CALLERS["step"]},
+          slots={"helper_body": ANCHOR_MISS, **ANCHOR_MISS_SLOTS}, select=SELECT),
+    Shape(name="near-miss-anchor/list_of_outputs", files={"nets.py": NETS, "losses.py": LOSS_CLASS, "main.py": LIST_LOSS_MAIN},
+          slots={"helper_body": LIST_LOSS, **ANCHOR_MISS_SLOTS}, select=SELECT),
 ] + [Shape(name=f"near-miss-walk/{frame}", files=files, slots=WALK_SLOTS, select=SELECT) for frame, files in WALK_FRAMES.items()]
 
 LIMIT = 24

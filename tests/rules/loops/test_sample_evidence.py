@@ -325,3 +325,71 @@ def test_tl407_rows_read_once_are_noise(caller: str, expected: list[int]) -> Non
         {caller}
     """
     assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("picked", "expected"),
+    [
+        ("d[i][same[i]].max()", [8]),
+        ("torch.min(d[i][same[i] == 0])", [8]),
+        ("d[i][labels != labels[i]].mean()", [8]),
+        ("d[i][same[i] == 0]", []),  # the negatives of each anchor kept whole: one piece per anchor, sizes differ
+        ("d[i][same[i] == 0].sort()[0]", []),
+    ],
+)
+def test_tl401_masked_selection_reduced_per_anchor(picked: str, expected: list[int]) -> None:
+    source = f"""
+    class HardTriplet(torch.nn.Module):
+        def forward(self, emb, labels):
+            n = emb.size(0)
+            d = torch.cdist(emb, emb)
+            same = labels[:, None] == labels[None, :]
+            picked = []
+            for i in range(n):
+                picked.append({picked})
+            return torch.cat(picked)
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("helper", "expected"),
+    [
+        ("return F.cross_entropy(a, b, reduction='none').topk(4)[0].mean()", [7]),
+        ("return torch.nonzero(a.argmax(0) == b).flatten().float()", []),  # a result of its own size per sample
+        ("return a", []),  # nothing computed
+    ],
+)
+def test_tl401_helper_defined_inside_the_loss(helper: str, expected: list[int]) -> None:
+    source = f"""
+    def bootstrapped_loss(input, target):
+        batch_size = input.size()[0]
+        def single(a, b):
+            {helper}
+        total = 0.0
+        for i in range(batch_size):
+            total += single(input[i].unsqueeze(0), target[i].unsqueeze(0))
+        return total / batch_size
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("use", "expected"),
+    [
+        ("sim = emb @ emb.t()", [6]),  # a product of matrices: one tensor whose rows are the samples
+        ("sim = torch.cdist(emb, emb)", [6]),
+        ("sim = torch.stack(emb)", []),  # a list of tensors stacked: its parts may be levels, not samples
+    ],
+)
+def test_tl401_rows_of_a_similarity_matrix_summed_per_anchor(use: str, expected: list[int]) -> None:
+    source = f"""
+    class Pull(torch.nn.Module):
+        def forward(self, emb, labels):
+            {use}
+            total = 0
+            for i, row in enumerate(sim):
+                total = total + row[labels == labels[i]].mean() - row[labels != labels[i]].mean()
+            return total
+    """
+    assert lines("TL401", source) == expected

@@ -706,6 +706,8 @@ ANCHOR_BODY = (
     "d = torch.cdist($p, $p)\nap, an = [], []\nfor i in range(len($p)):  # expect: TL401\n    ap.append(torch.max(d[i][$t == $t[i]]))\n    an.append(torch.min(d[i][$t != $t[i]]))\nreturn F.relu(torch.stack(ap) - torch.stack(an) + 0.3).mean()",
     "d = torch.cdist($p, $p)\nsame = $t[:, None].eq($t[None, :])\nap = torch.stack([d[k, same[k]].amax() for k in range($p.shape[0])])  # expect: TL401\nreturn ap.mean()",
     "d = $p @ $p.t()\npull = 0\nfor i, row in enumerate(d):  # expect: TL401\n    pull = pull + row[$t == $t[i]].mean() - row[$t != $t[i]].mean()\nreturn -pull / len($t)",
+    "sim = $p @ $p.t()\nloss = 0\nfor i in range($p.size(0)):  # expect: TL401\n    pos = sim[i, $t == $t[i]]\n    loss = loss - torch.log(pos.exp().sum() / sim[i].exp().sum())\nreturn loss / $p.size(0)",
+    "d = torch.cdist($p, $p)\nviolations = [(d[k][$t != $t[k]] - 0.5).clamp(min=0).mean() for k in range(len($p))]  # expect: TL401\nreturn torch.stack(violations).mean()",
     "def one(a, b):\n    return F.cross_entropy(a.unsqueeze(0), b.unsqueeze(0))\n\ntotal = 0\nfor i in range($p.size(0)):  # expect: TL401\n    total = total + one($p[i], $t[i])\nreturn total / $p.size(0)",
     "batch_size = $p.size()[0]\n\ndef _single(a, b, k=4):\n    loss = F.cross_entropy(a, b, reduction=\"none\")\n    return loss.topk(k)[0].mean()\n\nloss = 0.0\nfor i in range(batch_size):  # expect: TL401\n    loss += _single(torch.unsqueeze($p[i], 0), torch.unsqueeze($t[i], 0))\nreturn loss / batch_size",
     "def hinge(a, b):\n    return (1 - a[b] + a).clamp(min=0).sum()\n\nreturn torch.stack([hinge(a, b) for a, b in zip(F.log_softmax($p, dim=1), $t)]).mean()  # expect: TL401",

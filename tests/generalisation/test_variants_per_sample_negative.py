@@ -219,6 +219,8 @@ ANCHOR_MISS = (
     # the positives of each anchor kept whole: one piece per anchor, each its own length
     "d = torch.cdist($p, $p)\nsame = $t[:, None] == $t[None, :]\nkept = []\nfor i in range($p.size(0)):\n    kept.append(d[i][same[i]])\nreturn torch.cat(kept).mean()",
     "d = torch.cdist($p, $p)\nranked = []\nfor i in range(len($p)):\n    ranked.append(d[i][$t == $t[i]].sort()[0])\nreturn torch.cat(ranked).mean()",
+    "d = torch.cdist($p, $p)\nkept = []\nfor i in range($p.size(0)):\n    pos = d[i][$t == $t[i]]\n    kept.append(pos.sort(descending=True)[0])\nreturn torch.cat(kept).mean()",
+    "d = torch.cdist($p, $p)\nkept = []\nfor i in range($p.size(0)):\n    pos = d[i][$t == $t[i]]\n    kept.append(pos * 2)\nreturn torch.cat(kept).mean()",
     # a helper defined in the loss whose result differs in size per sample
     "def hits(a):\n    return a.nonzero()[:, 0].float()\n\nreturn torch.cat([hits(a) for a in $p.size(0) * [$p.sum(0)]]).mean()",
     "def hits(a, b):\n    return torch.nonzero(a > b).flatten().float()\n\nfound = []\nfor i in range($p.size(0)):\n    found.append(hits($p[i], 0.5))\nreturn torch.cat(found).sum()",

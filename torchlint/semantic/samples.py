@@ -19,7 +19,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
-from torchlint.semantic import list_loops
+from torchlint.semantic import list_loops, masked_reductions
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_body import SampleBody
 from torchlint.semantic.sample_callees import VARIABLE_LENGTH, Callees
@@ -42,9 +42,6 @@ _COMBINERS = frozenset(
     "torch.stack torch.cat torch.concat torch.concatenate torch.vstack torch.tensor torch.as_tensor "
     "torch.Tensor torch.FloatTensor numpy.mean numpy.array numpy.stack".split()
 )
-
-# Reductions that leave one value per masked selection, whatever the mask selects.
-_MASK_REDUCTIONS = frozenset("max min sum mean amax amin prod any all norm logsumexp".split())
 
 _SHAPE_METHODS = frozenset("view reshape expand repeat new_zeros new_ones new_empty new_full".split())
 
@@ -185,21 +182,8 @@ class PerSampleLoops:
                 elif isinstance(part, cst.Index) and isinstance(part.value, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)):
                     operator = getattr(part.value, "operator", None)
                     if isinstance(part.value, cst.Comparison) or isinstance(operator, (cst.BitAnd, cst.BitOr, cst.BitInvert)):
-                        if not self._reduced(node):
+                        if not masked_reductions.reduced(self.context, node, nodes):
                             return True
-        return False
-
-    def _reduced(self, selection: cst.Subscript) -> bool:
-        """`d[i][mask[i]].max()`, `torch.sum(x[i][x[i] > 0])`: a masked selection reduced at once, which gives
-        every sample a result of the same size (one masked reduction over the batch does it)."""
-        parent = self.context.parent(selection)
-        if isinstance(parent, cst.Attribute) and parent.value is selection:
-            call = self.context.parent(parent)
-            return isinstance(call, cst.Call) and call.func is parent and parent.attr.value in _MASK_REDUCTIONS
-        if isinstance(parent, cst.Arg) and parent.keyword is None:
-            call = self.context.parent(parent)
-            qualname = (self.context.qualname(call) or "") if isinstance(call, cst.Call) else ""
-            return qualname.startswith("torch.") and qualname[6:] in _MASK_REDUCTIONS and call.args[0] is parent
         return False
 
     def _sample_roots(self, loop: SampleLoop, scope: Scope, nodes: list[cst.CSTNode]) -> set[str]:

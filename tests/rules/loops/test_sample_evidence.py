@@ -335,6 +335,8 @@ def test_tl407_rows_read_once_are_noise(caller: str, expected: list[int]) -> Non
         ("d[i][labels != labels[i]].mean()", [8]),
         ("d[i][same[i] == 0]", []),  # the negatives of each anchor kept whole: one piece per anchor, sizes differ
         ("d[i][same[i] == 0].sort()[0]", []),
+        ("(d[i][same[i] == 0] - 0.3).clamp(min=0).mean()", [8]),  # element-wise math, then one value
+        ("d[i][same[i] == 0].exp() * 2", []),
     ],
 )
 def test_tl401_masked_selection_reduced_per_anchor(picked: str, expected: list[int]) -> None:
@@ -390,6 +392,28 @@ def test_tl401_rows_of_a_similarity_matrix_summed_per_anchor(use: str, expected:
             total = 0
             for i, row in enumerate(sim):
                 total = total + row[labels == labels[i]].mean() - row[labels != labels[i]].mean()
+            return total
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("uses", "expected"),
+    [
+        ("total = total - torch.log(pos.exp().sum() / sim[i].exp().sum())", [6]),
+        ("total = total + pos.max() - pos.min()", [6]),
+        ("total = total + pos.max() + pos.sort()[0][-1]", []),  # one read kept whole: pieces of varying size
+    ],
+)
+def test_tl401_masked_selection_named_then_reduced(uses: str, expected: list[int]) -> None:
+    source = f"""
+    class Contrast(torch.nn.Module):
+        def forward(self, emb, labels):
+            sim = emb @ emb.t()
+            total = 0
+            for i in range(emb.size(0)):
+                pos = sim[i, labels == labels[i]]
+                {uses}
             return total
     """
     assert lines("TL401", source) == expected

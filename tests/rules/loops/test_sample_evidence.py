@@ -402,7 +402,7 @@ def test_tl401_rows_of_a_similarity_matrix_summed_per_anchor(use: str, expected:
     [
         ("total = total - torch.log(pos.exp().sum() / sim[i].exp().sum())", [6]),
         ("total = total + pos.max() - pos.min()", [6]),
-        ("total = total + pos.max() + pos.sort()[0][-1]", []),  # one read kept whole: pieces of varying size
+        ("total = total + pos.max() + pos.sort()[0][-1]", []),  # a read that is no reduction (`sort`) is not followed
     ],
 )
 def test_tl401_masked_selection_named_then_reduced(uses: str, expected: list[int]) -> None:

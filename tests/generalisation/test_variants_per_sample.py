@@ -449,6 +449,72 @@ PG_SHAPES = [
     )
 ]
 
+# -- a replay minibatch drawn as a batch, each transition run through the networks on its own ----------------------
+REPLAY_LOOP = (
+    "loss = 0\nfor s, a, r, s2, d in $mb:  # expect: TL401\n    q = self.$q(torch.as_tensor(s, dtype=torch.float32, device=device).unsqueeze(0))[0, a]\n    nxt = self.$q_target(torch.as_tensor(s2, dtype=torch.float32, device=device).unsqueeze(0)).max()\n    loss = loss + F.smooth_l1_loss(q, (r + self.gamma * nxt * (1 - d)).detach())",
+    "losses = []\nfor $t in $mb:  # expect: TL401\n    s = torch.FloatTensor($t[0]).unsqueeze(0).to(device)\n    q = self.$q(s)[0, $t[1]]\n    losses.append((q - $t[2]) ** 2)\nloss = torch.stack(losses).mean()",
+    "loss = torch.stack([F.mse_loss(self.$q(torch.tensor(s, device=device)[None])[0, a], torch.tensor(float(r), device=device)) for s, a, r, s2, d in $mb]).mean()  # expect: TL401",
+)
+
+REPLAY_DRAW = (
+    "$mb = random.sample(self.$memory, self.$bs)",
+    "$mb = random.choices(self.$memory, k=self.$bs)",
+    "$mb = random.sample(self.$memory, BATCH_SIZE)",
+    "batch_size = self.$bs\n$mb = random.sample(self.$memory, k=batch_size)",
+)
+
+REPLAY_AGENT = """
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+BATCH_SIZE = 32
+
+
+class $Agent:
+    def __init__(self, gamma=0.99):
+        self.$q = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2)).to(device)
+        self.$q_target = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2)).to(device)
+        self.optimizer = torch.optim.Adam(self.$q.parameters(), lr=1e-3)
+        self.$memory = []
+        self.$bs = BATCH_SIZE
+        self.gamma = gamma
+
+    def learn(self):
+        if len(self.$memory) < self.$bs:
+            return
+        $draw
+        $replay_loop
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+"""
+
+REPLAY_MAIN = """
+import random
+from agent import $Agent
+
+agent = $Agent()
+for step in range(10000):
+    agent.$memory.append(([random.random()] * 4, random.randrange(2), 1.0, [random.random()] * 4, 0.0))
+    agent.learn()
+"""
+
+REPLAY_SHAPES = [
+    Shape(
+        name="replay-per-transition/method",
+        files={"agent.py": REPLAY_AGENT, "main.py": REPLAY_MAIN},
+        slots={"replay_loop": REPLAY_LOOP, "draw": REPLAY_DRAW, "Agent": ("DQNAgent", "Learner", "A"),
+               "q": ("q_net", "model", "policy_net", "f"), "q_target": ("target_net", "q_hat", "g"),
+               "memory": ("memory", "buffer", "replay", "m"), "bs": ("batch_size", "bs", "BATCH_SIZE"),
+               "mb": ("minibatch", "batch", "transitions", "xs"), "t": ("transition", "tr", "e")},
+        select=SELECT,
+    )
+]
+
 # -- per-element tensor work (TL407) --------------------------------------------------------------------------
 ELEMENT_EVAL = """
 $model.eval()
@@ -916,7 +982,7 @@ CUDA_SHAPES = [
 ]
 
 SHAPES = (
-    _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
+    _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + REPLAY_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
     + HELPER_SHAPES + ANCHOR_SHAPES + BUILD_SHAPES + WALK_SHAPES + CUDA_SHAPES
 )
 

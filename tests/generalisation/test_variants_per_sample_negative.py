@@ -14,6 +14,8 @@ from tests.generalisation.test_variants_per_sample import (
     LOSS_CLASS,
     NAMES,
     NETS,
+    REPLAY_AGENT,
+    REPLAY_MAIN,
     SELECT,
     WALK_FRAMES,
 )
@@ -255,6 +257,12 @@ ANCHOR_MISS_SLOTS = {"helper": ("triplet_loss", "hard_mining", "h"), "Loss": ("D
                      "ann": ("", ": torch.Tensor"), "p": ("emb", "inputs", "a_", "u"), "t": ("targets", "labels", "b_"),
                      "f": ("f", "o", "out", "level"), **NAMES}
 
+# -- transitions one at a time on purpose: a few picked to show, or one optimiser step per transition -----------
+REPLAY_MISS = (
+    "shown = []\nfor s, a, r, s2, d in random.sample(self.$memory, 4):\n    shown.append(self.$q(torch.tensor(s, device=device).unsqueeze(0)).argmax().item())\nprint(shown)",
+    "for s, a, r, s2, d in $mb:\n    q = self.$q(torch.tensor(s, device=device).unsqueeze(0))[0, a]\n    step_loss = (q - r) ** 2\n    self.optimizer.zero_grad()\n    step_loss.backward()\n    self.optimizer.step()",
+)
+
 SHAPES = [
     Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
           slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
@@ -271,6 +279,10 @@ SHAPES = [
           slots={"helper_body": ANCHOR_MISS, **ANCHOR_MISS_SLOTS}, select=SELECT),
     Shape(name="near-miss-anchor/list_of_outputs", files={"nets.py": NETS, "losses.py": LOSS_CLASS, "main.py": LIST_LOSS_MAIN},
           slots={"helper_body": LIST_LOSS, **ANCHOR_MISS_SLOTS}, select=SELECT),
+    Shape(name="near-miss-replay/method", files={"agent.py": REPLAY_AGENT.replace("        self.optimizer.zero_grad()\n        loss.backward()\n        self.optimizer.step()\n", ""), "main.py": REPLAY_MAIN},
+          slots={"replay_loop": REPLAY_MISS, "draw": ("$mb = random.sample(self.$memory, self.$bs)",), "Agent": ("DQNAgent", "A"),
+                 "q": ("q_net", "model", "f"), "q_target": ("target_net", "g"), "memory": ("memory", "buffer", "m"),
+                 "bs": ("batch_size", "bs"), "mb": ("minibatch", "batch", "xs")}, select=SELECT),
 ] + [Shape(name=f"near-miss-walk/{frame}", files=files, slots=WALK_SLOTS, select=SELECT) for frame, files in WALK_FRAMES.items()]
 
 LIMIT = 24

@@ -26,7 +26,7 @@ from torchlint.semantic.values import value_kinds
 
 _CONTAINERS = (cst.List, cst.ListComp, cst.Tuple, cst.GeneratorExp)
 
-_BATCH_SIZE = re.compile(r"^((\w+_)?(batch_size|bs|bsz|n_batch|nbatch|batchsize)|num_samples|n_samples|B)$")
+_BATCH_SIZE = re.compile(r"^((\w+_)?(batch_size|bs|bsz|n_batch|nbatch|batchsize|BATCH_SIZE|BATCHSIZE)|num_samples|n_samples|B)$")
 
 
 _BATCH_PARAM = re.compile(

@@ -263,6 +263,35 @@ REPLAY_MISS = (
     "for s, a, r, s2, d in $mb:\n    q = self.$q(torch.tensor(s, device=device).unsqueeze(0))[0, a]\n    step_loss = (q - r) ** 2\n    self.optimizer.zero_grad()\n    step_loss.backward()\n    self.optimizer.step()",
 )
 
+# -- a state carried through the loop's work, or weights trained per element (meta-learning tasks) ---------------
+CARRIED_MISS = (
+    # annealed sampling: each noise level refines the same images the model reads
+    "for k, level in enumerate($levels):\n    $x = $x + 0.01 * level * $model($x) + torch.randn_like($x) * level",
+    "for k, level in enumerate($levels):\n    grad = $model($x)\n    $x = $x + level * grad - 0.5 * level * $x",
+    # one task per element: its own weights adapted by hand, then run
+    "for i in range($x.size(0)):\n    weights = dict($model.named_parameters())\n    inner = F.mse_loss(torch.func.functional_call($model, weights, ($x[i],)), $x[i])\n    grads = torch.autograd.grad(inner, list(weights.values()))\n    fast = {k: w - 0.01 * g for (k, w), g in zip(weights.items(), grads)}\n    outer = outer + F.mse_loss(torch.func.functional_call($model, fast, ($x[i],)), $x[i])",
+)
+
+CARRIED_MAIN = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def $refine($model, $x, $levels):
+    $levels = $levels.to($x.device)
+    outer = 0
+    $carried
+    return $x, outer
+
+
+$model = nn.Linear(16, 16).to(device)
+for epoch in range(100):
+    $refine($model, torch.randn(8, 16, device=device), torch.linspace(1.0, 0.01, 10, device=device))
+"""
+
 SHAPES = [
     Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
           slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
@@ -283,6 +312,9 @@ SHAPES = [
           slots={"replay_loop": REPLAY_MISS, "draw": ("$mb = random.sample(self.$memory, self.$bs)",), "Agent": ("DQNAgent", "A"),
                  "q": ("q_net", "model", "f"), "q_target": ("target_net", "g"), "memory": ("memory", "buffer", "m"),
                  "bs": ("batch_size", "bs"), "mb": ("minibatch", "batch", "xs")}, select=SELECT),
+    Shape(name="near-miss-carried/function", files={"main.py": CARRIED_MAIN},
+          slots={"carried": CARRIED_MISS, "refine": ("refine", "anneal", "adapt", "f"), "model": ("model", "scorenet", "net", "m"),
+                 "x": ("x", "x_mod", "images", "a_"), "levels": ("sigmas", "levels", "noise_levels", "b_")}, select=SELECT),
 ] + [Shape(name=f"near-miss-walk/{frame}", files=files, slots=WALK_SLOTS, select=SELECT) for frame, files in WALK_FRAMES.items()]
 
 LIMIT = 24

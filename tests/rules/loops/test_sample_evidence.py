@@ -417,3 +417,56 @@ def test_tl401_masked_selection_named_then_reduced(uses: str, expected: list[int
             return total
     """
     assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("update", "expected"),
+    [
+        ("total = total + self.fc(x[i]).sum() - 0.1 * x[i].sum()", [5]),  # a running sum of per-sample work
+        ("total = total - self.fc(x[i]).mean()", [5]),
+    ],
+)
+def test_tl401_running_sum_of_several_terms(update: str, expected: list[int]) -> None:
+    source = f"""
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            total = 0
+            for i in range(x.size(0)):
+                {update}
+            return total
+    """
+    assert lines("TL401", source) == expected
+
+
+def test_tl401_state_read_before_its_running_update_is_carried() -> None:
+    source = """
+    class Refine(torch.nn.Module):
+        def forward(self, x):
+            h = torch.zeros_like(x[0])
+            for i in range(x.size(0)):
+                delta = self.fc(h)
+                h = h + delta * x[i] - 0.1 * x[i]
+            return h
+    """
+    assert lines("TL401", source) == []
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        ("outer = outer + F.cross_entropy(self.net(xs[i], fast), ys[i])", []),  # each task runs its own weights
+        ("outer = outer + F.cross_entropy(self.net(xs[i]), ys[i]) + grads[0].sum()", [5]),  # per-sample gradients only
+    ],
+)
+def test_tl401_tasks_that_train_their_own_weights(run: str, expected: list[int]) -> None:
+    source = f"""
+    class Meta(torch.nn.Module):
+        def forward(self, xs, ys):
+            outer = 0
+            for i in range(xs.size(0)):
+                grads = torch.autograd.grad(F.cross_entropy(self.net(xs[i]), ys[i]), self.net.parameters())
+                fast = [w - 0.01 * g for w, g in zip(self.net.parameters(), grads)]
+                {run}
+            return outer
+    """
+    assert lines("TL401", source) == expected

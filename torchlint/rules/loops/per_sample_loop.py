@@ -96,7 +96,7 @@ class PerSampleLoop(Rule):
         "`pytorch_msssim.ssim`), or tensor arithmetic on `x[i]`, and appends, assigns `out[i] = ...` or accumulates the result "
         "(read as a number with `.item()` only for a module, a loss or such a function: a metric per image), or "
         "back-propagates a per-sample loss (gradients summed one sample at a time; not when the loop steps an "
-        "optimizer, clears gradients or reads `.grad` per sample). "
+        "optimizer, clears gradients or reads `.grad` per sample, nor when each element adapts weights of its own by hand and runs them: the tasks of meta-learning). "
         "A loop over a list of tensors is reported only when its body is plain arithmetic on each element (or "
         "a loss of the functional API on them) and the results go to `torch.cat`/`torch.stack`, or are summed "
         "step by step (`loss += -log_prob * R`) over per-step lists (log-probabilities, rewards, returns, a "

@@ -449,6 +449,72 @@ PG_SHAPES = [
     )
 ]
 
+# -- a replay minibatch drawn as a batch, each transition run through the networks on its own ----------------------
+REPLAY_LOOP = (
+    "loss = 0\nfor s, a, r, s2, d in $mb:  # expect: TL401\n    q = self.$q(torch.as_tensor(s, dtype=torch.float32, device=device).unsqueeze(0))[0, a]\n    nxt = self.$q_target(torch.as_tensor(s2, dtype=torch.float32, device=device).unsqueeze(0)).max()\n    loss = loss + F.smooth_l1_loss(q, (r + self.gamma * nxt * (1 - d)).detach())",
+    "losses = []\nfor $t in $mb:  # expect: TL401\n    s = torch.FloatTensor($t[0]).unsqueeze(0).to(device)\n    q = self.$q(s)[0, $t[1]]\n    losses.append((q - $t[2]) ** 2)\nloss = torch.stack(losses).mean()",
+    "loss = torch.stack([F.mse_loss(self.$q(torch.tensor(s, device=device)[None])[0, a], torch.tensor(float(r), device=device)) for s, a, r, s2, d in $mb]).mean()  # expect: TL401",
+)
+
+REPLAY_DRAW = (
+    "$mb = random.sample(self.$memory, self.$bs)",
+    "$mb = random.choices(self.$memory, k=self.$bs)",
+    "$mb = random.sample(self.$memory, BATCH_SIZE)",
+    "batch_size = self.$bs\n$mb = random.sample(self.$memory, k=batch_size)",
+)
+
+REPLAY_AGENT = """
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+BATCH_SIZE = 32
+
+
+class $Agent:
+    def __init__(self, gamma=0.99):
+        self.$q = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2)).to(device)
+        self.$q_target = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2)).to(device)
+        self.optimizer = torch.optim.Adam(self.$q.parameters(), lr=1e-3)
+        self.$memory = []
+        self.$bs = BATCH_SIZE
+        self.gamma = gamma
+
+    def learn(self):
+        if len(self.$memory) < self.$bs:
+            return
+        $draw
+        $replay_loop
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+"""
+
+REPLAY_MAIN = """
+import random
+from agent import $Agent
+
+agent = $Agent()
+for step in range(10000):
+    agent.$memory.append(([random.random()] * 4, random.randrange(2), 1.0, [random.random()] * 4, 0.0))
+    agent.learn()
+"""
+
+REPLAY_SHAPES = [
+    Shape(
+        name="replay-per-transition/method",
+        files={"agent.py": REPLAY_AGENT, "main.py": REPLAY_MAIN},
+        slots={"replay_loop": REPLAY_LOOP, "draw": REPLAY_DRAW, "Agent": ("DQNAgent", "Learner", "A"),
+               "q": ("q_net", "model", "policy_net", "f"), "q_target": ("target_net", "q_hat", "g"),
+               "memory": ("memory", "buffer", "replay", "m"), "bs": ("batch_size", "bs", "BATCH_SIZE"),
+               "mb": ("minibatch", "batch", "transitions", "xs"), "t": ("transition", "tr", "e")},
+        select=SELECT,
+    )
+]
+
 # -- per-element tensor work (TL407) --------------------------------------------------------------------------
 ELEMENT_EVAL = """
 $model.eval()
@@ -699,6 +765,65 @@ HELPER_SHAPES = [
     for caller, code in HELPER_CALLERS.items()
 ]
 
+# -- a loss of another file that works anchor by anchor or image by image: a masked selection reduced at once
+# (one value per sample, whatever the mask selects), or a helper defined inside the loss itself ------------------
+ANCHOR_BODY = (
+    "n = $p.size(0)\nd = torch.cdist($p, $p)\nsame = $t.unsqueeze(0) == $t.unsqueeze(1)\nhardest = []\nfor i in range(n):  # expect: TL401\n    hardest.append(d[i][same[i]].max() - d[i][same[i] == 0].min())\nreturn F.relu(torch.stack(hardest) + 0.3).mean()",
+    "d = torch.cdist($p, $p)\nap, an = [], []\nfor i in range(len($p)):  # expect: TL401\n    ap.append(torch.max(d[i][$t == $t[i]]))\n    an.append(torch.min(d[i][$t != $t[i]]))\nreturn F.relu(torch.stack(ap) - torch.stack(an) + 0.3).mean()",
+    "d = torch.cdist($p, $p)\nsame = $t[:, None].eq($t[None, :])\nap = torch.stack([d[k, same[k]].amax() for k in range($p.shape[0])])  # expect: TL401\nreturn ap.mean()",
+    "d = $p @ $p.t()\npull = 0\nfor i, row in enumerate(d):  # expect: TL401\n    pull = pull + row[$t == $t[i]].mean() - row[$t != $t[i]].mean()\nreturn -pull / len($t)",
+    "sim = $p @ $p.t()\nloss = 0\nfor i in range($p.size(0)):  # expect: TL401\n    pos = sim[i, $t == $t[i]]\n    loss = loss - torch.log(pos.exp().sum() / sim[i].exp().sum())\nreturn loss / $p.size(0)",
+    "d = torch.cdist($p, $p)\nviolations = [(d[k][$t != $t[k]] - 0.5).clamp(min=0).mean() for k in range(len($p))]  # expect: TL401\nreturn torch.stack(violations).mean()",
+    "def one(a, b):\n    return F.cross_entropy(a.unsqueeze(0), b.unsqueeze(0))\n\ntotal = 0\nfor i in range($p.size(0)):  # expect: TL401\n    total = total + one($p[i], $t[i])\nreturn total / $p.size(0)",
+    "batch_size = $p.size()[0]\n\ndef _single(a, b, k=4):\n    loss = F.cross_entropy(a, b, reduction=\"none\")\n    return loss.topk(k)[0].mean()\n\nloss = 0.0\nfor i in range(batch_size):  # expect: TL401\n    loss += _single(torch.unsqueeze($p[i], 0), torch.unsqueeze($t[i], 0))\nreturn loss / batch_size",
+    "def hinge(a, b):\n    return (1 - a[b] + a).clamp(min=0).sum()\n\nreturn torch.stack([hinge(a, b) for a, b in zip(F.log_softmax($p, dim=1), $t)]).mean()  # expect: TL401",
+)
+
+LOSS_CLASS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class $Loss(nn.Module):
+    def __init__(self, margin=0.3):
+        super().__init__()
+        self.margin = margin
+
+    def forward(self, $p, $t):
+        $helper_body
+"""
+
+LOSS_CLASS_MAIN = (
+    IMPORTS
+    + "from nets import Net\nfrom losses import $Loss\n"
+    + """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$model = Net().to(device)
+$criterion = $Loss()
+$loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))), batch_size=64, num_workers=4)
+$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
+for epoch in range(10):
+    for $x, $y in $loader:
+        $x, $y = $x.to(device), $y.to(device)
+        $loss = $criterion($model($x), $y)
+        $optimizer.zero_grad()
+        $loss.backward()
+        $optimizer.step()
+"""
+)
+
+ANCHOR_SLOTS = {"helper_body": ANCHOR_BODY, "helper": ("triplet_loss", "hard_mining", "criterion_fn", "h"),
+                "Loss": ("TripletLoss", "HardLoss", "Objective", "L"), "ann": ("", ": torch.Tensor"),
+                "p": ("emb", "inputs", "a_", "u"), "t": ("targets", "labels", "b_", "w"), **NAMES}
+
+ANCHOR_SHAPES = [
+    Shape(name="anchor-loss/function", files={"nets.py": NETS, "helpers.py": HELPER, "main.py": HELPER_MAIN + HELPER_CALLERS["step"]},
+          slots=ANCHOR_SLOTS, select=SELECT),
+    Shape(name="anchor-loss/module", files={"nets.py": NETS, "losses.py": LOSS_CLASS, "main.py": LOSS_CLASS_MAIN},
+          slots=ANCHOR_SLOTS, select=SELECT),
+]
+
 # -- one tensor built per element and moved to the device (TL407) ------------------------------------------------
 BUILD_PER_ELEMENT = """
 import numpy as np
@@ -857,8 +982,8 @@ CUDA_SHAPES = [
 ]
 
 SHAPES = (
-    _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
-    + HELPER_SHAPES + BUILD_SHAPES + WALK_SHAPES + CUDA_SHAPES
+    _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + REPLAY_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
+    + HELPER_SHAPES + ANCHOR_SHAPES + BUILD_SHAPES + WALK_SHAPES + CUDA_SHAPES
 )
 
 LIMIT = 24

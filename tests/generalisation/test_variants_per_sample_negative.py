@@ -6,7 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.generalisation.test_variants_per_sample import IMPORTS, NAMES, SELECT, WALK_FRAMES
+from tests.generalisation.test_variants_per_sample import (
+    HELPER,
+    HELPER_CALLERS,
+    HELPER_MAIN,
+    IMPORTS,
+    LOSS_CLASS,
+    NAMES,
+    NETS,
+    REPLAY_AGENT,
+    REPLAY_MAIN,
+    SELECT,
+    WALK_FRAMES,
+)
 from tests.generalisation.variants import Shape, check
 
 # -- inside a module's forward: layers, heads, time steps, sizes per sample -------------------------------------
@@ -204,6 +216,82 @@ WALK_SLOTS = {"walk": WALK_MISS, "model": ("model", "rnn", "m"), "optimizer": ("
               "loader": ("loader", "batches"), "x": ("x", "tokens", "a_"), "lengths": ("lengths", "lens", "b_"),
               "longest": ("longest", "max_len", "t_"), "loss": ("loss", "objective"), "step": ("train_step", "g")}
 
+# -- a loss that works anchor by anchor but keeps pieces of different sizes, or a helper of varying size ----------
+ANCHOR_MISS = (
+    # the positives of each anchor kept whole: one piece per anchor, each its own length
+    "d = torch.cdist($p, $p)\nsame = $t[:, None] == $t[None, :]\nkept = []\nfor i in range($p.size(0)):\n    kept.append(d[i][same[i]])\nreturn torch.cat(kept).mean()",
+    "d = torch.cdist($p, $p)\nranked = []\nfor i in range(len($p)):\n    ranked.append(d[i][$t == $t[i]].sort()[0])\nreturn torch.cat(ranked).mean()",
+    "d = torch.cdist($p, $p)\nkept = []\nfor i in range($p.size(0)):\n    pos = d[i][$t == $t[i]]\n    kept.append(pos.sort(descending=True)[0])\nreturn torch.cat(kept).mean()",
+    "d = torch.cdist($p, $p)\nkept = []\nfor i in range($p.size(0)):\n    pos = d[i][$t == $t[i]]\n    kept.append(pos * 2)\nreturn torch.cat(kept).mean()",
+    # a helper defined in the loss whose result differs in size per sample
+    "def hits(a):\n    return a.nonzero()[:, 0].float()\n\nreturn torch.cat([hits(a) for a in $p.size(0) * [$p.sum(0)]]).mean()",
+    "def hits(a, b):\n    return torch.nonzero(a > b).flatten().float()\n\nfound = []\nfor i in range($p.size(0)):\n    found.append(hits($p[i], 0.5))\nreturn torch.cat(found).sum()",
+)
+
+# deep supervision: the loss is handed a list of outputs, each against the whole batch of labels
+LIST_LOSS_MAIN = (
+    IMPORTS
+    + "from nets import Net\nfrom losses import $Loss\n"
+    + """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+$model = Net().to(device)
+$criterion = $Loss()
+$loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))), batch_size=64, num_workers=4)
+$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
+for epoch in range(10):
+    for $x, $y in $loader:
+        $x, $y = $x.to(device), $y.to(device)
+        $loss = $criterion([$model($x), $model($x.flip(3))], $y)
+        $optimizer.zero_grad()
+        $loss.backward()
+        $optimizer.step()
+"""
+)
+
+LIST_LOSS = (
+    "total = 0\nfor $f in $p:\n    total = total + F.cross_entropy($f, $t)\nreturn total / len($p) + 0.01 * torch.stack($p).pow(2).mean()",
+    "return torch.stack([F.cross_entropy($f, $t) for $f in $p]).mean() + 0 * torch.cat($p).sum()",
+)
+
+ANCHOR_MISS_SLOTS = {"helper": ("triplet_loss", "hard_mining", "h"), "Loss": ("DeepLoss", "Objective", "L"),
+                     "ann": ("", ": torch.Tensor"), "p": ("emb", "inputs", "a_", "u"), "t": ("targets", "labels", "b_"),
+                     "f": ("f", "o", "out", "level"), **NAMES}
+
+# -- transitions one at a time on purpose: a few picked to show, or one optimiser step per transition -----------
+REPLAY_MISS = (
+    "shown = []\nfor s, a, r, s2, d in random.sample(self.$memory, 4):\n    shown.append(self.$q(torch.tensor(s, device=device).unsqueeze(0)).argmax().item())\nprint(shown)",
+    "for s, a, r, s2, d in $mb:\n    q = self.$q(torch.tensor(s, device=device).unsqueeze(0))[0, a]\n    step_loss = (q - r) ** 2\n    self.optimizer.zero_grad()\n    step_loss.backward()\n    self.optimizer.step()",
+)
+
+# -- a state carried through the loop's work, or weights trained per element (meta-learning tasks) ---------------
+CARRIED_MISS = (
+    # annealed sampling: each noise level refines the same images the model reads
+    "for k, level in enumerate($levels):\n    $x = $x + 0.01 * level * $model($x) + torch.randn_like($x) * level",
+    "for k, level in enumerate($levels):\n    grad = $model($x)\n    $x = $x + level * grad - 0.5 * level * $x",
+    # one task per element: its own weights adapted by hand, then run
+    "for i in range($x.size(0)):\n    weights = dict($model.named_parameters())\n    inner = F.mse_loss(torch.func.functional_call($model, weights, ($x[i],)), $x[i])\n    grads = torch.autograd.grad(inner, list(weights.values()))\n    fast = {k: w - 0.01 * g for (k, w), g in zip(weights.items(), grads)}\n    outer = outer + F.mse_loss(torch.func.functional_call($model, fast, ($x[i],)), $x[i])",
+)
+
+CARRIED_MAIN = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def $refine($model, $x, $levels):
+    $levels = $levels.to($x.device)
+    outer = 0
+    $carried
+    return $x, outer
+
+
+$model = nn.Linear(16, 16).to(device)
+for epoch in range(100):
+    $refine($model, torch.randn(8, 16, device=device), torch.linspace(1.0, 0.01, 10, device=device))
+"""
+
 SHAPES = [
     Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
           slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
@@ -216,6 +304,17 @@ SHAPES = [
     Shape(name="near-miss-step/function", files={"main.py": STEP_MAIN},
           slots={"step_miss": STEP_MISS, **NAMES}, select=SELECT),
     Shape(name="near-miss-demo/script", files={"main.py": DEMO}, slots={"demo": DEMO_LOOPS, **NAMES}, select=SELECT),
+    Shape(name="near-miss-anchor/function", files={"nets.py": NETS, "helpers.py": HELPER, "main.py": HELPER_MAIN + HELPER_CALLERS["step"]},
+          slots={"helper_body": ANCHOR_MISS, **ANCHOR_MISS_SLOTS}, select=SELECT),
+    Shape(name="near-miss-anchor/list_of_outputs", files={"nets.py": NETS, "losses.py": LOSS_CLASS, "main.py": LIST_LOSS_MAIN},
+          slots={"helper_body": LIST_LOSS, **ANCHOR_MISS_SLOTS}, select=SELECT),
+    Shape(name="near-miss-replay/method", files={"agent.py": REPLAY_AGENT.replace("        self.optimizer.zero_grad()\n        loss.backward()\n        self.optimizer.step()\n", ""), "main.py": REPLAY_MAIN},
+          slots={"replay_loop": REPLAY_MISS, "draw": ("$mb = random.sample(self.$memory, self.$bs)",), "Agent": ("DQNAgent", "A"),
+                 "q": ("q_net", "model", "f"), "q_target": ("target_net", "g"), "memory": ("memory", "buffer", "m"),
+                 "bs": ("batch_size", "bs"), "mb": ("minibatch", "batch", "xs")}, select=SELECT),
+    Shape(name="near-miss-carried/function", files={"main.py": CARRIED_MAIN},
+          slots={"carried": CARRIED_MISS, "refine": ("refine", "anneal", "adapt", "f"), "model": ("model", "scorenet", "net", "m"),
+                 "x": ("x", "x_mod", "images", "a_"), "levels": ("sigmas", "levels", "noise_levels", "b_")}, select=SELECT),
 ] + [Shape(name=f"near-miss-walk/{frame}", files=files, slots=WALK_SLOTS, select=SELECT) for frame, files in WALK_FRAMES.items()]
 
 LIMIT = 24

@@ -26,7 +26,7 @@ from torchlint.semantic.values import value_kinds
 
 _CONTAINERS = (cst.List, cst.ListComp, cst.Tuple, cst.GeneratorExp)
 
-_BATCH_SIZE = re.compile(r"^((\w+_)?(batch_size|bs|bsz|n_batch|nbatch|batchsize)|num_samples|n_samples|B)$")
+_BATCH_SIZE = re.compile(r"^((\w+_)?(batch_size|bs|bsz|n_batch|nbatch|batchsize|BATCH_SIZE|BATCHSIZE)|num_samples|n_samples|B)$")
 
 
 _BATCH_PARAM = re.compile(
@@ -155,6 +155,8 @@ class Batches:
                 return False  # `torch.chunk(x, n, dim=1)`: pieces of a tensor, not its samples
             # a torch op's output (not a factory: those build fresh tensors of any shape)
             return qualname.startswith("torch.") and value_kinds(self.context).is_tensor(expr)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.MatrixMultiply):
+            return self.is_batch(scope, expr.left, depth=depth + 1)  # `emb @ emb.t()`: a row per sample of `emb`
         if isinstance(expr, cst.Subscript):
             # batch[0], batch["image"] where `batch` is a whole DataLoader element
             if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
@@ -273,6 +275,8 @@ class Batches:
                 or layer_output(self.context, value, lambda n: self.scopes.assigned_anywhere(scope, n))
             ):
                 continue  # `feats = self.encoder(x)` for a module of this file (or torch.nn layers) returning one tensor
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
+                continue  # `sim = emb @ emb.t()`: a product of matrices is one tensor (or array), not a list
             qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
             short = qualname.rsplit(".", 1)[-1]
             if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):

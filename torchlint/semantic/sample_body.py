@@ -319,16 +319,30 @@ class SampleBody:
         return any(isinstance(n, cst.Name) and n.value in self.module_worked for n in descendants(value))
 
     def _accumulator(self, assign: cst.Assign, name: str) -> bool:
-        """`acc = acc + value` / `acc = value + acc` / `acc = torch.cat([acc, value])`."""
+        """`acc = acc + value` / `acc = value + acc` / `acc = acc + a - b` / `acc = torch.cat([acc, value])`."""
         value = assign.value
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Multiply)):
             for side in (value.left, value.right):
                 if isinstance(side, cst.Name) and side.value == name:
                     return True
+        left = value
+        while isinstance(left, cst.BinaryOperation) and isinstance(left.operator, (cst.Add, cst.Subtract)):
+            left = left.left  # `acc + a - b` parses as `(acc + a) - b`: the sum starts from `acc`
+        if left is not value and isinstance(left, cst.Name) and left.value == name:
+            return not self._read_elsewhere(name, assign)
         if isinstance(value, cst.Call) and (self.context.qualname(value) or "") in ("torch.cat", "torch.stack"):
             first = value.args[0].value if value.args else None
             if isinstance(first, (cst.List, cst.Tuple)):
                 return any(isinstance(e.value, cst.Name) and e.value.value == name for e in first.elements)
+        return False
+
+    def _read_elsewhere(self, name: str, assign: cst.Assign) -> bool:
+        """`x = x + step * model(x)`: the running value feeds the loop's work (a state carried between
+        iterations, as in sampling or an optimisation), not only its own sum."""
+        body = getattr(self.loop.node, "body", None)
+        for node in descendants(body) if body is not None else ():
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.Expr)) and node is not assign and name in names_in(node.value):
+                return True
         return False
 
     def _row_store(self, target: cst.Subscript) -> bool:

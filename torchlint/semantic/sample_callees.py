@@ -13,7 +13,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.functions import calls_named, method_named
+from torchlint.semantic.functions import called_function, calls_named, method_named
 from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.sample_scopes import Scope, Scopes
 
@@ -62,6 +62,7 @@ class Callees:
         self.context = context
         self.scopes = scopes
         self._helpers: Optional[dict[str, bool]] = None  # module-level functions: do they compute with torch?
+        self._locals: dict[cst.FunctionDef, bool] = {}  # functions defined inside functions: the same question
         self._receivers: dict[cst.CSTNode, frozenset[str]] = {}
 
     def is_module_call(self, scope: Scope, call: cst.Call) -> bool:
@@ -163,6 +164,10 @@ class Callees:
             return method is not None and self.computes_with_torch(method)
         if not isinstance(func, cst.Name):
             return False
+        local = called_function(self.context, call)
+        if local is not None and local not in self.context.module.body:
+            # `def one(a, b): ...` inside the function that loops: a helper like any other
+            return self._local_helper(local)
         helpers = self._helpers
         if helpers is None:
             helpers = self._helpers = {}
@@ -172,6 +177,12 @@ class Callees:
         if func.value not in helpers:
             helpers[func.value] = self._imported_helper(func)
         return helpers[func.value]
+
+    def _local_helper(self, function: cst.FunctionDef) -> bool:
+        found = self._locals.get(function)
+        if found is None:
+            found = self._locals[function] = self.computes_with_torch(function)
+        return found
 
     def _imported_helper(self, func: cst.Name) -> bool:
         """`calc_psnr` imported from a project module (or a metric library) that computes with torch."""

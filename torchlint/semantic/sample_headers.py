@@ -9,7 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import positional
+from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.names import flatten_targets
 from torchlint.lint.walk import descendants
@@ -114,6 +114,8 @@ class LoopHeaders:
         """A name or attribute that may hold samples: not a loader (its elements are batches), and not a
         Python list gathered by hand (`data: list`, `samples = [...]`, `random.sample(test_data, k=9)`): a
         handful of samples picked for a plot, or images of different sizes."""
+        if isinstance(iterable, cst.Call):
+            return self._minibatch(iterable)
         if not isinstance(iterable, (cst.Name, cst.Attribute)) or self.batches.is_loader(iterable):
             return False
         if isinstance(iterable, cst.Name):
@@ -123,11 +125,21 @@ class LoopHeaders:
                 if _LIST_ANNOTATION.search(self.context.code(param.annotation.annotation)):
                     return False
             for value in self.scopes.assigned_anywhere(scope, iterable.value):
+                if isinstance(value, cst.Call) and self._minibatch(value):
+                    continue
                 if isinstance(value, (cst.List, cst.ListComp, cst.Tuple)) or (
                     isinstance(value, cst.Call) and (self.context.dotted(value.func) or "") in _LIST_BUILDERS
                 ):
                     return False
         return True
+
+    def _minibatch(self, call: cst.Call) -> bool:
+        """`random.sample(self.memory, self.batch_size)`: transitions (or samples) drawn as a batch, whose
+        count the code names as the batch size; not `random.sample(test_data, k=9)` picked for a plot."""
+        if (self.context.qualname(call) or self.context.dotted(call.func) or "") not in ("random.sample", "random.choices"):
+            return False
+        count = argument(call, "k", 1)
+        return count is not None and self.batches.batch_size_name(self.scopes.of(call), count.value)
 
     def _zip_loop(
         self, node: cst.CSTNode, scope: Scope, index: Optional[str], target: cst.BaseExpression, call: cst.Call

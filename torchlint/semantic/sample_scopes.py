@@ -38,7 +38,13 @@ class Scope:
 
 
 _TENSOR_ATTRIBUTES = frozenset(
-    {"size", "shape", "view", "reshape", "dim", "ndim", "unsqueeze", "permute", "transpose", "device", "dtype", "flatten", "to", "cuda", "float", "is_cuda"}
+    {"size", "shape", "view", "reshape", "dim", "ndim", "unsqueeze", "permute", "transpose", "device", "dtype", "flatten", "to", "cuda", "float", "is_cuda", "t"}
+)
+
+# torch functions that also take a list or a tuple of tensors (or build a tensor from Python data).
+_TAKE_LISTS = frozenset(
+    "stack cat concat concatenate hstack vstack dstack column_stack row_stack block_diag broadcast_tensors "
+    "cartesian_prod meshgrid tensor as_tensor is_tensor numel save load einsum".split()
 )
 
 
@@ -114,6 +120,13 @@ class Scopes:
             elif kind is cst.Attribute and isinstance(child.value, cst.Name):  # type: ignore[attr-defined]
                 if child.attr.value in _TENSOR_ATTRIBUTES:  # type: ignore[attr-defined]
                     scope.tensor_used.add(child.value.value)  # type: ignore[attr-defined]
+            elif kind is cst.BinaryOperation and type(child.operator) is cst.MatrixMultiply:  # type: ignore[attr-defined]
+                # `emb @ emb.t()`: only tensors and arrays multiply as matrices
+                for side in (child.left, child.right):  # type: ignore[attr-defined]
+                    if isinstance(side, cst.Name):
+                        scope.tensor_used.add(side.value)
+            elif kind is cst.Call and scope.params:
+                scope.tensor_used.update(self._torch_operands(child, scope))  # type: ignore[arg-type]
         if isinstance(node, cst.FunctionDef):
             for param in [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]:
                 annotation = param.annotation
@@ -122,6 +135,18 @@ class Scopes:
                 ):
                     scope.tensor_used.add(param.name.value)
         return scope
+
+    def _torch_operands(self, call: cst.Call, scope: Scope) -> list[str]:
+        """Parameters handed to a torch function that computes on a tensor (`torch.cdist(emb, emb)`,
+        `F.normalize(x)`); not to one that also takes a list (`torch.stack(feats)`)."""
+        names = [a.value.value for a in call.args if isinstance(a.value, cst.Name) and a.value.value in scope.params]
+        if not names:
+            return []
+        qualname = self.context.qualname(call) or ""
+        computes = qualname.startswith("torch.nn.functional.") or (
+            qualname.count(".") == 1 and qualname.startswith("torch.") and qualname[6:] not in _TAKE_LISTS
+        )
+        return names if computes else []
 
     def _bind_target(self, scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):

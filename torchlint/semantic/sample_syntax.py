@@ -26,10 +26,17 @@ def flatten_names(target: cst.BaseExpression) -> list[str]:
 
 
 def names_in(expr: cst.CSTNode) -> set[str]:
-    found = {expr.value} if isinstance(expr, cst.Name) else set()
-    for node in descendants(expr):
+    """The variables `expr` reads: not the attribute in `self.target` nor the keyword in `f(k=v)`."""
+    found: set[str] = set()
+    pending = [expr]
+    while pending:
+        node = pending.pop()
         if isinstance(node, cst.Name):
             found.add(node.value)
+        elif isinstance(node, (cst.Attribute, cst.Arg)):
+            pending.append(node.value)
+        else:
+            pending.extend(node.children)
     return found
 
 

@@ -19,7 +19,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
-from torchlint.semantic import list_loops
+from torchlint.semantic import list_loops, masked_reductions
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_body import SampleBody
 from torchlint.semantic.sample_callees import VARIABLE_LENGTH, Callees
@@ -120,6 +120,8 @@ class PerSampleLoops:
                 backward = backward or name == "backward"
         if backward and not self._accumulates_gradients(nodes):
             return False
+        if self._trains_own_weights(scope, nodes):
+            return False
         tainted = set(loop.samples)
         sample_roots = self._sample_roots(loop, scope, nodes)
         if self._varying_size(loop, nodes):
@@ -145,6 +147,27 @@ class PerSampleLoops:
             isinstance(n.func, cst.Attribute) and not n.args
             for n in nodes
             if isinstance(n, cst.Call) and last_name(n.func) == "backward"
+        )
+
+    def _trains_own_weights(self, scope: Scope, nodes: list[cst.CSTNode]) -> bool:
+        """`g = torch.autograd.grad(loss, params)`, `fast = [w - lr * d for ...]`, then `net(x, fast)`: each
+        element trains weights of its own (the tasks of meta-learning), an optimisation per element."""
+        derived: set[str] = set()
+        for node in nodes:
+            if isinstance(node, cst.Assign) and (
+                names_in(node.value) & derived
+                or any(
+                    isinstance(n, cst.Call) and self.context.qualname(n) == "torch.autograd.grad"
+                    for n in [node.value, *descendants(node.value)]
+                )
+            ):
+                for target in node.targets:
+                    derived.update(flatten_names(target.target))
+        return bool(derived) and any(
+            isinstance(n, cst.Call)
+            and any(isinstance(a.value, cst.Name) and a.value.value in derived for a in n.args[1:])
+            and (self.callees.is_module_call(scope, n) or (self.context.qualname(n) or "").endswith(".functional_call"))
+            for n in nodes
         )
 
     def _varying_size(self, loop: SampleLoop, nodes: list[cst.CSTNode]) -> bool:
@@ -182,7 +205,8 @@ class PerSampleLoops:
                 elif isinstance(part, cst.Index) and isinstance(part.value, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)):
                     operator = getattr(part.value, "operator", None)
                     if isinstance(part.value, cst.Comparison) or isinstance(operator, (cst.BitAnd, cst.BitOr, cst.BitInvert)):
-                        return True
+                        if not masked_reductions.reduced(self.context, node, nodes):
+                            return True
         return False
 
     def _sample_roots(self, loop: SampleLoop, scope: Scope, nodes: list[cst.CSTNode]) -> set[str]:

@@ -325,3 +325,148 @@ def test_tl407_rows_read_once_are_noise(caller: str, expected: list[int]) -> Non
         {caller}
     """
     assert lines("TL407", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("picked", "expected"),
+    [
+        ("d[i][same[i]].max()", [8]),
+        ("torch.min(d[i][same[i] == 0])", [8]),
+        ("d[i][labels != labels[i]].mean()", [8]),
+        ("d[i][same[i] == 0]", []),  # the negatives of each anchor kept whole: one piece per anchor, sizes differ
+        ("d[i][same[i] == 0].sort()[0]", []),
+        ("(d[i][same[i] == 0] - 0.3).clamp(min=0).mean()", [8]),  # element-wise math, then one value
+        ("d[i][same[i] == 0].exp() * 2", []),
+    ],
+)
+def test_tl401_masked_selection_reduced_per_anchor(picked: str, expected: list[int]) -> None:
+    source = f"""
+    class HardTriplet(torch.nn.Module):
+        def forward(self, emb, labels):
+            n = emb.size(0)
+            d = torch.cdist(emb, emb)
+            same = labels[:, None] == labels[None, :]
+            picked = []
+            for i in range(n):
+                picked.append({picked})
+            return torch.cat(picked)
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("helper", "expected"),
+    [
+        ("return F.cross_entropy(a, b, reduction='none').topk(4)[0].mean()", [7]),
+        ("return torch.nonzero(a.argmax(0) == b).flatten().float()", []),  # a result of its own size per sample
+        ("return a", []),  # nothing computed
+    ],
+)
+def test_tl401_helper_defined_inside_the_loss(helper: str, expected: list[int]) -> None:
+    source = f"""
+    def bootstrapped_loss(input, target):
+        batch_size = input.size()[0]
+        def single(a, b):
+            {helper}
+        total = 0.0
+        for i in range(batch_size):
+            total += single(input[i].unsqueeze(0), target[i].unsqueeze(0))
+        return total / batch_size
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("use", "expected"),
+    [
+        ("sim = emb @ emb.t()", [6]),  # a product of matrices: one tensor whose rows are the samples
+        ("sim = torch.cdist(emb, emb)", [6]),
+        ("sim = torch.stack(emb)", []),  # a list of tensors stacked: its parts may be levels, not samples
+    ],
+)
+def test_tl401_rows_of_a_similarity_matrix_summed_per_anchor(use: str, expected: list[int]) -> None:
+    source = f"""
+    class Pull(torch.nn.Module):
+        def forward(self, emb, labels):
+            {use}
+            total = 0
+            for i, row in enumerate(sim):
+                total = total + row[labels == labels[i]].mean() - row[labels != labels[i]].mean()
+            return total
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("uses", "expected"),
+    [
+        ("total = total - torch.log(pos.exp().sum() / sim[i].exp().sum())", [6]),
+        ("total = total + pos.max() - pos.min()", [6]),
+        ("total = total + pos.max() + pos.sort()[0][-1]", []),  # a read that is no reduction (`sort`) is not followed
+    ],
+)
+def test_tl401_masked_selection_named_then_reduced(uses: str, expected: list[int]) -> None:
+    source = f"""
+    class Contrast(torch.nn.Module):
+        def forward(self, emb, labels):
+            sim = emb @ emb.t()
+            total = 0
+            for i in range(emb.size(0)):
+                pos = sim[i, labels == labels[i]]
+                {uses}
+            return total
+    """
+    assert lines("TL401", source) == expected
+
+
+@pytest.mark.parametrize(
+    ("update", "expected"),
+    [
+        ("total = total + self.fc(x[i]).sum() - 0.1 * x[i].sum()", [5]),  # a running sum of per-sample work
+        ("total = total - self.fc(x[i]).mean()", [5]),
+    ],
+)
+def test_tl401_running_sum_of_several_terms(update: str, expected: list[int]) -> None:
+    source = f"""
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            total = 0
+            for i in range(x.size(0)):
+                {update}
+            return total
+    """
+    assert lines("TL401", source) == expected
+
+
+def test_tl401_state_read_before_its_running_update_is_carried() -> None:
+    source = """
+    class Refine(torch.nn.Module):
+        def forward(self, x):
+            h = torch.zeros_like(x[0])
+            for i in range(x.size(0)):
+                delta = self.fc(h)
+                h = h + delta * x[i] - 0.1 * x[i]
+            return h
+    """
+    assert lines("TL401", source) == []
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        ("outer = outer + F.cross_entropy(self.net(xs[i], fast), ys[i])", []),  # each task runs its own weights
+        ("outer = outer + F.cross_entropy(self.net(xs[i]), ys[i]) + grads[0].sum()", [5]),  # per-sample gradients only
+    ],
+)
+def test_tl401_tasks_that_train_their_own_weights(run: str, expected: list[int]) -> None:
+    source = f"""
+    class Meta(torch.nn.Module):
+        def forward(self, xs, ys):
+            outer = 0
+            for i in range(xs.size(0)):
+                grads = torch.autograd.grad(F.cross_entropy(self.net(xs[i]), ys[i]), self.net.parameters())
+                fast = [w - 0.01 * g for w, g in zip(self.net.parameters(), grads)]
+                {run}
+            return outer
+    """
+    assert lines("TL401", source) == expected

@@ -324,6 +324,15 @@ def result_reaches(
     return flow.reached
 
 
+def returns_given(function: cst.FunctionDef, names: set[str]) -> bool:
+    """`function` returns something computed from what `names` (its parameters) hold on entry, graph and all: a
+    loss built from the log probabilities it is given; not an action read off them with `.item()`."""
+    flow = _Flow(function, function, lambda call: False, lambda call: False)
+    body = function.body
+    flow.block(body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else [], set(names))
+    return RETURNED in flow.reached
+
+
 def values_plotted(scope: Union[cst.FunctionDef, cst.Module], call: cst.Call) -> bool:
     """Values computed from the result of `call` (detached, on the host, any form) end in a figure or an
     image file in `scope`: the forward pass draws a picture."""

@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
-from torchlint.semantic import frozen_networks, network_methods, switched_training
+from torchlint.semantic import forward_flow, frozen_networks, network_methods, switched_training, trip_inputs
 from torchlint.semantic.forward_flow import BACKWARD, RETURNED
 from torchlint.semantic.grad_mode import CallFact, FileFacts, ScopeFacts
 from torchlint.semantic.loops import gated, is_loader_expr
@@ -31,6 +31,15 @@ from torchlint.semantic.trip_counts import literal_trips
 
 # Words of a generate_* / sample_* function name that say it builds text or code, not samples from a network.
 _SOURCE_WORDS = frozenset({"string", "str", "repro", "source", "stub", "template", "docstring", "header"})
+
+
+def covered_by_callers(facts: FileFacts, scope: ScopeFacts) -> bool:
+    """The function runs with autograd off where it is called: a call of its name runs under no-grad in this
+    file, and no call of it found in the project runs it with autograd on. One also called bare (evaluated
+    under no-grad every epoch, then again on the test set after training with autograd on) is judged."""
+    if scope.name not in facts.covered_names:
+        return False
+    return not facts.call_sites(scope) or facts.callers_grad_off(scope)
 
 
 def runs_once(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
@@ -111,7 +120,8 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     result is trained on elsewhere) whose results never reach a backward pass, followed through its return
     value into its callers, and something makes them run repeatedly: a loop here, or a caller that calls
     the function in a loop. In a program that never uses an accelerator only a loop here counts: one forward
-    per call (an action picked by a small MLP) is a CPU toy, nothing worth a change."""
+    per call (a prediction on a batch held in memory) is a CPU toy, nothing worth a change, unless a caller runs
+    it on new input every trip of a loop (an action picked every environment step)."""
     forwards: list[CallFact] = []
     what = None
     for call in scope.calls:
@@ -143,13 +153,51 @@ def by_flow(facts: FileFacts, scope: ScopeFacts, accelerator: bool) -> Optional[
     if not accelerator and not any(
         _known_network(facts, call) and not _few_literal_items(facts.context, loop)
         for call in forwards for loop in _repeating_loops(call)
-    ):
+    ) and not (not looped and _stepped_on_new_input(facts, scope, forwards)):
         return None  # on the CPU, five greedy decoding steps of a toy sentence cost nothing worth a change
     if not looped and not facts.called_in_loop(scope):
         return None
     if any(facts.result_reaches(scope, call.node) for call in forwards):
         return None  # returned to code that may train on it
     return f"`{what}`", forwards
+
+
+def _stepped_on_new_input(facts: FileFacts, scope: ScopeFacts, forwards: list[CallFact]) -> bool:
+    """On the CPU too, networks known by what they are that a caller runs on every trip of a loop, each time on
+    input the loop makes anew (an agent's action picked every environment step from the state `env.step`
+    returned): a forward pass per step, not one evaluation of a batch held in memory between epochs."""
+    known = all(_known_network(facts, call) or facts.helper_forward(call) is not None for call in forwards)
+    return known and _called_on_new_input(facts, scope) and not _trained_through(facts, scope)
+
+
+def _trained_through(facts: FileFacts, scope: ScopeFacts) -> bool:
+    """A caller backpropagates through what the function returns (a loss it builds from the values and log
+    probabilities it is given, beside a detached bootstrap value): part of training, whatever its forwards."""
+    function = scope.node
+    assert isinstance(function, cst.FunctionDef)
+    given = {param.name.value for param in function.params.params} - {"self", "cls"}
+    if not forward_flow.returns_given(function, given):
+        return False  # hands back host values only (an action, a score): whatever callers do with them
+    return any(
+        BACKWARD in caller_facts.result_reaches(caller, site.node) for caller_facts, caller, site in facts.call_sites(scope)
+    )
+
+
+def _called_on_new_input(facts: FileFacts, scope: ScopeFacts, depth: int = 0) -> bool:
+    """A caller (in any file) calls the function on every trip of a loop of many trips, given a name the loop
+    binds anew on each trip; or calls it from a function that is called so itself (two calls up)."""
+    for caller_facts, caller, site in facts.call_sites(scope):
+        if site.loops:
+            loop = site.loops[-1]
+            context = caller_facts.context
+            if not gated(context, site.node, loop) and not _few_literal_items(context, loop) and (
+                trip_inputs.reads_any(site.node.args, trip_inputs.bound_each_trip(loop))
+            ):
+                return True
+        elif depth < 2 and caller is not scope and not isinstance(caller.node, cst.Module):
+            if _called_on_new_input(caller_facts, caller, depth + 1):
+                return True
+    return False
 
 
 def _known_network(facts: FileFacts, call: CallFact) -> bool:

@@ -51,7 +51,7 @@ class InferenceWithoutNoGrad(GradRule):
         "another object) and then calls it, or a function named as an evaluation entry point (`evaluate`, "
         "`validate`, `test`, `predict`, `infer`, and, with a loop, `sample`/`generate`) that calls a network in a "
         "loop or turns its outputs into Python values, when the function has no no-grad context, no `@torch.no_grad()` "
-        "decorator, no backward pass or optimizer step, and no caller in the same file that runs it under no-grad. In a "
+        "decorator, no backward pass or optimizer step, and no caller in the same file that runs it under no-grad (unless another call runs it with autograd on: evaluated under no-grad every epoch, then bare on the test set after training). In a "
         "function that also trains, it reports a `model.eval()` followed by an evaluation loop that runs the "
         "model before the next `model.train()`, or a `model.eval()` after the backward pass or optimizer step "
         "followed by a forward pass that no backward pass follows (a full-batch validation pass every epoch, "
@@ -127,7 +127,7 @@ class InferenceWithoutNoGrad(GradRule):
         "uses an accelerator, a single evaluation forward on a batch held in memory between training steps or "
         "plots (a CPU toy on a few hundred points: the graph is cheap there and the change would not be "
         "noticed). A forward pass in a loop over data or decoding steps is reported even on the CPU when the "
-        "network is known by what it is, not only by its name (one Score-CAM forward per channel), but not a handful of "
+        "network is known by what it is, not only by its name (one Score-CAM forward per channel; an action picked by a function that a loop calls on every environment step with the new state, unless a caller backpropagates through what it returns), but not a handful of "
         "literal steps (`for i in range(5)`: greedy decoding of a toy sentence), nor a loop over the layers "
         "of one network (`for layer in self.features: x = layer(x)`), which is a single forward pass. One-off "
         "single-batch plotting is left alone on purpose: its graph costs less than drawing the figure."
@@ -160,7 +160,7 @@ class InferenceWithoutNoGrad(GradRule):
     def _function(self, facts: FileFacts, scope: ScopeFacts, torch_name: str) -> None:
         if scope.decorated_grad_off is not None or scope.decorated_other_grad or facts.framework_hook(scope):
             return
-        if facts.is_test_case(scope) or scope.name in facts.covered_names:
+        if facts.is_test_case(scope) or inference.covered_by_callers(facts, scope):
             return
         if self._switched(facts, scope, torch_name):
             return

@@ -65,3 +65,14 @@ def test_a_subtree_walked_again_yields_the_same_nodes_in_the_same_order() -> Non
         forget_children()
     other = cst.parse_module(TEXT)  # equal text, other nodes: nothing kept for one serves the other
     assert all(a is not b for a, b in zip(descendants(other), descendants(module)))
+
+
+def test_nodes_hash_by_identity_in_c_and_compare_by_identity() -> None:
+    first, second = cst.parse_module(TEXT), cst.parse_module(TEXT)
+    assert first.deep_equals(second) and first != second
+    assert hash(first) == object.__hash__(first) and hash(first) != hash(second)
+    assert cst.Name.__hash__ is object.__hash__  # a concrete node class, set when the walk module loaded
+    nodes = list(descendants(first))
+    table = {node: index for index, node in enumerate(nodes)}
+    assert [table[node] for node in nodes] == list(range(len(nodes)))
+    assert not any(node in table for node in descendants(second))

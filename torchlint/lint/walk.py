@@ -14,6 +14,25 @@ from typing import Iterator
 
 import libcst as cst
 
+
+def _hash_nodes_in_c() -> None:
+    """libcst hashes a node by its identity with a method written in Python (`CSTNode.__hash__`, which returns
+    `id(self)`), and every dict and set keyed by nodes (parents, memos, visited sets) calls it: millions of
+    calls a run. `object.__hash__` is an identity hash too, computed in C. Nodes still compare by identity;
+    only the hash values differ, and no order the linter reports depends on them."""
+    python_hash = cst.CSTNode.__dict__.get("__hash__")
+    if python_hash is None:
+        return
+    classes = [cst.CSTNode]
+    for cls in classes:
+        classes.extend(cls.__subclasses__())
+    for cls in dict.fromkeys(classes):
+        if cls.__dict__.get("__hash__") is python_hash:
+            cls.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+_hash_nodes_in_c()
+
 # Node kinds that carry no meaning for a rule: layout and punctuation.
 _SKIPPED = (
     cst.BaseParenthesizableWhitespace,

@@ -14,6 +14,25 @@ from typing import Iterator
 
 import libcst as cst
 
+
+def _hash_nodes_in_c() -> None:
+    """libcst hashes a node by its identity with a method written in Python (`CSTNode.__hash__`, which returns
+    `id(self)`), and every dict and set keyed by nodes (parents, memos, visited sets) calls it: millions of
+    calls a run. `object.__hash__` is an identity hash too, computed in C. Nodes still compare by identity;
+    only the hash values differ, and no order the linter reports depends on them."""
+    python_hash = cst.CSTNode.__dict__.get("__hash__")
+    if python_hash is None:
+        return
+    classes = [cst.CSTNode]
+    for cls in classes:
+        classes.extend(cls.__subclasses__())
+    for cls in dict.fromkeys(classes):
+        if cls.__dict__.get("__hash__") is python_hash:
+            cls.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+_hash_nodes_in_c()
+
 # Node kinds that carry no meaning for a rule: layout and punctuation.
 _SKIPPED = (
     cst.BaseParenthesizableWhitespace,
@@ -114,9 +133,20 @@ def is_a(node: object, types: tuple[type, ...]) -> bool:
 _CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
 
 
+# Every meaningful node below a module, class, function or block that was walked whole before in the file
+# being linted, in the order `descendants` yields them: analyses walk the same module and function bodies
+# again and again, and reading a list costs a fraction of walking the tree. A node's list is kept from its
+# second walk on, so that a walk cut short (`any(...)`) builds none. Keyed like `_CHILDREN`.
+_FLAT_TYPES = frozenset({cst.Module, cst.ClassDef, cst.FunctionDef, cst.IndentedBlock})
+_FLAT: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+_WALKED: dict[int, cst.CSTNode] = {}
+
+
 def forget_children() -> None:
     """Drop the children cache (the engine calls this when it is done with a file)."""
     _CHILDREN.clear()
+    _FLAT.clear()
+    _WALKED.clear()
 
 
 def semantic_children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
@@ -147,6 +177,20 @@ def semantic_children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every meaningful node below `node` (not `node` itself), depth first, in source order."""
+    if type(node) in _FLAT_TYPES:
+        key = id(node)
+        flat = _FLAT.get(key)
+        if flat is not None:
+            return iter(flat[1])
+        if key in _WALKED:
+            nodes = list(_walk_below(node))
+            _FLAT[key] = (node, nodes)
+            return iter(nodes)
+        _WALKED[key] = node  # kept in the value so that its id cannot be reused
+    return _walk_below(node)
+
+
+def _walk_below(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     cache = _CHILDREN  # read inline: most nodes were walked before, and a call per node costs a third
     stack = list(reversed(semantic_children(node)))
     while stack:

@@ -786,6 +786,35 @@ def test_tl103_explicit_non_blocking_false_is_reported_not_changed() -> None:
     assert "x.to(device, non_blocking=False)" in fixed and "y.to(device, non_blocking=True)" in fixed
 
 
+def test_tl101_reads_settings_given_as_a_dict_of_the_file() -> None:
+    code = """
+    def main(ds, model):
+        params = {"batch_size": 16, "shuffle": True, "drop_last": True}
+        loader = DataLoader(ds, **params)
+        for x, y in loader:
+            model(x.to(device)).sum().backward()
+    """
+    assert _lines(code, ["TL101"]) == [10]
+    both = fixed(TRAIN + textwrap.dedent(code), ["TL101", "TL102"])
+    compact = "".join(both.split()).replace(",)", ")")
+    assert "DataLoader(ds,**params,num_workers=min(8,os.cpu_count()or1),pin_memory=True)" in compact
+    assert findings(both, ["TL101", "TL102"]) == []
+    zero = code.replace('"drop_last": True', '"num_workers": 0')
+    [finding] = lint_source(TRAIN + textwrap.dedent(zero), "train.py", select=["TL101"]).findings
+    assert finding.fix is None  # a second num_workers would be a TypeError
+    # workers set in the dict, in an update, or a dict the file cannot see: silent
+    assert _lines(code.replace('"drop_last": True', '"num_workers": 4'), ["TL101"]) == []
+    updated = code.replace("        loader =", '        params.update(num_workers=4)\n        loader =')
+    assert _lines(updated, ["TL101"]) == []
+    assert _lines(code.replace("params = {", "params = load_config() or {"), ["TL101"]) == []
+    handed_in = """
+    def main(ds, model, **params):
+        for x, y in DataLoader(ds, **params):
+            model(x.to(device)).sum().backward()
+    """
+    assert _lines(handed_in, ["TL101"]) == []
+
+
 def test_tl101_and_tl102_fixes_compose_in_one_run() -> None:
     code = """
     import torch

@@ -13,6 +13,7 @@ from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import NUM_WORKERS_AT, set_argument
 from torchlint.semantic.file_kind import has_main_guard, main_guarded
+from torchlint.semantic.loader_calls import MISSING
 
 # Words of a comment (on the line above) that explains a single-process loader.
 _REASON = re.compile(
@@ -64,8 +65,11 @@ class DataloaderNumWorkersZero(Rule):
         "loader = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=min(8, os.cpu_count() or 1))\n"
     )
     false_positives = (
-        "Not reported: a `num_workers` that comes through `**kwargs` or from a value the linter cannot decide "
-        "(`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
+        "Not reported: a `num_workers` that comes through `**kwargs` the linter cannot read (a parameter, a dict "
+        "filled from a config; settings given as `**params` are read when `params` is a dict of the same file "
+        "changed only by `params.update(...)` or `params[\"key\"] = ...`, and reported when it leaves "
+        "`num_workers` out, with the fix adding the keyword, or sets it to 0) or from a value the linter cannot "
+        "decide (`args.workers`, a config entry, `os.cpu_count()`); a loader over data already in memory with no "
         "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, such data built "
         "and returned by a function of this or another project file (or one element of a tuple it returns) or "
         "bound at the top level of another project file, or a Dataset class of this or another project file whose "
@@ -115,7 +119,15 @@ class DataloaderNumWorkersZero(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_dataloader(node):
             return
-        if has_star_kwargs(node) or self.semantic.is_test_module:
+        if self.semantic.is_test_module:
+            return
+        if has_star_kwargs(node):
+            # `DataLoader(ds, **params)`: reported where `params` is a dict of this file that provably leaves
+            # num_workers out or sets it to 0 (read as TL102 reads `pin_memory` there)
+            options = self.semantic.loaders.setting_options(node, "num_workers", NUM_WORKERS_AT)
+            if options is None or not options <= {MISSING, 0}:
+                return
+            self.candidates.append(node)
             return
         arg = argument(node, "num_workers", position=NUM_WORKERS_AT)
         if arg is None and len(positional(node)) > NUM_WORKERS_AT:
@@ -164,6 +176,9 @@ class DataloaderNumWorkersZero(Rule):
         given = argument(node, "num_workers", position=NUM_WORKERS_AT)
         if given is not None and self.context.literal(given.value) != 0:
             return None  # `num_workers=num_workers`: the parameter's callers choose, not this line
+        if given is None and has_star_kwargs(node):
+            if self.semantic.loaders.setting_options(node, "num_workers", NUM_WORKERS_AT) != {MISSING}:
+                return None  # the dict sets num_workers=0: a second keyword would be an error
         value = "min(8, os.cpu_count() or 1)"
         change = Replace(node, set_argument(node, "num_workers", value, NUM_WORKERS_AT))
         return Fix(f"Set num_workers={value}", [change], safe=False, imports=("os",))

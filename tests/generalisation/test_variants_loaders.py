@@ -31,6 +31,7 @@ from tensors import make_tensors
 
 CONFIG = {"batch_size": 32, "workers": 4, "pin": True}
 LOADER_KWARGS = {"num_workers": 4, "pin_memory": True}
+PARAMS = {"batch_size": 32, "shuffle": True}
 parser = argparse.ArgumentParser()
 parser.add_argument("--workers", type=int, default=4)
 args, _ = parser.parse_known_args()
@@ -415,6 +416,8 @@ SETTINGS_C = (
     "batch_size=32, num_workers=0, pin_memory=False)  # expect: TL101",
     'batch_size=CONFIG["batch_size"], num_workers=CONFIG["workers"])',
     "batch_size=32, num_workers=args.workers)",
+    "**PARAMS)  # expect: TL101",
+    "batch_size=32, **LOADER_KWARGS)",
 )
 SHAPES_C = shapes(
     "workers-zero/disk",
@@ -432,6 +435,7 @@ SETTINGS_D = (
     "batch_size=32, num_workers=os.cpu_count() or 1)  # expect: TL102",
     'batch_size=CONFIG["batch_size"], num_workers=CONFIG["workers"])  # expect: TL102',
     "batch_size=32, num_workers=args.workers)  # expect: TL102",
+    "**PARAMS)  # expect: TL102",
 )
 SHAPES_D = shapes(
     "pin-missing/disk",

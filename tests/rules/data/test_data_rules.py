@@ -802,6 +802,9 @@ def test_tl101_reads_settings_given_as_a_dict_of_the_file() -> None:
     zero = code.replace('"drop_last": True', '"num_workers": 0')
     [finding] = lint_source(TRAIN + textwrap.dedent(zero), "train.py", select=["TL101"]).findings
     assert finding.fix is None  # a second num_workers would be a TypeError
+    explained = code.replace("DataLoader(ds, **params)", "DataLoader(ds, num_workers=0, **params)  # h5py handle")
+    assert _lines(explained, ["TL101"]) == []
+    assert _lines(explained.replace("  # h5py handle", ""), ["TL101"]) == [10]
     # workers set in the dict, in an update, or a dict the file cannot see: silent
     assert _lines(code.replace('"drop_last": True', '"num_workers": 4'), ["TL101"]) == []
     updated = code.replace("        loader =", '        params.update(num_workers=4)\n        loader =')

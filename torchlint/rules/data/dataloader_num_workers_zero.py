@@ -125,7 +125,8 @@ class DataloaderNumWorkersZero(Rule):
             # `DataLoader(ds, **params)`: reported where `params` is a dict of this file that provably leaves
             # num_workers out or sets it to 0 (read as TL102 reads `pin_memory` there)
             options = self.semantic.loaders.setting_options(node, "num_workers", NUM_WORKERS_AT)
-            if options is None or not options <= {MISSING, 0}:
+            given = argument(node, "num_workers", position=NUM_WORKERS_AT)
+            if options is None or not options <= {MISSING, 0} or given is not None and self._explained(given):
                 return
             self.candidates.append(node)
             return

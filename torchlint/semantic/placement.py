@@ -207,7 +207,8 @@ def _project_helper_moves(context: "Context") -> bool:
 
 _MAX_HELPERS_ASKED = 16  # distinct project functions looked into: the answer is rarely far down the list
 
-
+# Spellings of code that places data itself (data parallelism, accelerate, Lightning Fabric, launchers).
+_FRAMEWORK_PLACES = r"DataParallel|[Aa]ccelerat|Fabric|local_rank|\.prepare\("
 
 
 def _moves_only_models(context: "Context") -> bool:
@@ -216,7 +217,7 @@ def _moves_only_models(context: "Context") -> bool:
     `DataParallel` (which scatters host batches itself). Its batches stay on the host, so the script runs
     on the CPU (on a GPU its first forward pass would fail) and a host read costs nothing."""
     text = context.source.text
-    if re.search(r"DataParallel|[Aa]ccelerat|Fabric|local_rank|\.prepare\(|cuda\.\w*Tensor", text):
+    if re.search(_FRAMEWORK_PLACES + r"|cuda\.\w*Tensor", text):
         return False
     moved_model = False
     for node in descendants(context.module):
@@ -250,7 +251,7 @@ def _places_on_cpu_only(context: "Context") -> bool:
     """Every device the file moves anything to is the CPU (`device = torch.device("cpu")  # or cuda`, then
     `.to(device)` and `device=device` throughout): the program runs on the host, however GPU-ready it reads."""
     text = context.source.text
-    if re.search(r"DataParallel|[Aa]ccelerat|Fabric|local_rank|\.prepare\(|cuda\.(?!is_available|device_count|get_device)", text):
+    if re.search(_FRAMEWORK_PLACES + r"|cuda\.(?!is_available|device_count|get_device)", text):
         return False
     placed = False
     for node in descendants(context.module):

@@ -12,6 +12,7 @@ from tests.generalisation.test_variants_per_sample import (
     HELPER_MAIN,
     IMPORTS,
     LOSS_CLASS,
+    LOSS_CLASS_MAIN,
     NAMES,
     NETS,
     REPLAY_AGENT,
@@ -229,24 +230,7 @@ ANCHOR_MISS = (
 )
 
 # deep supervision: the loss is handed a list of outputs, each against the whole batch of labels
-LIST_LOSS_MAIN = (
-    IMPORTS
-    + "from nets import Net\nfrom losses import $Loss\n"
-    + """
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-$model = Net().to(device)
-$criterion = $Loss()
-$loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))), batch_size=64, num_workers=4)
-$optimizer = torch.optim.SGD($model.parameters(), lr=0.1)
-for epoch in range(10):
-    for $x, $y in $loader:
-        $x, $y = $x.to(device), $y.to(device)
-        $loss = $criterion([$model($x), $model($x.flip(3))], $y)
-        $optimizer.zero_grad()
-        $loss.backward()
-        $optimizer.step()
-"""
-)
+LIST_LOSS_MAIN = LOSS_CLASS_MAIN.replace("$criterion($model($x), $y)", "$criterion([$model($x), $model($x.flip(3))], $y)")
 
 LIST_LOSS = (
     "total = 0\nfor $f in $p:\n    total = total + F.cross_entropy($f, $t)\nreturn total / len($p) + 0.01 * torch.stack($p).pow(2).mean()",

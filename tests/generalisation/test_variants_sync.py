@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from tests.generalisation import pools, sync_frames
-from tests.generalisation.variants import Shape, check
+from tests.generalisation.variants import Shape, check, differing
 
 SELECT = ("TL201", "TL202", "TL203", "TL204")
 LIMIT = 6  # spellings per framed shape: the first is the base, the rest drawn at random
@@ -400,6 +400,5 @@ def _marks(shape: Shape) -> list:
     "shape", [pytest.param(s, id=s.name, marks=_marks(s)) for s in GENERAL]
 )
 def test_sync_is_found_in_every_frame_and_spelling(shape: Shape) -> None:
-    choices = shape.choices(limit=LIMIT)
-    failures = [report for choice in choices if (report := check(shape, choice))]
-    assert not failures, f"{len(failures)} of {len(choices)} variants differ; first:\n{failures[0]}"
+    message = differing(shape, LIMIT)
+    assert message is None, message

@@ -120,3 +120,11 @@ def check(shape: Shape, choice: dict[str, int]) -> str | None:
         return None
     listing = "\n".join(f"--- {name}\n{text}" for name, text in files.items())
     return f"{shape.name} {choice}: missed {sorted(want - got)}, extra {sorted(got - want)}\n{listing}"
+
+
+def differing(shape: Shape, limit: int) -> str | None:
+    """None when every variant of `shape` (at most `limit`) gives exactly its markers; else how many differ and
+    the first one's report."""
+    choices = shape.choices(limit=limit)
+    failures = [report for choice in choices if (report := check(shape, choice))]
+    return f"{len(failures)} of {len(choices)} variants differ; first:\n{failures[0]}" if failures else None

@@ -10,7 +10,7 @@ when in doubt, rules stay silent.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -221,6 +221,13 @@ def flatten_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(target, cst.StarredElement):
         return flatten_targets(target.value)
     return [target]
+
+
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
+    """The plain names an assignment target binds (`a`, `a, (b, *c)`); attributes and subscripts bind none."""
+    for single in flatten_targets(target):
+        if isinstance(single, cst.Name):
+            yield single.value
 
 
 def bound_value(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:

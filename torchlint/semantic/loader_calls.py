@@ -4,7 +4,7 @@ literal value of an argument, how a loop's target pairs with what it iterates (`
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Optional
 
 import libcst as cst
 
@@ -33,16 +33,6 @@ def is_dataloader(context: Context, node: cst.CSTNode) -> bool:
 
 def is_builtin(context: Context, func: cst.BaseExpression, name: str) -> bool:
     return isinstance(func, cst.Name) and func.value == name and context.lookup(func) is None
-
-
-def target_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from target_names(target.value)
 
 
 def setting_value(context: Context, call: cst.Call, name: str, position: Optional[int]) -> object:

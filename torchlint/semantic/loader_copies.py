@@ -11,7 +11,7 @@ import libcst as cst
 
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
 from torchlint.lint.context import UNKNOWN, Context
-from torchlint.lint.names import last_name
+from torchlint.lint.names import last_name, target_names
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.devices import is_device_name
@@ -26,7 +26,6 @@ from torchlint.semantic.loader_calls import (
     next_of,
     param_for,
     step_loop_of_read,
-    target_names,
 )
 from torchlint.semantic.values import value_kinds
 

@@ -11,13 +11,14 @@ from typing import Sequence
 
 import libcst as cst
 
+from torchlint.lint.names import target_names
 from torchlint.lint.walk import descendants, semantic_children
 
 
 def bound_each_trip(loop: cst.CSTNode) -> set[str]:
     """Names the loop binds on every trip: its target and what its body assigns (`s = s_`, `obs, r, done, _ =
     env.step(a)`, inner loops' targets), not inside functions or classes it defines."""
-    names = target_names(loop.target) if isinstance(loop, cst.For) else set()
+    names = set(target_names(loop.target)) if isinstance(loop, cst.For) else set()
     stack = list(getattr(loop.body, "body", ()))
     while stack:
         node = stack.pop()
@@ -25,22 +26,11 @@ def bound_each_trip(loop: cst.CSTNode) -> set[str]:
             continue
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                names |= target_names(target.target)
+                names.update(target_names(target.target))
         elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
-            names |= target_names(node.target)
+            names.update(target_names(node.target))
         stack.extend(semantic_children(node))
     return names
-
-
-def target_names(target: cst.CSTNode) -> set[str]:
-    """The plain names an assignment target binds (`a`, `a, (b, *c)`); attributes and subscripts bind none."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {name for element in target.elements for name in target_names(element.value)}
-    if isinstance(target, cst.StarredElement):
-        return target_names(target.value)
-    return set()
 
 
 def reads_any(args: Sequence[cst.Arg], names: set[str]) -> bool:

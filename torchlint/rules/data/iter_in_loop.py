@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.lint.context import Context
+from torchlint.lint.names import target_names
 from torchlint.lint.rule import Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import (
@@ -13,7 +14,7 @@ from torchlint.rules.data._common import (
     is_inside,
     snippet,
 )
-from torchlint.semantic.loader_calls import is_builtin, target_names
+from torchlint.semantic.loader_calls import is_builtin
 from torchlint.semantic.loader_copies import root_name
 from torchlint.semantic.loaders import flow
 from torchlint.semantic.loops import gated, hot_loop, is_hot

@@ -129,3 +129,47 @@ def test_a_budget_spent_midway_stops_fusing_and_says_how_many_layers_are_left():
     assert "2 more layers left unfused" in note
     with torch.no_grad():
         assert relative_error(model(x), result.graph_module(x)) < 1e-5
+
+
+def _plain(layer, x):
+    """What the layer computes, in plain torch ops on its (unpacked) weight."""
+    if isinstance(layer, FusedLinear):
+        return F.linear(x, layer.weight, layer.bias)
+    return F.conv2d(x, layer.weight, layer.bias, layer.stride, layer.padding, layer.dilation, layer.groups)
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv"])
+def test_compacted_layers_take_the_short_call_and_follow_every_change_of_their_weights(kind):
+    torch.manual_seed(0)
+    if kind == "linear":
+        layer, x = FusedLinear(nn.Linear(6, 5)), torch.randn(3, 6)
+    else:
+        layer, x = FusedConv2d(nn.Conv2d(3, 5, 3, padding=1)), torch.randn(2, 3, 6, 6)
+    layer.compact()
+    general = []
+    real_forward = layer._forward
+    layer._forward = lambda *args: general.append(args) or real_forward(*args)
+    with torch.no_grad():
+        assert relative_error(_plain(layer, x), layer(x)) < 1e-5
+        assert not general  # the cached packed call, not the general path
+        layer.bias.mul_(2)  # values changed in place, as load_state_dict does
+        assert relative_error(_plain(layer, x), layer(x)) < 1e-5
+        layer.set_weight(torch.randn_like(layer.weight))
+        assert relative_error(_plain(layer, x), layer(x)) < 1e-5
+        layer.bias = nn.Parameter(torch.randn(5), requires_grad=False)  # a new parameter assigned
+        assert relative_error(_plain(layer, x), layer(x)) < 1e-5
+        assert not general
+        assert relative_error(_plain(layer, x), copy.deepcopy(layer)(x)) < 1e-5
+    # An input that needs a gradient takes the plain path and gets it.
+    leaf = x.clone().requires_grad_()
+    layer(leaf).sum().backward()
+    expected = x.clone().requires_grad_()
+    _plain(layer, expected).sum().backward()
+    assert general and relative_error(expected.grad, leaf.grad) < 1e-5
+    # Cast to bfloat16: the short call follows the new dtype; a float32 input is cast first.
+    layer.to(torch.bfloat16)
+    general.clear()
+    with torch.no_grad():
+        assert relative_error(_plain(layer, x.bfloat16()).float(), layer(x.bfloat16()).float()) < 2e-2
+        assert not general
+        assert layer(x).dtype == torch.bfloat16 and general

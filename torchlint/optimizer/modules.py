@@ -113,10 +113,11 @@ class _Packed(nn.Module):
         bias, dtype = self.bias, self._packed.dtype
         self._ready = (dtype, self._packed, bias) if bias is None or bias.dtype == dtype else None
 
-    def _ready_args(self, x) -> tuple | None:
-        """The cached (dtype, packed weight, bias) when this call can take them as they are: a plain tensor of their
-        dtype that needs no gradient, outside tracing and compiling. Values copied into the bias in place are seen;
-        a bias parameter assigned since is cached anew."""
+    def _ready_call(self, x) -> tuple | None:
+        """(input, packed weight, bias) for the packed call when this call can take the cached weight and bias as
+        they are: a plain floating-point tensor that needs no gradient, outside tracing and compiling; the input is
+        cast to the packed dtype, as the general path does. Values copied into the bias in place are seen; a bias
+        parameter assigned since is cached anew."""
         ready = self._ready
         if (
             ready is None
@@ -129,7 +130,13 @@ class _Packed(nn.Module):
         if self._parameters.get("bias") is not ready[2]:
             self._make_ready()
             ready = self._ready
-        return ready if ready is not None and x.dtype == ready[0] else None
+            if ready is None:
+                return None
+        if x.dtype != ready[0]:
+            if not x.is_floating_point():
+                return None
+            x = x.to(ready[0])
+        return x, ready[1], ready[2]
 
     def __getattr__(self, name: str):
         if name == "weight" and self.__dict__.get("compacted"):
@@ -266,11 +273,10 @@ class FusedConv2d(_Packed):
         return size
 
     def forward(self, x, other=None):
-        ready = self._ready_args(x)
-        if ready is not None and other is None:
+        call = self._ready_call(x) if other is None else None
+        if call is not None:
             return _mkldnn._convolution_pointwise(
-                x, ready[1], ready[2], self.padding, self.stride, self.dilation, self.groups,
-                self.attr, self.scalars, self.algorithm,
+                *call, self.padding, self.stride, self.dilation, self.groups, self.attr, self.scalars, self.algorithm
             )
         return super().forward(x, other)
 
@@ -309,9 +315,9 @@ class FusedLinear(_Packed):
         return _mkldnn._reorder_linear_weight(weight, None)
 
     def forward(self, x):
-        ready = self._ready_args(x)
-        if ready is not None and x.dim() >= 2:  # the oneDNN kernel wants a batch dimension
-            return _mkldnn._linear_pointwise(x, ready[1], ready[2], self.attr, self.scalars, self.algorithm)
+        call = self._ready_call(x) if x.dim() >= 2 else None  # the oneDNN kernel wants a batch dimension
+        if call is not None:
+            return _mkldnn._linear_pointwise(*call, self.attr, self.scalars, self.algorithm)
         return super().forward(x)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -176,3 +176,29 @@ def test_compacted_layers_take_the_short_call_and_follow_every_change_of_their_w
         assert not general and layer(x).dtype == torch.bfloat16
         layer(x.long())  # not floating point: the general path
         assert general
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_convolution_packs_its_weight_for_each_input_shape_and_follows_weight_changes(dtype):
+    from torchlint.optimizer.modules import _SHAPES_KEPT
+
+    torch.manual_seed(0)
+    layer = FusedConv2d(nn.Conv2d(8, 16, 1)).to(dtype)
+    layer.choose_packing((2, 8, 7, 7))
+    layer.compact()
+    example = layer.packed_weight()
+    shapes = [(2, 8, 7, 7), (1, 8, 8, 10), (1, 8, 16, 20), (3, 8, 9, 9), (1, 8, 4, 5), (2, 8, 8, 10)]
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    with torch.no_grad():
+        for shape in shapes:
+            x = torch.randn(shape, dtype=dtype)
+            assert relative_error(_plain(layer, x).float(), layer(x).float()) < tolerance
+            assert (layer.weight_for(x) is example) == (shape == shapes[0])
+        assert len(layer._by_shape[1]) == _SHAPES_KEPT  # the most recent other shapes only
+        layer.set_weight(torch.randn(16, 8, 1, 1))  # a reloaded checkpoint: no packing of the old weight is used
+        for shape in reversed(shapes):  # the kept shapes first
+            x = torch.randn(shape, dtype=dtype)
+            assert relative_error(_plain(layer, x).float(), layer(x).float()) < tolerance
+        copied = copy.deepcopy(layer)
+        x = torch.randn(shapes[1], dtype=dtype)
+        assert relative_error(_plain(layer, x).float(), copied(x).float()) < tolerance

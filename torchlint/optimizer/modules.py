@@ -4,9 +4,8 @@ The fused layers keep their dense `weight` and `bias` as parameters and hold a o
 built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Once optimize() is done, compact()
 drops the dense weight: the packed copy is the only one (unpacked on demand, exactly, for the plain path). A
 convolution whose packed weight runs far slower than the dense one on the example input keeps it dense (see
-FusedConv2d.choose_packing). Weights are packed for no
-particular input shape: oneDNN's prepack takes an optional input shape, but packing for the example shape measured
-no faster on it (within 5%) than the shape-free packing, which serves every shape alike. The packed oneDNN call has no
+FusedConv2d.choose_packing). A convolution's weight is packed for
+the example's input shape and again for each other input shape it meets (FusedConv2d.weight_for). The packed oneDNN call has no
 autograd and covers float32/bfloat16 on CPU; anywhere else (an input that requires grad, float64/float16, another
 device, torch.jit.trace, torch.compile) the same computation runs as plain torch ops on the dense weight.
 """
@@ -23,6 +22,7 @@ from .structures import map_tensors
 
 _mkldnn = torch.ops.mkldnn
 _PACKED_DTYPES = (torch.float32, torch.bfloat16)
+_SHAPES_KEPT = 4  # packings of a convolution's weight for input shapes other than the example's
 
 # oneDNN post-op name -> the same activation in torch, for the plain path.
 _ACTIVATIONS = {
@@ -205,6 +205,8 @@ class _Packed(nn.Module):
         state["_packed"] = None
         state["_packed_key"] = None
         state["_ready"] = None
+        if "_by_shape" in state:
+            state["_by_shape"] = (None, {})
         return state
 
     def __setstate__(self, state):
@@ -235,13 +237,47 @@ class FusedConv2d(_Packed):
         self.binary = False
         # Whether the weight is reordered for oneDNN (else the fused call takes it dense, channels_last).
         self.packed = True
+        # The input shape the stored packed weight is laid out for (the example's), and packings for other shapes:
+        # (the stored packed weight they were made from, {shape: packed weight}), the most recent last.
+        self.example_shape = None
+        self._by_shape = (None, {})
 
-    def _pack(self, weight):
+    def _pack(self, weight, shape=None):
         if not self.packed:
             return weight.detach().contiguous(memory_format=torch.channels_last)  # a tensor, not the Parameter
+        hint = shape if shape is not None else self.example_shape
+        if hint is not None and not (len(hint) == 4 and all(type(size) is int for size in hint)):
+            hint = None  # a symbolic size (a graph captured by torch.export): packed for no particular shape
         return _mkldnn._reorder_convolution_weight(
-            weight, self.padding, self.stride, self.dilation, self.groups, None
+            weight, self.padding, self.stride, self.dilation, self.groups, None if hint is None else list(hint)
         )
+
+    def __setstate__(self, state):
+        super().__setstate__({"example_shape": None, **state, "_by_shape": (None, {})})
+
+    def weight_for(self, x: torch.Tensor) -> torch.Tensor:
+        """The packed weight laid out for `x`'s shape. oneDNN lays a packed weight out for one input shape, and a
+        layout chosen for one shape can run a hundred times slower on another: a 1x1 convolution from 512 to 2048
+        channels (bfloat16) took 0.5 ms on a 1x512x7x7 input with its weight packed for that shape, 250 ms on a
+        1x512x8x10 input with the same packing, and 0.8 ms packed for 1x512x8x10; packing for no shape was as slow.
+        So each other input shape gets a packing of its own (a reorder of the weight, about one call's time), and
+        the last few are kept."""
+        packed = self.packed_weight()
+        shape = x.shape
+        if not self.packed or self.example_shape is None or shape == self.example_shape:
+            return packed
+        made_from, packs = self._by_shape
+        if made_from is not packed:  # the weight changed since: those packings are stale
+            packs = {}
+            self._by_shape = (packed, packs)
+        found = packs.get(shape)
+        if found is None:
+            with torch.no_grad():
+                found = self._pack(self.weight, shape)
+            if len(packs) >= _SHAPES_KEPT:
+                del packs[next(iter(packs))]
+            packs[shape] = found
+        return found
 
     def choose_packing(self, shape) -> None:
         """Keep the weight unpacked where packing it loses on an input of `shape` (the example's).
@@ -254,6 +290,7 @@ class FusedConv2d(_Packed):
         kept layers packed that lose: fcn_resnet50 at batch 8 ran 1.43x eager with it and 1.58x with 1.1)."""
         if shape is None or len(shape) != 4 or self.compacted:
             return
+        self.example_shape = torch.Size(shape)
         with torch.no_grad():
             x = torch.randn(*shape, dtype=self.weight.dtype).contiguous(memory_format=torch.channels_last)
             other = torch.randn(*self._output_size(x), dtype=x.dtype).contiguous(memory_format=torch.channels_last)
@@ -275,8 +312,10 @@ class FusedConv2d(_Packed):
     def forward(self, x, other=None):
         call = self._ready_call(x) if other is None else None
         if call is not None:
+            x, _, bias = call
             return _mkldnn._convolution_pointwise(
-                *call, self.padding, self.stride, self.dilation, self.groups, self.attr, self.scalars, self.algorithm
+                x, self.weight_for(x), bias, self.padding, self.stride, self.dilation, self.groups,
+                self.attr, self.scalars, self.algorithm,
             )
         return super().forward(x, other)
 
@@ -285,7 +324,7 @@ class FusedConv2d(_Packed):
         if _plain_path(x, self._stored()):
             y = F.conv2d(x, self.weight, self._bias(), self.stride, self.padding, self.dilation, self.groups)
             return self._activation(y if other is None else y + other)
-        args = (self.packed_weight(), self._bias(), self.padding, self.stride, self.dilation, self.groups)
+        args = (self.weight_for(x), self._bias(), self.padding, self.stride, self.dilation, self.groups)
         if other is None:
             return _mkldnn._convolution_pointwise(x, *args, self.attr, self.scalars, self.algorithm)
         if isinstance(other, torch.Tensor) and other.dtype == x.dtype and list(other.shape) == self._output_size(x):

@@ -469,8 +469,8 @@ class FileFacts:
         if self.method_network(call):
             return not self.is_frozen(callee.rsplit(".", 1)[0])
         base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
-        if base == "self" or base.rsplit(".", 1)[-1] in self.function_names or self.is_frozen(base):
-            return False  # a function of this file, or a network whose parameters are frozen (no graph)
+        if base == "self" or self.defines(base.rsplit(".", 1)[-1]) or self.is_frozen(base):
+            return False  # a function or class of this file, or a network whose parameters are frozen (no graph)
         if frozen_networks.frozen_where_built(self, call.node.func):
             return False  # built by a loader that freezes what it returns
         if names_an_action(base):
@@ -497,6 +497,11 @@ class FileFacts:
         if self._function_names[0] != len(self.scopes):  # scopes are added while the file is walked
             self._function_names = (len(self.scopes), {s.name for s in self.scopes[1:]})
         return self._function_names[1]
+
+    def defines(self, name: str) -> bool:
+        """`name` is a function or a capitalised class of this file: calling it runs no network (`VGG(cfg)` builds
+        one). A lower-case class may be shadowed by its instance (`net = net()`), called afterwards."""
+        return name in self.function_names or (name[:1].isupper() and name in objects(self.context).classes())
 
     def local_function(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         """`called_function` (which resolves only `name(...)` and `self.name(...)`, to a `def` of that name),

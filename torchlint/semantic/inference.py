@@ -85,7 +85,6 @@ def named_entry_point(facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str
     if strength == 1 and any(w in _SOURCE_WORDS for w in words(scope.name)):
         return None  # `generate_repro_string`: builds text or code
     context = facts.context
-    defined = {s.name for s in facts.scopes}
     evals = None
     for call in scope.calls:
         callee = call.callee
@@ -97,7 +96,7 @@ def named_entry_point(facts: FileFacts, scope: ScopeFacts) -> Optional[tuple[str
                 continue
         else:
             base = callee[: -len(".forward")] if callee.endswith(".forward") else callee
-            if base == "self" or not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
+            if base == "self" or not is_model_like(base) or facts.defines(base.rsplit(".", 1)[-1]):
                 continue
             if not is_network_callee(base):
                 continue  # `writer.generator(...)`, `tokenizer.decoder(...)`

@@ -61,7 +61,7 @@ def words(name: str) -> list[str]:
 def is_model_like(text: str) -> bool:
     """Whether a callee written as `text` (`model`, `self.net`, `ema_model`, `netG`) names a network."""
     last = text.rsplit(".", 1)[-1]
-    if not last or last[0].isupper() or last.startswith("__"):
+    if not last or (last[0].isupper() and not _upper_case_global(last)) or last.startswith("__"):
         return False  # a class (constructing it) or a dunder
     parts = words(last)
     if not parts or parts[0] in _BUILDER_WORDS:
@@ -75,6 +75,12 @@ def is_model_like(text: str) -> bool:
     # netG, netD, model_ema, model_a, net_1: the network word first, a short tag after
     head = candidates[0]
     return (head in _MODEL_WORDS or head.endswith("net")) and all(len(p) <= 3 for p in candidates[1:])
+
+
+def _upper_case_global(name: str) -> bool:
+    """`MODEL`, `SEG_NET`: a module global written in capitals (serving code loads its network into one), named
+    like any other; not a one-letter `G`, nor a class (the callers leave out classes of the file)."""
+    return len(name) >= 3 and name.isupper()
 
 
 def names_a_network_plainly(text: str) -> bool:

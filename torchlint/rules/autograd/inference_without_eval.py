@@ -158,7 +158,6 @@ class InferenceWithoutEval(GradRule):
 
     def _forwards(self, facts: FileFacts, scope: ScopeFacts) -> list[CallFact]:
         covered_scope = facts.is_grad_free(scope)
-        defined = {s.name for s in facts.scopes}
         out = []
         for call in scope.calls:
             if not call.callee or not (call.covered or covered_scope):
@@ -166,7 +165,7 @@ class InferenceWithoutEval(GradRule):
             base = self._base(call.callee)
             if base == "self":
                 continue
-            if not is_model_like(base) or base.rsplit(".", 1)[-1] in defined:
+            if not is_model_like(base) or facts.defines(base.rsplit(".", 1)[-1]):
                 continue
             if self.context.qualname(call.node.func) is not None:
                 continue

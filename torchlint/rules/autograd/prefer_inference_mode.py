@@ -121,8 +121,8 @@ class PreferInferenceMode(GradRule):
         one (`accuracy(model, loader)`)."""
         if call.callee is not None:
             base = call.callee[: -len(".forward")] if call.callee.endswith(".forward") else call.callee
-            if is_model_like(base) and self.context.qualname(call.node.func) is None:
-                return True
+            if is_model_like(base) and self.context.qualname(call.node.func) is None and not self.semantic.grad.defines(base):
+                return True  # (a class of the file, `VGG(cfg)`, builds a network, it runs none)
         for arg in call.node.args:
             value = arg.value
             if isinstance(value, (cst.Name, cst.Attribute)) and is_model_like(dotted(value) or ""):

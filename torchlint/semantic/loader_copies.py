@@ -281,7 +281,7 @@ class LoaderCopies:
         for node in body:
             if not isinstance(node, cst.Call):
                 continue
-            if is_transfer(node):
+            if is_transfer(node) and not self._on_imported_module(node):
                 receiver = node.func.value  # type: ignore[attr-defined]
                 held = root_name(receiver, conversions=True) in batch or (read is not None and _root(receiver) is read)
                 if held and self.to_accelerator(node) and not self._already_moved(node):
@@ -300,12 +300,20 @@ class LoaderCopies:
                     found.append(node)
         return found
 
+    def _on_imported_module(self, call: cst.Call) -> bool:
+        """`utils.cuda([x, y])`: a function of an imported module named like a transfer, not a tensor's method."""
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if not isinstance(receiver, cst.Name):
+            return False
+        bindings = self.context.lookup(receiver) or []
+        return bool(bindings) and all(b.kind == "import" for b in bindings)
+
     def _moved_by_imported_function(self, call: cst.Call, batch: set[str], depth: int) -> bool:
         """A function of another project file moves the batch parts it is given: `x, y = to_device(batch)`
         with `def to_device(batch): return [b.to(device) for b in batch]` in utils.py."""
         if has_star_args(call) or has_star_kwargs(call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
             return False
-        if not any(root_name(arg.value, conversions=True) in batch for arg in call.args):
+        if not any(_holds_batch(arg.value, batch) for arg in call.args):
             return False
         found = project.imported(self.context, call.func)
         function = found[0].definition(found[1]) if found is not None else None
@@ -532,11 +540,19 @@ def unpacked_into(assign: cst.Assign, attribute: str) -> Optional[cst.BaseExpres
     return None
 
 
+def _holds_batch(expr: cst.BaseExpression, batch: set[str]) -> bool:
+    """`x`, `x[0].float()`, or a list or tuple written around batch parts (`cuda([imgs, z])`): a helper given it
+    is given the batch."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return any(_holds_batch(e.value, batch) for e in expr.elements)
+    return root_name(expr, conversions=True) in batch
+
+
 def _parameters_given(context: Context, call: cst.Call, function: cst.FunctionDef, batch: set[str]) -> set[str]:
     """The parameters of `function` that `call` hands a batch part to (by position or keyword)."""
     names = set()
     for arg in call.args:
-        if root_name(arg.value, conversions=True) in batch:
+        if _holds_batch(arg.value, batch):
             param = param_for(context, function, call, arg)
             if param is not None:
                 names.add(param.value)

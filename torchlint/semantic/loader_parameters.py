@@ -23,23 +23,14 @@ class LoaderParameters:
     """Settings that arrive through a parameter or a command-line switch (part of `Flow`)."""
 
     def pin_options(self, call: cst.Call) -> Optional[frozenset]:
-        """The `pin_memory` values a DataLoader(...) call of this file may have. A pinning switch read from a
-        configuration this file cannot see (`pin_memory=config["pin_memory"]`, `cfg.DATA.PIN_MEMORY`) pins
-        on the runs that turn it on: nobody writes the switch to keep it off."""
+        """The `pin_memory` values a DataLoader(...) call of this file may have. A pinning switch whose value
+        this file cannot see (`pin_memory=config["pin_memory"]`, `cfg.DATA.PIN_MEMORY`, `pin_memory=use_gpu`
+        handed in by a caller) pins on the runs that turn it on: nobody writes the switch to keep it off."""
         options = self.setting_options(call, "pin_memory", _PIN_MEMORY_AT)  # type: ignore[attr-defined]
         arg = argument(call, "pin_memory", _PIN_MEMORY_AT)
         if options != frozenset([UNKNOWN]) or arg is None:
             return options
-        return frozenset([True, UNKNOWN]) if "pin" in self._setting_read(arg.value).lower() else options
-
-    def _setting_read(self, read: cst.BaseExpression) -> str:
-        """The key or attribute a configuration read names: `config["pin_memory"]`, `cfg.DATA.PIN_MEMORY`."""
-        if isinstance(read, cst.Attribute):
-            return read.attr.value
-        if isinstance(read, cst.Subscript) and len(read.slice) == 1 and isinstance(read.slice[0].slice, cst.Index):
-            key = self.context.literal(read.slice[0].slice.value)
-            return key if isinstance(key, str) else ""
-        return ""
+        return frozenset([True, UNKNOWN])
 
     def value_options(self, expr: cst.BaseExpression) -> frozenset:
         """The values `setting=expr` may take: its literal (`UNKNOWN` when not one), or, for a parameter of the

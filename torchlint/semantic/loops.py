@@ -977,8 +977,12 @@ def _skips_most(context: "Context", statement: cst.CSTNode) -> bool:
 
 
 def _steps(context: "Context", block: cst.CSTNode) -> bool:
-    """The block does an optimizer step itself (gradient accumulation's `if (i + 1) % accum == 0:`)."""
-    return any(isinstance(n, cst.Call) and _is_backward_or_step(context, n) for n in _own_nodes(block))
+    """The block does an optimizer step (gradient accumulation's `if (i + 1) % accum == 0:`), itself or through a
+    one-step function (a GAN's `if it % n_critic == 0: train_G()`)."""
+    return any(
+        isinstance(n, cst.Call) and (_is_backward_or_step(context, n) or _runs_step_function(context, n))
+        for n in _own_nodes(block)
+    )
 
 
 def gated(context: "Context", node: cst.CSTNode, loop: Loop) -> bool:

@@ -148,16 +148,27 @@ class _OnAccelerator:
 
 
 def imported_by_accelerated(context: "Context") -> bool:
-    """A module with no sign of an accelerator of its own that a project file putting data on one imports
-    (`algo/ppo.py`, whose `update()` the GPU training script calls): its loops run on that program's device.
-    A file that moves only its models (and so runs on the CPU) is not one."""
+    """A module with no sign of an accelerator of its own that a project file putting data on one imports,
+    directly or through up to two other modules (`algo/ppo.py`, whose `update()` the GPU training script
+    calls; `layers.py`, imported by `model.py`, imported by it): its loops run on that program's device. A
+    file that moves only its models (and so runs on the CPU) is not one."""
     source = context.source
     if uses_accelerator(source.text) or _moves_only_models(context):
         return False
-    importers = project.importers(source.path)[: project.MAX_CALLER_FILES]
-    for package in [path for path in importers if os.path.basename(path) == "__init__.py"]:
-        importers += project.importers(package)[: project.MAX_CALLER_FILES]  # `from algo import PPO` re-exported
-    return any(_file_uses_accelerator(path) for path in importers)
+    seen = {source.path}
+    level = [source.path]
+    for _ in range(_IMPORTER_LEVELS):
+        level = [p for path in level for p in project.importers(path)[: project.MAX_CALLER_FILES] if p not in seen]
+        level = list(dict.fromkeys(level))[:_MAX_IMPORTERS_ASKED]
+        if any(_file_uses_accelerator(path) for path in level):
+            return True
+        seen.update(level)
+    return False
+
+
+_IMPORTER_LEVELS = 3  # a layer, its model, a package's `__init__.py` that re-exports it, the script
+
+_MAX_IMPORTERS_ASKED = 24  # files per level: a widely shared utility module is imported by many
 
 
 def _imports_accelerated(context: "Context") -> bool:

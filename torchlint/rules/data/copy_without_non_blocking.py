@@ -54,7 +54,7 @@ class CopyWithoutNonBlocking(Rule):
         "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "
         "another matter (the host may read before the data arrives); the rule only looks at batches going "
         "to the GPU. A loader pinned on one path only (`kwargs = {\"pin_memory\": True} if args.cuda else {}`, or "
-        "`pin_memory=args.pin_memory` with a `store_true` switch, `pin_memory=torch.cuda.is_available()`, a pinning switch of a configuration the file cannot see such as `pin_memory=config[\"pin_memory\"]`) is reported: on the other path `non_blocking=True` is a plain copy. A `.cuda()` of a name that an earlier "
+        "`pin_memory=args.pin_memory` with a `store_true` switch, `pin_memory=torch.cuda.is_available()`, a pinning switch whose value the file cannot see such as `pin_memory=config[\"pin_memory\"]` or `pin_memory=use_gpu` handed in by the caller) is reported: on the other path `non_blocking=True` is a plain copy. A `.cuda()` of a name that an earlier "
         "statement of the same block already moved (`target = target.cuda()`, then `target_var = target.cuda()`) "
         "copies nothing and is not reported."
     )

@@ -44,7 +44,7 @@ class DataloaderWithoutPinMemory(Rule):
         "of the file that yield its items, such as `infiniteloop(loader)`) and reports it only when a batch "
         "is moved with `.cuda()` or `.to(device)` where `device` is, or may be, a CUDA device (there, in a "
         "function of the file the batch is handed to or a function of another project file it is handed to, "
-        "`x, y = to_device(batch)`, or in a file that gets the loader from a function of "
+        "`x, y = to_device(batch)` or `imgs, z = utils.cuda([imgs, z])`, or in a file that gets the loader from a function of "
         "this one: `train_loader = get_training_dataloader(...)`, or a dict of them, `loaders = build_loaders(cfg)` "
         "then `loaders[\"train\"]`, or from a method of a class of this one, "
         "`data = CIFARData(args)` then `data.train_dataloader()`, or imports it by name, `from data import "

@@ -55,7 +55,7 @@ EXPLANATION_COMMON = (
     "`if (cuda_tensor != 0).all()`. On a CPU-only run nothing is asynchronous and none of this costs anything, "
     "so the rule stays silent in a file that puts nothing on an accelerator (no `.cuda()`, `.to(device)`, "
     "`device=`, `torch.device(\"cuda\")`, `Accelerator`, outside comments; listing GPUs or calling "
-    "`torch.cuda.is_available()` is not enough) unless a project file that does imports it (its `__main__` block "
+    "`torch.cuda.is_available()` is not enough) unless a project file that does imports it, directly or through up to two other modules (its `__main__` block "
     "aside), and in one that moves only its model and never a batch (the script then runs on the CPU). A test "
     "suite's loops check behaviour, not speed: the rules stay silent there."
 )

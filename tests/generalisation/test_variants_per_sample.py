@@ -449,6 +449,84 @@ PG_SHAPES = [
     )
 ]
 
+# -- returns gathered in a Python list, made a tensor, then walked step by step beside the saved values ------------
+ACTOR_CRITIC = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Actor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.$logps = []
+
+    def forward(self, x):
+        return F.softmax(self.fc(x), dim=-1)
+
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+        self.$values = []
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def $update($actor, $critic, rewards, gamma=0.99):
+    running = 0.0
+    $returns = []
+    for r in rewards[::-1]:
+        running = r + gamma * running
+        $returns.insert(0, running)
+    $to_tensor
+    $returns = ($returns - $returns.mean()) / ($returns.std() + 1e-8)
+    $step_loop
+    loss.backward()
+
+
+$actor, $critic = Actor().to(device), Critic().to(device)
+for episode in range(1000):
+    rewards = []
+    for t in range(200):
+        state = torch.randn(4, device=device)
+        probs = $actor(state)
+        action = torch.multinomial(probs, 1)
+        $actor.$logps.append(torch.log(probs[action]))
+        $critic.$values.append($critic(state))
+        rewards.append(1.0)
+    $update($actor, $critic, rewards)
+"""
+
+TO_TENSOR = (
+    "$returns = torch.tensor($returns).to(device)",
+    "$returns = torch.as_tensor($returns, dtype=torch.float32, device=device)",
+    "$returns = torch.FloatTensor($returns).cuda()",
+)
+
+STEP_LOOP = (
+    "value_losses, policy_losses = [], []\nfor lp, v, ret in zip($actor.$logps, $critic.$values, $returns):  # expect: TL401\n    value_losses.append(F.smooth_l1_loss(v, torch.tensor([ret]).to(device)))\n    advantage = ret - v.detach().item()\n    policy_losses.append(-lp * advantage)\nloss = torch.stack(policy_losses).sum() + torch.stack(value_losses).sum()",
+    "loss = 0\nfor v, ret in zip($critic.$values, $returns):  # expect: TL401\n    loss = loss + F.mse_loss(v, ret.view(1, 1)) + 0 * v.detach().item()",
+    "loss = torch.stack([F.smooth_l1_loss(v, ret.view(1, 1)) for v, ret in zip($critic.$values, $returns)]).sum()  # expect: TL401",
+)
+
+ACTOR_CRITIC_SHAPES = [
+    Shape(
+        name="returns-made-a-tensor/function",
+        files={"main.py": ACTOR_CRITIC},
+        slots={"to_tensor": TO_TENSOR, "step_loop": STEP_LOOP, "returns": ("returns", "rewards_", "G", "targets"),
+               "actor": ("actor", "actor_net", "pi"), "critic": ("critic", "critic_net", "vf"),
+               "logps": ("saved_logprobs", "log_probs", "lp_buf"), "values": ("saved_values", "values", "v_buf"),
+               "update": ("update", "finish_episode", "learn")},
+        select=SELECT,
+    )
+]
+
 # -- a replay minibatch drawn as a batch, each transition run through the networks on its own ----------------------
 REPLAY_LOOP = (
     "loss = 0\nfor s, a, r, s2, d in $mb:  # expect: TL401\n    q = self.$q(torch.as_tensor(s, dtype=torch.float32, device=device).unsqueeze(0))[0, a]\n    nxt = self.$q_target(torch.as_tensor(s2, dtype=torch.float32, device=device).unsqueeze(0)).max()\n    loss = loss + F.smooth_l1_loss(q, (r + self.gamma * nxt * (1 - d)).detach())",
@@ -982,7 +1060,7 @@ CUDA_SHAPES = [
 ]
 
 SHAPES = (
-    _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + REPLAY_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
+    _loss_shapes() + FORWARD_SHAPES + METRIC_SHAPES + PG_SHAPES + ACTOR_CRITIC_SHAPES + REPLAY_SHAPES + ELEMENT_SHAPES + BOX_SHAPES + NMS_SHAPES
     + HELPER_SHAPES + ANCHOR_SHAPES + BUILD_SHAPES + WALK_SHAPES + CUDA_SHAPES
 )
 

@@ -276,6 +276,32 @@ for epoch in range(100):
     $refine($model, torch.randn(8, 16, device=device), torch.linspace(1.0, 0.01, 10, device=device))
 """
 
+# -- a handful of samples picked by hand for a printout, made a tensor only after the loop ------------------------
+PICKED_MAIN = (
+    IMPORTS
+    + """from nets import Net
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def $show($model, $xs):
+    $picked = $pick
+    $shown = []
+    for $s in $picked:
+        $shown.append($model($s.unsqueeze(0).to(device)).argmax().item())
+    $picked = torch.stack($picked)
+    print($shown, $picked.shape)
+
+
+$model = Net().to(device)
+$xs = torch.randn(64, 3, 32, 32)
+for epoch in range(10):
+    $show($model, $xs)
+"""
+)
+
+PICK = ("[$xs[0], $xs[3], $xs[7]]", "list($xs[:4])", "[$xs[i] for i in (1, 5, 9)]")
+
 SHAPES = [
     Shape(name="near-miss-outputs/function", files={"backbones.py": PYRAMID, "main.py": OUTPUTS_MAIN},
           slots={"outputs_miss": OUTPUTS_MISS, "Backbone": ("Backbone", "Pyramid", "Features", "Thing"),
@@ -299,6 +325,10 @@ SHAPES = [
     Shape(name="near-miss-carried/function", files={"main.py": CARRIED_MAIN},
           slots={"carried": CARRIED_MISS, "refine": ("refine", "anneal", "adapt", "f"), "model": ("model", "scorenet", "net", "m"),
                  "x": ("x", "x_mod", "images", "a_"), "levels": ("sigmas", "levels", "noise_levels", "b_")}, select=SELECT),
+    Shape(name="near-miss-picked/function", files={"nets.py": NETS, "main.py": PICKED_MAIN},
+          slots={"pick": PICK, "show": ("show", "preview", "f"), "model": ("model", "net", "m"), "xs": ("xs", "test_x", "a_"),
+                 "picked": ("picked", "samples", "chosen"), "shown": ("shown", "preds", "out"), "s": ("s", "img", "x")},
+          select=SELECT),
 ] + [Shape(name=f"near-miss-walk/{frame}", files=files, slots=WALK_SLOTS, select=SELECT) for frame, files in WALK_FRAMES.items()]
 
 LIMIT = 24

@@ -15,6 +15,7 @@ from torchlint.lint.names import flatten_targets
 from torchlint.lint.walk import descendants
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_scopes import Scope, Scopes
+from torchlint.semantic.values import value_kinds
 
 # A count of time steps or positions (`n_step = len(enc_outputs)`, `seq_len = x.size(0)`): a loop over it
 # walks a sequence, not the samples of a batch.
@@ -124,7 +125,9 @@ class LoopHeaders:
             if param is not None and param.annotation is not None:
                 if _LIST_ANNOTATION.search(self.context.code(param.annotation.annotation)):
                     return False
-            for value in self.scopes.assigned_anywhere(scope, iterable.value):
+            reaching = self._reaching_tensor(iterable)
+            values = [reaching] if reaching is not None else self.scopes.assigned_anywhere(scope, iterable.value)
+            for value in values:
                 if isinstance(value, cst.Call) and self._minibatch(value):
                     continue
                 if isinstance(value, (cst.List, cst.ListComp, cst.Tuple)) or (
@@ -132,6 +135,14 @@ class LoopHeaders:
                 ):
                     return False
         return True
+
+    def _reaching_tensor(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The tensor that the assignment the loop reads binds to `name` (`returns = torch.tensor(returns)` after
+        `returns = []` was filled): a list gathered by hand and then made a tensor is a tensor where it is iterated."""
+        kinds = value_kinds(self.context)
+        chosen = kinds.reaching_binding(name, self.context.lookup(name) or [])
+        value = chosen.value if chosen is not None and chosen.kind == "assign" else None
+        return value if value is not None and kinds.kind(value) in ("tensor", "cpu") else None
 
     def _minibatch(self, call: cst.Call) -> bool:
         """`random.sample(self.memory, self.batch_size)`: transitions (or samples) drawn as a batch, whose

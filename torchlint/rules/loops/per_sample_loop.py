@@ -86,7 +86,7 @@ class PerSampleLoop(Rule):
         "a batch together with labels drawn from a loader (`criterion(out[i], y[i])` over `range(len(y))`); "
         "a loop that loads its element (a path) first is not one, nor is a loop over a Python list gathered "
         "by hand (`data: list`, `random.sample(test_data, k=9)`: a few samples for a plot, or images of "
-        "different sizes; a minibatch drawn with a count named as the batch size, `random.sample(memory, "
+        "different sizes; a list made a tensor before the loop, `returns = torch.tensor(returns)`, is that tensor; a minibatch drawn with a count named as the batch size, `random.sample(memory, "
         "batch_size)`, holds samples). A range over a count named as time steps "
         "or positions (`n_step`, `seq_len`, `T`), pieces cut by `torch.chunk`/`torch.split`, and elements "
         "named as frames, steps, tokens, chunks, levels or layers walk a sequence or a model, not samples. The body "

@@ -4,10 +4,10 @@ The fused layers keep their dense `weight` and `bias` as parameters and hold a o
 built at optimize time and rebuilt after a copy, a `.to()` or a weight change. Once optimize() is done, compact()
 drops the dense weight: the packed copy is the only one (unpacked on demand, exactly, for the plain path). A
 convolution whose packed weight runs far slower than the dense one on the example input keeps it dense (see
-FusedConv2d.choose_packing). A convolution's weight is packed for
-the example's input shape and again for each other input shape it meets (FusedConv2d.weight_for). The packed oneDNN call has no
-autograd and covers float32/bfloat16 on CPU; anywhere else (an input that requires grad, float64/float16, another
-device, torch.jit.trace, torch.compile) the same computation runs as plain torch ops on the dense weight.
+FusedConv2d.choose_packing); a packed one is packed for the example's input shape and again for each other input
+shape it meets (FusedConv2d.weight_for). The packed oneDNN call has no autograd and covers float32/bfloat16 on
+CPU; anywhere else (an input that requires grad, float64/float16, another device, torch.jit.trace, torch.compile)
+the same computation runs as plain torch ops on the dense weight.
 """
 
 from __future__ import annotations
@@ -205,8 +205,6 @@ class _Packed(nn.Module):
         state["_packed"] = None
         state["_packed_key"] = None
         state["_ready"] = None
-        if "_by_shape" in state:
-            state["_by_shape"] = (None, {})
         return state
 
     def __setstate__(self, state):
@@ -251,6 +249,9 @@ class FusedConv2d(_Packed):
         return _mkldnn._reorder_convolution_weight(
             weight, self.padding, self.stride, self.dilation, self.groups, None if hint is None else list(hint)
         )
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "_by_shape": (None, {})}
 
     def __setstate__(self, state):
         super().__setstate__({"example_shape": None, **state, "_by_shape": (None, {})})

@@ -172,6 +172,22 @@ def test_a_call_outside_the_sizes_export_assumed_runs_the_original_code():
             assert relative_error(model(x), fast(x)) < 1e-4
 
 
+def test_a_call_outside_the_guards_of_a_mixed_precision_model_runs_the_original_under_its_autocast():
+    torch.manual_seed(0)
+    model = PerRow().eval()
+    fast = optimizer.optimize(model, torch.randn(2, 6), dtype="bf16", measure=False)
+    assert "autocast" in optimizer.explain(fast).passes_applied
+    with torch.no_grad():
+        for batch in (2, 3):
+            x = torch.randn(batch, 6)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                expected = model(x)
+            actual = fast(x)
+            # In float32 the fallback would be slower than the eager autocast the user compares it with.
+            assert actual.dtype == expected.dtype == torch.bfloat16
+            assert relative_error(expected.float(), actual.float()) < 2e-2
+
+
 def test_an_exported_model_copies_and_pickles():
     torch.manual_seed(0)
     model = Tagger().eval()

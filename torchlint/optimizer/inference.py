@@ -14,7 +14,7 @@ holds) that:
 - converts those original tensors too on `.to()`, `.double()`, `.half()`, `.cuda()`;
 - survives deepcopy, pickling and torch.save; `torch.jit.script` raises and points to `torch.jit.trace`;
 - runs the original model's code for a call that a graph captured by torch.export does not cover (its input
-  guards fail: a size export fixed or excluded).
+  guards fail: a size export fixed or excluded, a branch taken on a size), under the same autocast as the graph.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from . import origins
+from .modules import AutocastForward
 
 SOURCE_ATTRIBUTE = "_torchlint_source"
 # Plain attributes that fx's GraphModule drops when it is copied or unpickled, carried over by hand.
@@ -61,7 +62,7 @@ class InferenceModel:
             if not str(error).startswith("Guard failed"):
                 raise
             _restore_originals(self)
-            return source_of(self)(*args, **kwargs)
+            return _run_original(self, args, kwargs)
 
     def train(self, mode: bool = True):
         if mode:
@@ -157,6 +158,14 @@ def _remake(build, args, extras):
     model = build(*args)
     model.__dict__.update(extras)
     return make_inference_model(model, None)
+
+
+def _run_original(model: nn.Module, args: tuple, kwargs: dict):
+    """The original model's code, under the optimized model's autocast when it runs under one: the fallback keeps
+    the dtype optimize() was asked for (in float32 it would be slower than the eager autocast it replaces)."""
+    if isinstance(model, AutocastForward):
+        return model.run(source_of(model), args, kwargs)
+    return source_of(model)(*args, **kwargs)
 
 
 def source_of(model: nn.Module) -> nn.Module:

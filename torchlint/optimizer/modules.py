@@ -387,8 +387,12 @@ class AutocastForward(nn.Module):
         self.output_dtype = output_dtype
 
     def forward(self, *args, **kwargs):
+        return self.run(self.module, args, kwargs)
+
+    def run(self, module: nn.Module, args: tuple, kwargs: dict):
+        """`module` called as this wrapper calls its own: under autocast, outputs cast back as asked."""
         with torch.autocast(self.device_type, dtype=self.dtype):
-            out = self.module(*args, **kwargs)
+            out = module(*args, **kwargs)
         return map_tensors(self._cast_back, out)
 
     def _cast_back(self, value):

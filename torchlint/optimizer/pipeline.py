@@ -156,7 +156,8 @@ def _report_trace(traced: Traced, job: _Job) -> None:
     recorder = job.recorder
     for piece in traced.pieces:
         how = ("captured with torch.export (non-strict; torch.fx could not trace it), dynamic sizes where the code "
-               "allows" if traced.exported else "traced with torch.fx")
+               "allows (a call with sizes outside them runs the original model's code)" if traced.exported
+               else "traced with torch.fx")
         job.report.add("trace", TRACED, piece, f"{how}; graph passes run on it")
         if recorder is not None:
             recorder.annotate(_piece(traced.root, piece))

@@ -6,13 +6,13 @@ import re
 
 import libcst as cst
 
-from torchlint.lint.rule import Fix, FixSafety, Replace
+from torchlint.lint.rule import FixSafety
 from torchlint.rules.autograd._common import (
     FAMILY,
     GradRule,
     decorator_fix,
     wrap_fix,
-    wrap_statements,
+    wrap_loops_fix,
 )
 from torchlint.semantic import inference
 from torchlint.semantic.file_kind import uses_torch
@@ -245,23 +245,7 @@ class InferenceWithoutNoGrad(GradRule):
                     )
                     self.report(call_node, message, fix=fix)
                 continue
-            statements = []
-            for loop in loops:
-                stmt = facts.statement_of(loop)
-                if stmt is not None and stmt not in statements:
-                    statements.append(stmt)
-            fix = None
-            if statements:
-                changes: list[Replace] = []
-                for stmt in statements:
-                    wrapped = wrap_statements([stmt], self.context, torch_name)
-                    if wrapped is None:
-                        changes = []
-                        break
-                    changes.extend(wrapped)
-                if changes:
-                    fix = Fix("Wrap the evaluation loop in `with torch.no_grad():`", changes, safe=False,
-                              imports=("torch",))
+            fix = wrap_loops_fix(self.context, facts, loops, torch_name)
             message = (
                 f"`{target}` is put in eval mode and then run in a loop with autograd on, recording a graph nobody "
                 f"uses (up to 2.6x slower, 3-6x the memory): wrap the evaluation loop in "

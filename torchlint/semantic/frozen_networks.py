@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants
-from torchlint.semantic import network_methods, network_values, project
+from torchlint.semantic import call_arguments, network_methods, network_values, project
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.objects import MODULE, objects
@@ -74,27 +75,50 @@ def built_here(facts: "FileFacts", name: str) -> bool:
 
 
 def module_instances(facts: "FileFacts") -> set[str]:
-    """The plain names the file binds to a network it builds or loads, whatever they are called: an instance of
-    one of its own `nn.Module` classes (`netContent = _content_model().cuda()`, a VGG wrapper for a content loss,
-    even one defined inside a function), a module by its binding (torchvision, a class or factory of a project
-    module), an entry of a dict of networks, or a whole model loaded from a file (`big = torch.load(path)`)."""
+    """The plain names and `self.<attr>`s the file binds to a network it builds, copies or loads, whatever they
+    are called: an instance of one of its own `nn.Module` classes (`netContent = _content_model().cuda()`, a VGG
+    wrapper for a content loss, even one defined inside a function), a module by its binding (torchvision, a
+    class or factory of a project module), an entry of a dict of networks, a whole model loaded from a file
+    (`big = torch.load(path)`), or a deep copy of a network (`self.frozen = copy.deepcopy(self.online)`)."""
     found: set[str] = set()
     for node in descendants(facts.context.module):
         if not isinstance(node, cst.Assign):
             continue
-        value = node.value
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
-            value = value.func.value  # `Features().cuda().eval()`
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-            if facts.is_module_class(facts.classes.get(value.func.value)):
-                found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-                continue
-        if isinstance(value, (cst.Call, cst.Subscript)) and (
-            objects(facts.context).kind(node.value) == MODULE or network_values.loads_model(facts, node.value)
-        ):  # a torchvision network, a class or factory of a project module, a whole model loaded from a file, an
-            # entry of a dict of networks (`clf = nets[arch].to(device)`)
-            found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+        if _builds_network(facts, node.value):
+            found.update(_bound_names(facts, node))
     return found
+
+
+def _builds_network(facts: "FileFacts", value: cst.BaseExpression) -> bool:
+    built = value
+    while isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and built.func.attr.value in _SAME_OBJECT:
+        built = built.func.value  # `Features().cuda().eval()`
+    if isinstance(built, cst.Call) and isinstance(built.func, cst.Name):
+        if facts.is_module_class(facts.classes.get(built.func.value)):
+            return True
+    if isinstance(built, cst.Call) and facts.context.qualname(built.func) == "copy.deepcopy" and built.args:
+        original = built.args[0].value  # a target network or an EMA copy of the trained one
+        text = dotted(original)
+        return objects(facts.context).kind(original) == MODULE or (text is not None and facts.has_parameters(text))
+    # a torchvision network, a class or factory of a project module, a whole model loaded from a file, an entry
+    # of a dict of networks (`clf = nets[arch].to(device)`)
+    return isinstance(built, (cst.Call, cst.Subscript)) and (
+        objects(facts.context).kind(value) == MODULE or network_values.loads_model(facts, value)
+    )
+
+
+def _bound_names(facts: "FileFacts", node: cst.Assign) -> list[str]:
+    """The names an assignment binds that a call can name: `net`, and `self.net` of an object that is no network
+    itself (an agent holding its target network; a module's sub-module is trained with the module)."""
+    names = []
+    for target in node.targets:
+        t = target.target
+        if isinstance(t, cst.Name):
+            names.append(t.value)
+        elif isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+            if not facts.is_module_class(facts.context.enclosing(node, cst.ClassDef)):
+                names.append(f"self.{t.attr.value}")
+    return names
 
 
 def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
@@ -300,3 +324,20 @@ def _handed_to_constructor(facts: "FileFacts", name: str) -> bool:
             if any(isinstance(item, cst.Name) and item.value == name for item in items):
                 return True  # the network itself, not one of its attributes (`Decoder(vocab, encoder.dim)`)
     return False
+
+
+def untrained_where_passed(facts: "FileFacts", name: cst.Name) -> bool:
+    """`name` is a parameter (`def kd_loss(out, teacher, x)`) that every caller, in any file, fills with a network
+    its own file builds or loads and never trains (`untrained` there): a teacher handed to a loss helper."""
+    bindings = facts.context.lookup(name)
+    if not bindings or len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return False
+    passed = call_arguments.passed_for(facts, bindings[0].node)
+    return bool(passed) and all(_untrained_network(owner, argument) for owner, argument in passed)
+
+
+def _untrained_network(facts: "FileFacts", argument: cst.BaseExpression) -> bool:
+    """The argument is a name its file binds to a network it builds or loads and never trains."""
+    if not isinstance(argument, cst.Name):
+        return False
+    return argument.value in module_instances(facts) and untrained(facts, argument.value)

@@ -23,7 +23,9 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
-from torchlint.semantic import forward_flow, frozen_networks, host_sinks, network_methods, network_values, parameter_free
+from torchlint.semantic import (
+    forward_flow, frozen_networks, host_sinks, network_items, network_methods, network_values, parameter_free,
+)
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.loops import gated, is_forward_call, step_kind
@@ -463,7 +465,9 @@ class FileFacts:
         function of this file or a network whose parameters are frozen."""
         callee = call.callee
         if callee is None and isinstance(call.node.func, cst.Subscript) and call.node.args:
-            return objects(self.context).kind(call.node.func) == MODULE  # `nets[name](x)`: a network held in a dict
+            # `nets[name](x)`, `self.heads[k](x)`: a network held in a container
+            func = call.node.func
+            return objects(self.context).kind(func) == MODULE or network_items.item_of_networks(self, func)
         if callee is None or not call.node.args or self.context.qualname(call.node.func) is not None:
             return False  # not a name, no input (`dqn.update_target_net()`), or an imported function
         if self.method_network(call):
@@ -484,7 +488,10 @@ class FileFacts:
             return False  # `criterion(out, y)`: a module, but a loss computed, not a network run
         if is_network_callee(base) and is_forward_call(self.context, call.node):  # the cheap test first
             return True
-        return isinstance(func, cst.Name) and network_values.holds_network(self, func)  # `m(x)`, `m` passed a network
+        if not isinstance(func, cst.Name):
+            return False
+        # `m(x)`: `m` passed a network, or bound by a loop over networks (`for m in self.members`)
+        return network_values.holds_network(self, func) or network_items.item_of_networks(self, func)
 
     def has_parameters(self, target: str) -> bool:
         """The file takes `target.parameters()` (for an optimizer, a copy, a freeze): `target` is a module."""

@@ -218,11 +218,21 @@ def _called_on_objects(facts: FileFacts, scope: ScopeFacts) -> bool:
 
 def _repeating_loops(call: CallFact) -> list[cst.CSTNode]:
     """The loops around `call` that repeat its forward pass: not a loop whose own target is the network called
-    (`for layer in self.features: x = layer(x)` runs one forward pass, layer by layer)."""
+    or picks it out of its container (`for layer in self.features: x = layer(x)`, `for k in range(n_flows):
+    x = self.flows[k](x)` run one forward pass, layer by layer)."""
     callee = call.node.func
-    if not isinstance(callee, cst.Name):
+    if isinstance(callee, cst.Name):
+        names = {callee.value}
+    elif isinstance(callee, cst.Subscript):
+        names = {
+            element.slice.value.value for element in callee.slice
+            if isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.Name)
+        }
+    else:
         return list(call.loops)
-    return [loop for loop in call.loops if not (isinstance(loop, cst.For) and _binds(loop.target, callee.value))]
+    return [
+        loop for loop in call.loops if not (isinstance(loop, cst.For) and any(_binds(loop.target, n) for n in names))
+    ]
 
 
 def _binds(target: cst.BaseExpression, name: str) -> bool:

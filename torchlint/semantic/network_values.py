@@ -42,13 +42,13 @@ def holds_network(facts: "FileFacts", name: cst.Name, hops: int = 0) -> bool:
         if hops >= _MAX_HOPS:
             return False
         passed = call_arguments.passed_for(facts, binding.node)
-        return bool(passed) and all(_passes_network(owner, argument, hops + 1) for owner, argument in passed)
+        return bool(passed) and all(passes_network(owner, argument, hops + 1) for owner, argument in passed)
     if binding.kind == "assign" and binding.value is not None:
         return loads_model(facts, binding.value)
     return False
 
 
-def _passes_network(facts: "FileFacts", argument: cst.BaseExpression, hops: int) -> bool:
+def passes_network(facts: "FileFacts", argument: cst.BaseExpression, hops: int) -> bool:
     """The argument a caller passes is a network, in the caller's file: a module by its binding, an owner of
     parameters, an eval mode or a state dict, a network by its plain name, or a name that holds one itself."""
     argument = _strip_same_object(argument)

@@ -105,3 +105,21 @@ def wrap_fix(context: Context, facts: FileFacts, scope: ScopeFacts, forwards: li
     if not changes:
         return None
     return Fix("Run the forward passes under `with torch.no_grad():`", changes, safe=False, imports=("torch",))
+
+
+def wrap_loops_fix(context: Context, facts: FileFacts, loops: list[cst.CSTNode], torch_name: str) -> Optional[Fix]:
+    """Wrap each statement holding one of `loops` (an evaluation loop) in `with torch.no_grad():`."""
+    statements: list[cst.CSTNode] = []
+    for loop in loops:
+        stmt = facts.statement_of(loop)
+        if stmt is not None and stmt not in statements:
+            statements.append(stmt)
+    changes: list[Replace] = []
+    for stmt in statements:
+        wrapped = wrap_statements([stmt], context, torch_name)
+        if wrapped is None:
+            return None
+        changes.extend(wrapped)
+    if not changes:
+        return None
+    return Fix("Wrap the evaluation loop in `with torch.no_grad():`", changes, safe=False, imports=("torch",))

@@ -38,10 +38,14 @@ class FrozenModelWithGrad(GradRule):
         "The rule reports `.detach()` applied (directly, or through indexing and method calls) to the result of "
         "calling a network, or to the name that result is assigned to when every later read detaches it "
         "(`t = teacher(x)` then `t = t.detach()`), when the call is not under no-grad, the network (named like "
-        "one, or built from an `nn.Module` class of the file, whatever its name) is bound in this file, neither its "
+        "one, or built from an `nn.Module` class of the file or copied from a network with `copy.deepcopy`, "
+        "whatever its name; a plain name or an attribute of `self`: a target network held by an agent) is bound in "
+        "this file, neither its "
         "`.parameters()` nor those of a part of it (`Adam(model.enc.parameters())`) are used, nothing in the "
         "file freezes "
-        "parameters, and the call runs more than once (not one demo batch in a script or notebook). In an inference "
+        "parameters, and the call runs more than once (not one demo batch in a script or notebook). A network "
+        "handed to a loss helper as a parameter (`kd_loss(out, teacher, x)`) is judged the same way in the files "
+        "of its callers: every caller passes a network its file builds or loads and never trains. In an inference "
         "script that trains nothing the same forward pass is reported here too: its output is detached, so this "
         "rule, not TL301, names it (TL301 still reports the `.eval()` line of the script).\n\n"
         "It also reports a network run on a batch inside a training step when nothing trains it: a pretrained "
@@ -98,12 +102,14 @@ class FrozenModelWithGrad(GradRule):
                 if call.covered or call.callee is None:
                     continue
                 callee = call.callee
-                if self.context.qualname(call.node.func) is not None or not (
-                    is_model_like(callee) or callee in instances
-                ):
+                if self.context.qualname(call.node.func) is not None:
+                    continue
+                # a teacher handed to a loss helper: judged in the files of the callers that pass it
+                passed_in = _untrained_parameter(facts, call.node.func)
+                if not (passed_in or is_model_like(callee) or callee in instances):
                     continue
                 last = callee.rsplit(".", 1)[-1]
-                if last not in bound or frozen_networks.parameters_taken(text, last):
+                if not passed_in and (last not in bound or frozen_networks.parameters_taken(text, last)):
                     continue
                 if re.search(rf"\b{re.escape(last)}\b\s*\.\s*(train\s*\(|requires_grad)", text):
                     continue
@@ -120,11 +126,14 @@ class FrozenModelWithGrad(GradRule):
                     continue
                 if facts.runs_once(scope, call) or parameter_free.receivers_hold_no_parameters(facts, call.node.func):
                     continue  # run once (one demo batch), or no weights to record a graph for
-                if not any(s.training for s in facts.scopes) and _handed_in(self.context, call.node.func):
+                if not passed_in and not any(s.training for s in facts.scopes) and _handed_in(
+                    self.context, call.node.func
+                ):
                     continue  # an evaluation of a network its caller may train: TL301 names the function
+                where = "by the callers that pass it in" if passed_in else "here"
                 self.report(
                     call.node,
-                    f"`{callee}` is never optimised here, yet it runs with autograd on and its output is detached: "
+                    f"`{callee}` is never optimised {where}, yet it runs with autograd on and its output is detached: "
                     f"call it under `with torch.no_grad():` so no graph is built",
                 )
 
@@ -152,6 +161,13 @@ class FrozenModelWithGrad(GradRule):
         if parameter_free.receivers_hold_no_parameters(facts, func):
             return False  # no weights: nothing for the backward pass to compute
         return BACKWARD in facts.result_reaches(scope, call.node, follow_callers=False)
+
+
+def _untrained_parameter(facts: FileFacts, func: cst.BaseExpression) -> bool:
+    """`func` is a parameter that every caller fills with a network it never trains (`frozen_networks`)."""
+    return isinstance(func, cst.Name) and facts.context.is_parameter(func) and frozen_networks.untrained_where_passed(
+        facts, func
+    )
 
 
 def _handed_in(context, func: cst.BaseExpression) -> bool:

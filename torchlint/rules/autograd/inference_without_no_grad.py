@@ -6,13 +6,13 @@ import re
 
 import libcst as cst
 
-from torchlint.lint.rule import Fix, FixSafety, Replace
+from torchlint.lint.rule import FixSafety
 from torchlint.rules.autograd._common import (
     FAMILY,
     GradRule,
     decorator_fix,
     wrap_fix,
-    wrap_statements,
+    wrap_loops_fix,
 )
 from torchlint.semantic import inference
 from torchlint.semantic.file_kind import uses_torch
@@ -71,7 +71,9 @@ class InferenceWithoutNoGrad(GradRule):
         "file that returns one of several classes; a parameter, from what its callers pass; `model.module` of a "
         "data-parallel wrapper; `self.extractor`, a helper object the class holds (`self.extractor.forward_pass(x)`"
         " in a Score-CAM loop); a module of `torch.jit.load`/`torch.hub.load`, in a dict or a cache (`nets[name](x)`, "
-        "`get_detector(url)` returning `cache[url]`); `model = Net().eval()` is in eval mode; a module global written in capitals (`MODEL`, `SEG_NET`, loaded by a "
+        "`get_detector(url)` returning `cache[url]`); an item of a container that holds only networks (an ensemble's "
+        "`self.members[i](x)`, `for m in models: m(x)`, a dict or list of networks or an `nn.ModuleList`); "
+        "`model = Net().eval()` is in eval mode; a module global written in capitals (`MODEL`, `SEG_NET`, loaded by a "
         "server's `__main__` block and run by the handler of every request) is named like `model`. Whatever a network is called (`m`, `clf`, `big`), a parameter "
         "holds one when every caller, in any file and up to two calls up, passes a network (not a loss module), "
         "and a name assigned a whole model loaded with `torch.load` (or by a helper that returns one) holds one "
@@ -130,7 +132,8 @@ class InferenceWithoutNoGrad(GradRule):
         "noticed). A forward pass in a loop over data or decoding steps is reported even on the CPU when the "
         "network is known by what it is, not only by its name (one Score-CAM forward per channel; an action picked by a function that a loop calls on every environment step with the new state, unless a caller backpropagates through what it returns), but not a handful of "
         "literal steps (`for i in range(5)`: greedy decoding of a toy sentence), nor a loop over the layers "
-        "of one network (`for layer in self.features: x = layer(x)`), which is a single forward pass. One-off "
+        "of one network (`for layer in self.features: x = layer(x)`, or by index: `x = self.flows[k](x)` for `k` in "
+        "`range(n_flows)`), which is a single forward pass. One-off "
         "single-batch plotting is left alone on purpose: its graph costs less than drawing the figure."
     )
     fix_safety = FixSafety.UNSAFE
@@ -245,23 +248,7 @@ class InferenceWithoutNoGrad(GradRule):
                     )
                     self.report(call_node, message, fix=fix)
                 continue
-            statements = []
-            for loop in loops:
-                stmt = facts.statement_of(loop)
-                if stmt is not None and stmt not in statements:
-                    statements.append(stmt)
-            fix = None
-            if statements:
-                changes: list[Replace] = []
-                for stmt in statements:
-                    wrapped = wrap_statements([stmt], self.context, torch_name)
-                    if wrapped is None:
-                        changes = []
-                        break
-                    changes.extend(wrapped)
-                if changes:
-                    fix = Fix("Wrap the evaluation loop in `with torch.no_grad():`", changes, safe=False,
-                              imports=("torch",))
+            fix = wrap_loops_fix(self.context, facts, loops, torch_name)
             message = (
                 f"`{target}` is put in eval mode and then run in a loop with autograd on, recording a graph nobody "
                 f"uses (up to 2.6x slower, 3-6x the memory): wrap the evaluation loop in "

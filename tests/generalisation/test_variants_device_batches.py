@@ -84,6 +84,18 @@ class $cls(Dataset):
     def __getitem__(self, index):
         return self.features[index].float(), self.targets[index]
 """,
+    """
+class $cls(Dataset):
+    def __init__(self, features, targets, device=None):
+        self.features, self.targets = features, targets
+        self.device = device  # kept, never used to move anything
+
+    def __len__(self):
+        return len(self.features)
+
+    def __getitem__(self, index):
+        return self.features[index], self.targets[index]
+""",
 )
 
 PROGRAM = """
@@ -112,9 +124,10 @@ NAMES = {
     "y": ("labels", "yb"),
     "device_line": ('dev = torch.device("cuda")', 'dev = "cuda" if torch.cuda.is_available() else "cpu"'),
 }
-# a dataset given the device is on it already (see `datasets.dataset_given_device`): host items are built without
+# how the dataset is built: given the device or not (a class that is given one and never moves anything
+# still hands out host tensors)
 MAKE_ON_DEVICE = ("$data = $ref(features, targets, dev)", "$data = $ref(features, targets)", "$data = $ref(features, targets, device=dev)")
-MAKE_ON_HOST = ("$data = $ref(features, targets)",)
+MAKE_ON_HOST = ("$data = $ref(features, targets)", "$data = $ref(features, targets, device=dev)")
 
 # frames: the class in this file, or imported from another project file (by name, or as `module.Class`),
 # with how the program names it

@@ -1,6 +1,8 @@
-"""Loaders whose batches are already on an accelerator: the dataset's items are moved there when they are
-read (`__getitem__`/`__iter__` of its class, in this file or another), the tensors it wraps were moved
-before it was built, it was built with a CUDA device, or the `collate_fn` moves the batch.
+"""Loaders whose batches are already on an accelerator: the dataset's class (in this file or another) puts
+tensors there (its items moved as they are read, or the data it indexes moved when it is built), the tensors
+a `TensorDataset` wraps were moved before it was built, or the `collate_fn` moves the batch. Where the
+dataset's code cannot be read, one built with a CUDA device, or a file whose dataset class moves its items,
+may give such batches too.
 
 Such batches cannot be pinned (the loader's pinning thread raises on device tensors), and copying them to
 the device again is a no-op: nothing to ask of their loader or their copies.
@@ -21,18 +23,17 @@ from torchlint.semantic.functions import method_named
 from torchlint.semantic.loader_calls import is_transfer
 from torchlint.semantic.loaders import flow
 
-# The methods that hand out a dataset's items.
-_ITEM_METHODS = ("__getitem__", "__iter__", "__getitems__")
-
 
 def batches_on_device(context: Context, loader: cst.Call) -> bool:
     """The loader's batches are, or may be, accelerator tensors when they come out of it."""
     if flow(context).collate_on_device(loader) or _imported_collate_moves(context, loader):
         return True
-    if file_moves_items(context) or dataset_given_device(context, loader):
-        return True
     dataset = argument(loader, "dataset", position=0)
-    return dataset is not None and _items_on_device(context, dataset.value, 0)
+    known = _items_on_device(context, dataset.value, 0) if dataset is not None else None
+    if known is not None:
+        return known  # the dataset's own code says
+    # a dataset not followed: one built with a CUDA device, or a file whose dataset class moves its items
+    return file_moves_items(context) or dataset_given_device(context, loader)
 
 
 def file_moves_items(context: Context) -> bool:
@@ -40,29 +41,27 @@ def file_moves_items(context: Context) -> bool:
     built over it in ways not followed (a parameter, a factory)."""
     data = flow(context)
     if data.getitem_moves is None:
-        data.getitem_moves = any(isinstance(n, cst.ClassDef) and moves_items(context, n) for n in descendants(context.module))
+        data.getitem_moves = any(
+            isinstance(n, cst.ClassDef) and method_named(n, "__getitem__") is not None and moves_to_device(context, n)
+            for n in descendants(context.module)
+        )
     return data.getitem_moves
 
 
-def moves_items(context: Context, cls: cst.ClassDef) -> bool:
-    """A Dataset class whose item methods move what they hand out to an accelerator."""
-    data = flow(context)
-    for name in _ITEM_METHODS:
-        method = method_named(cls, name)
-        if method is not None and any(
-            isinstance(n, cst.Call) and is_transfer(n) and data.to_accelerator(n) for n in descendants(method)
-        ):
-            return True
-    return False
+def moves_to_device(context: Context, cls: cst.ClassDef) -> bool:
+    """A class whose code puts tensors on an accelerator: items moved as they are read, or the data it
+    indexes moved (or built there) when it is constructed."""
+    return any(isinstance(n, cst.Call) and _places_on_device(context, n) for n in descendants(cls))
 
 
-def _items_on_device(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> bool:
+def _items_on_device(context: Context, expr: Optional[cst.BaseExpression], depth: int) -> Optional[bool]:
+    """Whether the dataset's items are on an accelerator, when its code can be read (None when not)."""
     if expr is None or depth > 5:
-        return False
+        return None
     if isinstance(expr, cst.Name):
         bindings = context.lookup(expr)
         if not bindings or len(bindings) != 1:
-            return False
+            return None
         binding = bindings[0]
         if binding.kind == "assign":
             return _items_on_device(context, binding.value, depth + 1)
@@ -71,20 +70,28 @@ def _items_on_device(context: Context, expr: Optional[cst.BaseExpression], depth
             # `train_ds, val_ds = random_split(dataset, [n_train, n_val])`
             if context.qualname(node.value) == "torch.utils.data.random_split":
                 return _items_on_device(context, node.value.args[0].value, depth + 1)
-        return False
+        return None
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         cls = context.enclosing(expr, cst.ClassDef)  # `self.train_set = MyDataset(...)` in a method of the class
         assigned = flow(context).self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []
-        return bool(assigned) and all(_items_on_device(context, v, depth + 1) for v in assigned)
+        verdicts = {_items_on_device(context, v, depth + 1) for v in assigned}
+        return verdicts.pop() if len(verdicts) == 1 else (True if True in verdicts else None)
     if not isinstance(expr, cst.Call):
-        return False
+        return None
     name = context.qualname(expr) or ""
     if name == "torch.utils.data.Subset" and expr.args:
         return _items_on_device(context, expr.args[0].value, depth + 1)
     if name == "torch.utils.data.TensorDataset":
         return any(_tensor_on_device(context, a.value) for a in expr.args)
     cls = _dataset_class(context, expr.func)
-    return cls is not None and moves_items(*cls)
+    if cls is None:
+        return None
+    if moves_to_device(*cls):
+        return True
+    # a class that hands out items of its own and never touches a device gives host tensors; one whose
+    # items come from a base class may get them on the device there
+    own_items = any(method_named(cls[1], m) is not None for m in ("__getitem__", "__iter__"))
+    return False if own_items else None
 
 
 def _dataset_class(context: Context, func: cst.BaseExpression) -> Optional[tuple[Context, cst.ClassDef]]:
@@ -110,16 +117,16 @@ def _tensor_on_device(context: Context, expr: cst.BaseExpression) -> bool:
 
 
 def _moved(context: Context, expr: cst.BaseExpression) -> bool:
+    return any(isinstance(n, cst.Call) and _places_on_device(context, n) for n in [expr, *descendants(expr)])
+
+
+def _places_on_device(context: Context, call: cst.Call) -> bool:
+    """`x.cuda()`, `x.to(device)`, `torch.zeros(n, device=device)` with a device that may be CUDA."""
     data = flow(context)
-    for node in [expr, *descendants(expr)]:
-        if not isinstance(node, cst.Call):
-            continue
-        if is_transfer(node) and data.to_accelerator(node):
-            return True
-        device = keyword(node, "device")
-        if device is not None and data.may_be_cuda(device.value, 0):
-            return True
-    return False
+    if is_transfer(call) and data.to_accelerator(call):
+        return True
+    device = keyword(call, "device")
+    return device is not None and data.may_be_cuda(device.value, 0)
 
 
 def _imported_collate_moves(context: Context, loader: cst.Call) -> bool:

@@ -18,7 +18,7 @@ class PerSampleLoop(Rule):
     name = "per-sample-loop"
     family = "Vectorisation and loops"
     summary = (
-        "A Python loop (or a comprehension fed to `torch.stack`/`torch.cat`/`sum`/`torch.tensor`) over the samples of a batch "
+        "A Python loop (or a comprehension fed to `torch.stack`/`torch.cat`/`sum`/`torch.tensor`, also through `list(...)` or `tuple(...)`) over the samples of a batch "
         "that runs a module, a loss or tensor math on one sample at a time and collects the results; or the "
         "same arithmetic applied to every element of a list of tensors (a policy-gradient loss built step by "
         "step) before `torch.cat`/`torch.stack`."

@@ -121,12 +121,15 @@ def _moved(context: Context, expr: cst.BaseExpression) -> bool:
 
 
 def _places_on_device(context: Context, call: cst.Call) -> bool:
-    """`x.cuda()`, `x.to(device)`, `torch.zeros(n, device=device)` with a device that may be CUDA."""
+    """`x.cuda()`, `x.to(device)`, `torch.zeros(n, device=device)`, `torch.load(path, map_location=device)`
+    with a device that may be CUDA."""
     data = flow(context)
     if is_transfer(call) and data.to_accelerator(call):
         return True
-    device = keyword(call, "device")
-    return device is not None and data.may_be_cuda(device.value, 0)
+    return any(
+        (device := keyword(call, name)) is not None and data.may_be_cuda(device.value, 0)
+        for name in ("device", "map_location")
+    )
 
 
 def _imported_collate_moves(context: Context, loader: cst.Call) -> bool:

@@ -18,7 +18,7 @@ from torchlint.lint.calls import argument, keyword
 from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.datasets import dataset_given_device
+from torchlint.semantic.datasets import dataset_bound_to, dataset_given_device
 from torchlint.semantic.functions import method_named
 from torchlint.semantic.loader_calls import is_transfer
 from torchlint.semantic.loaders import flow
@@ -59,18 +59,7 @@ def _items_on_device(context: Context, expr: Optional[cst.BaseExpression], depth
     if expr is None or depth > 5:
         return None
     if isinstance(expr, cst.Name):
-        bindings = context.lookup(expr)
-        if not bindings or len(bindings) != 1:
-            return None
-        binding = bindings[0]
-        if binding.kind == "assign":
-            return _items_on_device(context, binding.value, depth + 1)
-        node = binding.node
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and node.value.args:
-            # `train_ds, val_ds = random_split(dataset, [n_train, n_val])`
-            if context.qualname(node.value) == "torch.utils.data.random_split":
-                return _items_on_device(context, node.value.args[0].value, depth + 1)
-        return None
+        return _items_on_device(context, dataset_bound_to(context, expr), depth + 1)
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         cls = context.enclosing(expr, cst.ClassDef)  # `self.train_set = MyDataset(...)` in a method of the class
         assigned = flow(context).self_assigns.get((id(cls), expr.attr.value), []) if cls is not None else []

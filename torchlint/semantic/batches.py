@@ -5,6 +5,7 @@ batch-size name)."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Optional
 
@@ -325,9 +326,17 @@ class Batches:
             return False
         position = params.index(param.name.value)
         if not _may_be_called(self.context.source.text, function.name.value):
-            # no call of it in the file: a top-level function the training code of other files calls
-            return not device and not method and function in self.context.module.body and _passed_tensor_elsewhere(
-                self.context, function.name.value, param.name.value, position
+            # no call of it in the file: a top-level function, or a method of a top-level class, that the
+            # training code of other files calls
+            if device:
+                return False
+            if not method:
+                return function in self.context.module.body and _passed_tensor_elsewhere(
+                    self.context, function.name.value, param.name.value, position
+                )
+            cls = self.context.enclosing(function, cst.ClassDef)
+            return cls in self.context.module.body and _passed_tensor_to_method(
+                self.context, cls.name.value, function.name.value, param.name.value, position  # type: ignore[union-attr]
             )
         found = False
         for call in self._calls_of(function.name.value):
@@ -468,6 +477,37 @@ def _passed_tensor_elsewhere(context: Context, function: str, param: str, positi
         return bool(sites)
     finally:
         _ASKING.discard(key)
+
+
+def _passed_tensor_to_method(context: Context, cls: str, method: str, param: str, position: int) -> bool:
+    """Every call `obj.method(...)`, in the project files that import this one, where `obj` is bound once to
+    an instance of the class `cls` of this file (`scorer = Scorer()`, then `scorer.score(model(x), y)`),
+    passes a tensor for `param`, and there is one."""
+    key = (context.source.path, f"{cls}.{method}", param)
+    if key in _ASKING or len(_ASKING) > 4:
+        return False
+    _ASKING.add(key)
+    try:
+        sites = [
+            site
+            for site in project.method_call_sites(context.source.path, method)
+            if _instance_of(site.summary.context, site.call.func.value, context.source.path, cls)  # type: ignore[attr-defined]
+        ]
+        for site in sites:
+            passed = argument(site.call, param, position)
+            if passed is None or not _tensor_in(site.summary.context, passed.value):
+                return False
+        return bool(sites)
+    finally:
+        _ASKING.discard(key)
+
+
+def _instance_of(context: Context, receiver: cst.BaseExpression, path: str, cls: str) -> bool:
+    """`receiver` is a name bound once, in `context`'s file, to an instance of the class `cls` of the
+    project file `path`."""
+    built = context.assigned_value(receiver) if isinstance(receiver, cst.Name) else None
+    found = project.imported(context, built.func) if isinstance(built, cst.Call) else None
+    return found is not None and found[1] == cls and os.path.realpath(found[0].path) == os.path.realpath(path)
 
 
 # The (file, function, parameter) questions being answered across files, to cut cycles.

@@ -116,12 +116,10 @@ class Batches:
             if values:
                 return self.size_source(scope, values[0], depth + 1)
             value, position = unpacks[0]
-            if position != 0:
+            tensor = _shape_owner(self.context, value)
+            if position != 0 or tensor is None:
                 return None
-            if isinstance(value, cst.Attribute) and value.attr.value == "shape":
-                return value.value, "size"
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
-                return value.func.value, "size"
+            return tensor, "size"
         return None
 
     def batch_size_name(self, scope: Scope, bound: cst.BaseExpression) -> bool:
@@ -459,6 +457,21 @@ class Batches:
         ):
             iterable = iterable.args[0].value  # `enumerate(source)`, `tqdm(source)`
         return passed_loader(self.context, iterable)
+
+
+def _shape_owner(context: Context, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`x` for `x.shape`, `x.size()`, or their leading dimensions `x.shape[:2]`, `x.size()[0:3]`: what
+    `b, c = ...` unpacks the sizes of, the first one its batch size."""
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Slice):
+        part = value.slice[0].slice
+        if part.lower is not None and context.literal(part.lower) != 0 or part.step is not None:
+            return None
+        value = value.value
+    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        return value.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
+        return value.func.value
+    return None
 
 
 def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:

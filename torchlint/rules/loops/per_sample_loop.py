@@ -62,7 +62,8 @@ class PerSampleLoop(Rule):
         "outputs = torch.vmap(per_sample_fn)(x)\n"
     )
     false_positives = (
-        "The rule needs evidence that the loop runs over a batch: the range is `x.size(0)`, `x.shape[0]` or "
+        "The rule needs evidence that the loop runs over a batch: the range is `x.size(0)`, `x.shape[0]` (or the first of "
+        "the sizes unpacked from `x.shape`, `x.size()` or their leading dimensions, `n, c = x.shape[:2]`) or "
         "`len(x)` (or a batch-size variable), or the loop iterates `x` directly (`for s in x`, `enumerate(x)`, "
         "`zip(x, y)`), where `x` is a `forward()` input, a value drawn from a DataLoader (a tuple batch, a dict "
         "batch read by key, or the parts a helper hands back from the whole batch; the loader may be a parameter "

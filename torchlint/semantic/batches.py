@@ -20,7 +20,8 @@ from torchlint.semantic.loader_arguments import passed_loader
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.module_outputs import layer_output, one_output, several_outputs
-from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
+from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees, foreign_function
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
 from torchlint.semantic.values import value_kinds
@@ -142,6 +143,8 @@ class Batches:
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS and not self.context.qualname(expr):
                 return self.is_batch(scope, func.value, sequence=sequence, depth=depth + 1)  # `x.float()`, not `torch.relu(x)`
+            if self._helper_returns_batch(expr):
+                return True  # `embed(model, x)` for a function returning what a module computes
             if self.callees.is_module_call(scope, expr):
                 if self._several_outputs(scope, expr):
                     return False  # the feature maps of several layers, not one batch
@@ -276,11 +279,42 @@ class Batches:
                 continue  # `feats = self.encoder(x)` for a module of this file (or torch.nn layers) returning one tensor
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
                 continue  # `sim = emb @ emb.t()`: a product of matrices is one tensor (or array), not a list
+            if isinstance(value, cst.Call) and self._helper_returns_batch(value):
+                continue  # `emb = embed(model, x)` for a function that returns what a module computes
             qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
             short = qualname.rsplit(".", 1)[-1]
             if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):
                 return False
         return bool(values)
+
+    def _helper_returns_batch(self, call: cst.Call) -> bool:
+        """`call` runs a function of this file, or of another project file, every return of which is one
+        batch computed there: a module's output or a torch op's on a batch (`return F.normalize(model(x))`),
+        not a tuple, a list, a stack of several values or pieces."""
+        function = called_function(self.context, call)
+        batches: Batches = self
+        if function is None:
+            found = foreign_function(self.context, call.func)
+            if found is None:
+                return False
+            function, batches = found[1], found[0].model.per_sample_loops.batches
+        if id(function) in _RETURNS_ASKED:
+            return False  # a recursion
+        _RETURNS_ASKED.add(id(function))
+        try:
+            scope = batches.scopes.of_function(function)
+            values = [r.value for r in returns_of(function)]
+            return bool(values) and all(v is not None and batches._returned_batch(scope, v) for v in values)
+        finally:
+            _RETURNS_ASKED.discard(id(function))
+
+    def _returned_batch(self, scope: Scope, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = self.context.qualname(value) or ""
+        if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in _PIECES | TORCH_NOT_WORK:
+            return False
+        return self.is_batch(scope, value)
 
     def _batch_param(self, scope: Scope, name: str, param: cst.Param, sequence: bool) -> bool:
         if name in ("self", "cls") or _STATE_PARAM.match(name):
@@ -522,6 +556,9 @@ def _instance_of(context: Context, receiver: cst.BaseExpression, path: str, cls:
     found = project.imported(context, built.func) if isinstance(built, cst.Call) else None
     return found is not None and found[1] == cls and os.path.realpath(found[0].path) == os.path.realpath(path)
 
+
+# The functions whose returns are being judged, to cut recursions (across files too).
+_RETURNS_ASKED: set[int] = set()
 
 # The (file, function, parameter) questions being answered across files, to cut cycles.
 _ASKING: set[tuple[str, str, str]] = set()

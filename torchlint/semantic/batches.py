@@ -511,35 +511,33 @@ def _shape_owner(context: Context, value: cst.BaseExpression) -> Optional[cst.Ba
 def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:
     """Every call of the top-level `function` in the project files that import this one passes a tensor
     for `param` (`sample_loss(model(x), y)`), and there is one."""
-    key = (context.source.path, function, param)
-    if key in _ASKING or len(_ASKING) > 4:
-        return False  # callers that call back into this question (import cycles), or a chain too long to follow
-    _ASKING.add(key)
-    try:
-        sites = project.call_sites(context.source.path, function)
-        for site in sites:
-            passed = argument(site.call, param, position)
-            if passed is None or not _tensor_in(site.summary.context, passed.value):
-                return False
-        return bool(sites)
-    finally:
-        _ASKING.discard(key)
+    path = context.source.path
+    return _sites_pass_tensor((path, function, param), lambda: project.call_sites(path, function), param, position)
 
 
 def _passed_tensor_to_method(context: Context, cls: str, method: str, param: str, position: int) -> bool:
     """Every call `obj.method(...)`, in the project files that import this one, where `obj` is bound once to
     an instance of the class `cls` of this file (`scorer = Scorer()`, then `scorer.score(model(x), y)`),
     passes a tensor for `param`, and there is one."""
-    key = (context.source.path, f"{cls}.{method}", param)
+    path = context.source.path
+
+    def sites() -> list[project.CallSite]:
+        return [
+            site
+            for site in project.method_call_sites(path, method)
+            if _instance_of(site.summary.context, site.call.func.value, path, cls)  # type: ignore[attr-defined]
+        ]
+
+    return _sites_pass_tensor((path, f"{cls}.{method}", param), sites, param, position)
+
+
+def _sites_pass_tensor(key: tuple[str, str, str], find_sites, param: str, position: int) -> bool:  # noqa: ANN001
+    """Every call site `find_sites()` lists passes a tensor for `param`, and there is one."""
     if key in _ASKING or len(_ASKING) > 4:
-        return False
+        return False  # callers that call back into this question (import cycles), or a chain too long to follow
     _ASKING.add(key)
     try:
-        sites = [
-            site
-            for site in project.method_call_sites(context.source.path, method)
-            if _instance_of(site.summary.context, site.call.func.value, context.source.path, cls)  # type: ignore[attr-defined]
-        ]
+        sites = find_sites()
         for site in sites:
             passed = argument(site.call, param, position)
             if passed is None or not _tensor_in(site.summary.context, passed.value):

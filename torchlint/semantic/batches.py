@@ -5,6 +5,7 @@ batch-size name)."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Optional
 
@@ -19,7 +20,8 @@ from torchlint.semantic.loader_arguments import passed_loader
 from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.module_outputs import layer_output, one_output, several_outputs
-from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees
+from torchlint.semantic.functions import called_function, returns_of
+from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees, foreign_function
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
 from torchlint.semantic.values import value_kinds
@@ -115,12 +117,10 @@ class Batches:
             if values:
                 return self.size_source(scope, values[0], depth + 1)
             value, position = unpacks[0]
-            if position != 0:
+            tensor = _shape_owner(self.context, value)
+            if position != 0 or tensor is None:
                 return None
-            if isinstance(value, cst.Attribute) and value.attr.value == "shape":
-                return value.value, "size"
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
-                return value.func.value, "size"
+            return tensor, "size"
         return None
 
     def batch_size_name(self, scope: Scope, bound: cst.BaseExpression) -> bool:
@@ -143,6 +143,8 @@ class Batches:
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value in _KEEP_METHODS and not self.context.qualname(expr):
                 return self.is_batch(scope, func.value, sequence=sequence, depth=depth + 1)  # `x.float()`, not `torch.relu(x)`
+            if self._helper_returns_batch(expr):
+                return True  # `embed(model, x)` for a function returning what a module computes
             if self.callees.is_module_call(scope, expr):
                 if self._several_outputs(scope, expr):
                     return False  # the feature maps of several layers, not one batch
@@ -277,11 +279,42 @@ class Batches:
                 continue  # `feats = self.encoder(x)` for a module of this file (or torch.nn layers) returning one tensor
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
                 continue  # `sim = emb @ emb.t()`: a product of matrices is one tensor (or array), not a list
+            if isinstance(value, cst.Call) and self._helper_returns_batch(value):
+                continue  # `emb = embed(model, x)` for a function that returns what a module computes
             qualname = (self.context.qualname(value) or "") if isinstance(value, cst.Call) else ""
             short = qualname.rsplit(".", 1)[-1]
             if not qualname.startswith("torch.") or short in _PIECES or short in TORCH_NOT_WORK or not kinds.is_tensor(value):
                 return False
         return bool(values)
+
+    def _helper_returns_batch(self, call: cst.Call) -> bool:
+        """`call` runs a function of this file, or of another project file, every return of which is one
+        batch computed there: a module's output or a torch op's on a batch (`return F.normalize(model(x))`),
+        not a tuple, a list, a stack of several values or pieces."""
+        function = called_function(self.context, call)
+        batches: Batches = self
+        if function is None:
+            found = foreign_function(self.context, call.func)
+            if found is None:
+                return False
+            function, batches = found[1], found[0].model.per_sample_loops.batches
+        if id(function) in _RETURNS_ASKED:
+            return False  # a recursion
+        _RETURNS_ASKED.add(id(function))
+        try:
+            scope = batches.scopes.of_function(function)
+            values = [r.value for r in returns_of(function)]
+            return bool(values) and all(v is not None and batches._returned_batch(scope, v) for v in values)
+        finally:
+            _RETURNS_ASKED.discard(id(function))
+
+    def _returned_batch(self, scope: Scope, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = self.context.qualname(value) or ""
+        if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in _PIECES | TORCH_NOT_WORK:
+            return False
+        return self.is_batch(scope, value)
 
     def _batch_param(self, scope: Scope, name: str, param: cst.Param, sequence: bool) -> bool:
         if name in ("self", "cls") or _STATE_PARAM.match(name):
@@ -325,9 +358,17 @@ class Batches:
             return False
         position = params.index(param.name.value)
         if not _may_be_called(self.context.source.text, function.name.value):
-            # no call of it in the file: a top-level function the training code of other files calls
-            return not device and not method and function in self.context.module.body and _passed_tensor_elsewhere(
-                self.context, function.name.value, param.name.value, position
+            # no call of it in the file: a top-level function, or a method of a top-level class, that the
+            # training code of other files calls
+            if device:
+                return False
+            if not method:
+                return function in self.context.module.body and _passed_tensor_elsewhere(
+                    self.context, function.name.value, param.name.value, position
+                )
+            cls = self.context.enclosing(function, cst.ClassDef)
+            return cls in self.context.module.body and _passed_tensor_to_method(
+                self.context, cls.name.value, function.name.value, param.name.value, position  # type: ignore[union-attr]
             )
         found = False
         for call in self._calls_of(function.name.value):
@@ -452,15 +493,51 @@ class Batches:
         return passed_loader(self.context, iterable)
 
 
+def _shape_owner(context: Context, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`x` for `x.shape`, `x.size()`, or their leading dimensions `x.shape[:2]`, `x.size()[0:3]`: what
+    `b, c = ...` unpacks the sizes of, the first one its batch size."""
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Slice):
+        part = value.slice[0].slice
+        if part.lower is not None and context.literal(part.lower) != 0 or part.step is not None:
+            return None
+        value = value.value
+    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        return value.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
+        return value.func.value
+    return None
+
+
 def _passed_tensor_elsewhere(context: Context, function: str, param: str, position: int) -> bool:
     """Every call of the top-level `function` in the project files that import this one passes a tensor
     for `param` (`sample_loss(model(x), y)`), and there is one."""
-    key = (context.source.path, function, param)
+    path = context.source.path
+    return _sites_pass_tensor((path, function, param), lambda: project.call_sites(path, function), param, position)
+
+
+def _passed_tensor_to_method(context: Context, cls: str, method: str, param: str, position: int) -> bool:
+    """Every call `obj.method(...)`, in the project files that import this one, where `obj` is bound once to
+    an instance of the class `cls` of this file (`scorer = Scorer()`, then `scorer.score(model(x), y)`),
+    passes a tensor for `param`, and there is one."""
+    path = context.source.path
+
+    def sites() -> list[project.CallSite]:
+        return [
+            site
+            for site in project.method_call_sites(path, method)
+            if _instance_of(site.summary.context, site.call.func.value, path, cls)  # type: ignore[attr-defined]
+        ]
+
+    return _sites_pass_tensor((path, f"{cls}.{method}", param), sites, param, position)
+
+
+def _sites_pass_tensor(key: tuple[str, str, str], find_sites, param: str, position: int) -> bool:  # noqa: ANN001
+    """Every call site `find_sites()` lists passes a tensor for `param`, and there is one."""
     if key in _ASKING or len(_ASKING) > 4:
         return False  # callers that call back into this question (import cycles), or a chain too long to follow
     _ASKING.add(key)
     try:
-        sites = project.call_sites(context.source.path, function)
+        sites = find_sites()
         for site in sites:
             passed = argument(site.call, param, position)
             if passed is None or not _tensor_in(site.summary.context, passed.value):
@@ -469,6 +546,17 @@ def _passed_tensor_elsewhere(context: Context, function: str, param: str, positi
     finally:
         _ASKING.discard(key)
 
+
+def _instance_of(context: Context, receiver: cst.BaseExpression, path: str, cls: str) -> bool:
+    """`receiver` is a name bound once, in `context`'s file, to an instance of the class `cls` of the
+    project file `path`."""
+    built = context.assigned_value(receiver) if isinstance(receiver, cst.Name) else None
+    found = project.imported(context, built.func) if isinstance(built, cst.Call) else None
+    return found is not None and found[1] == cls and os.path.realpath(found[0].path) == os.path.realpath(path)
+
+
+# The functions whose returns are being judged, to cut recursions (across files too).
+_RETURNS_ASKED: set[int] = set()
 
 # The (file, function, parameter) questions being answered across files, to cut cycles.
 _ASKING: set[tuple[str, str, str]] = set()

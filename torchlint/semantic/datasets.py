@@ -483,6 +483,22 @@ def _set_format_on(context: Context, name: cst.Name) -> bool:
     return False
 
 
+def dataset_bound_to(context: Context, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """The dataset a name is bound to once: its value, or the dataset `random_split` cut it from
+    (`train_ds, val_ds = random_split(dataset, [n_train, n_val])`); None when that cannot be told."""
+    bindings = context.lookup(name)
+    if not bindings or len(bindings) != 1:
+        return None
+    binding = bindings[0]
+    if binding.kind == "assign":
+        return binding.value
+    node = binding.node
+    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and node.value.args:
+        if context.qualname(node.value) == "torch.utils.data.random_split":
+            return node.value.args[0].value
+    return None
+
+
 def dataset_given_device(context: Context, call: cst.Call) -> bool:
     """The loader's dataset was built by a call that receives a (CUDA) device: `MyDataset(x, y, device)`.
 
@@ -497,18 +513,7 @@ def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], dep
     if expr is None or depth > 5:
         return False
     if isinstance(expr, cst.Name):
-        bindings = context.lookup(expr)
-        if not bindings or len(bindings) != 1:
-            return False
-        binding = bindings[0]
-        if binding.kind == "assign":
-            return _built_with_device(context, binding.value, depth + 1)
-        node = binding.node
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and node.value.args:
-            # `train_ds, val_ds = random_split(dataset, [n_train, n_val])`
-            if context.qualname(node.value) == "torch.utils.data.random_split":
-                return _built_with_device(context, node.value.args[0].value, depth + 1)
-        return False
+        return _built_with_device(context, dataset_bound_to(context, expr), depth + 1)
     if not isinstance(expr, cst.Call):
         return False
     name = context.qualname(expr) or ""

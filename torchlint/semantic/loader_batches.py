@@ -487,6 +487,19 @@ class LoaderBatches:
             return frozenset(out)
         return None
 
+    def batches_on_device(self, source: object) -> bool:
+        """A loader (of this file, or a `Remote`/`CallResult` one) whose batches may already be on an
+        accelerator when they come out of it (see `device_batches`)."""
+        from torchlint.semantic.device_batches import batches_on_device
+
+        if isinstance(source, cst.Call):
+            return batches_on_device(self.context, source)
+        if isinstance(source, Remote):
+            return batches_on_device(source.flow.context, source.call)
+        if isinstance(source, (CallResult, ImportedLoader)):
+            return any(batches_on_device(r.flow.context, r.call) for r in source.resolve() or ())
+        return False
+
     def sources_read(self) -> list[object]:
         """Every loader whose batches this file reads (after `batch_reads` has indexed them)."""
         self.batch_reads(None)

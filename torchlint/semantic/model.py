@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.semantic import datasets, file_kind, host_use, hot_paths, loops, modules, one_shot, placement
+from torchlint.semantic import datasets, device_batches, file_kind, host_use, hot_paths, loops, modules, one_shot, placement
 from torchlint.semantic.boxes import BoxLoops, box_loops
 from torchlint.semantic.calls import FunctionSummaries
 from torchlint.semantic.grad_mode import FileFacts, collect_grad_facts
@@ -122,6 +122,10 @@ class SemanticModel:
     def dataset_on_device(self, loader: cst.Call) -> bool:
         """The loader's dataset was built on a device (its items are already there)."""
         return datasets.dataset_given_device(self.context, loader)
+
+    def batches_on_device(self, loader: cst.Call) -> bool:
+        """The loader's batches are already on an accelerator (see `device_batches`)."""
+        return device_batches.batches_on_device(self.context, loader)
 
     # -- loops ------------------------------------------------------------------------------------
     def hot_loop(self, node: cst.CSTNode) -> Optional[loops.Loop]:

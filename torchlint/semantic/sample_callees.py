@@ -162,6 +162,8 @@ class Callees:
             cls = self.context.enclosing(call, cst.ClassDef)
             method = method_named(cls, func.attr.value) if cls is not None else None
             return method is not None and self.computes_with_torch(method)
+        if isinstance(func, cst.Attribute):
+            return self._foreign_helper(func)
         if not isinstance(func, cst.Name):
             return False
         local = called_function(self.context, call)
@@ -197,6 +199,12 @@ class Callees:
         if not isinstance(definition, cst.FunctionDef):
             return False
         return summary.model.per_sample_loops.callees.computes_with_torch(definition)
+
+    def _foreign_helper(self, func: cst.Attribute) -> bool:
+        """`utils.psnr(a, b)` of an imported project module, or `agent.evaluate(x)` where `agent` is built
+        once as an instance of a project class: a function or method there that computes with torch."""
+        found = foreign_function(self.context, func)
+        return found is not None and found[0].model.per_sample_loops.callees.computes_with_torch(found[1])
 
     def computes_with_torch(self, function: cst.FunctionDef) -> bool:
         computes = False
@@ -246,3 +254,22 @@ class Callees:
 
     def _class_self_assigns(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
         return objects(self.context).self_assignments(cls)
+
+
+def foreign_function(
+    context: Context, func: cst.BaseExpression
+) -> Optional[tuple[project.ModuleSummary, cst.FunctionDef, bool]]:
+    """The function of another project file a call of `func` runs, with that file's summary and whether it
+    is a method: an imported function (`predict`, `utils.predict`), or the method of a project class that
+    the receiver is bound to once (`agent = Agent(net)`, then `agent.evaluate`)."""
+    found = project.imported(context, func)
+    definition = found[0].definition(found[1]) if found is not None else None
+    if isinstance(definition, cst.FunctionDef):
+        return found[0], definition, False  # type: ignore[index]
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    built = context.assigned_value(func.value)
+    cls = project.imported(context, built.func) if isinstance(built, cst.Call) else None
+    node = cls[0].definition(cls[1]) if cls is not None else None
+    method = method_named(node, func.attr.value) if isinstance(node, cst.ClassDef) else None
+    return (cls[0], method, True) if method is not None else None  # type: ignore[index]

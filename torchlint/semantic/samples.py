@@ -21,6 +21,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import list_loops, masked_reductions
 from torchlint.semantic.batches import Batches
+from torchlint.semantic.loader_calls import is_builtin
 from torchlint.semantic.sample_body import SampleBody
 from torchlint.semantic.sample_callees import VARIABLE_LENGTH, Callees
 from torchlint.semantic.sample_headers import LoopHeaders, SampleLoop
@@ -292,7 +293,11 @@ class PerSampleLoops:
         parent = self.context.parent(node)
         if isinstance(parent, cst.Arg):
             call = self.context.parent(parent)
-            return isinstance(call, cst.Call) and call.args and call.args[0] is parent and self._combines(call)
+            if not (isinstance(call, cst.Call) and call.args and call.args[0] is parent):
+                return False
+            if len(call.args) == 1 and any(is_builtin(self.context, call.func, b) for b in ("list", "tuple")):
+                return self._feeds_batch_result(call)  # `torch.cat(tuple(f(x[i]) for i in ...))`: the same list
+            return self._combines(call)
         if isinstance(node, cst.GeneratorExp) and isinstance(parent, cst.Call):
             return self._combines(parent)
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):

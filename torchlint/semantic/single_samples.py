@@ -12,7 +12,7 @@ A loop over files, paths or layers shows neither: its element is loaded or calle
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
@@ -20,7 +20,7 @@ from torchlint.lint.calls import argument, positional
 from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic.functions import called_function
-from torchlint.semantic.sample_callees import Callees
+from torchlint.semantic.sample_callees import Callees, foreign_function
 from torchlint.semantic.sample_scopes import Scope
 from torchlint.semantic.sample_syntax import flatten_names, indexes_sample
 
@@ -78,15 +78,17 @@ class SingleSamples:
         return False
 
     def _helper_runs_model(self, call: cst.Call) -> bool:
-        """`predict(img)` for a function of this file that runs a model on its parameter made a batch of
-        one (`return model(img.unsqueeze(0))`)."""
+        """`predict(img)` for a function of this file, or of a project file it imports, that runs a model on
+        its parameter made a batch of one (`return model(img.unsqueeze(0))`); also `agent.evaluate(state)`
+        where `agent` is an instance of a project class whose method does."""
         if self.in_helper:
             return False  # one level down only
-        function = called_function(self.context, call)
-        if function is None:
+        found = self._callee(call)
+        if found is None:
             return False
+        context, callees, function, method = found
         params = [p.name.value for p in function.params.params]
-        if isinstance(call.func, cst.Attribute):
+        if method:
             params = params[1:]  # self
         passed = {
             params[position]
@@ -95,9 +97,21 @@ class SingleSamples:
         }
         if not passed:
             return False
-        scope = self.callees.scopes.of_function(function)
-        inner = SingleSamples(self.context, self.callees, scope, None, passed, set(), in_helper=True)
+        scope = callees.scopes.of_function(function)
+        inner = SingleSamples(context, callees, scope, None, passed, set(), in_helper=True)
         return inner.shown(descendants(function.body), lambda expr: False)
+
+    def _callee(self, call: cst.Call) -> Optional[tuple[Context, Callees, cst.FunctionDef, bool]]:
+        """The function `call` runs, with its file and whether it is a method: one of this file, or one of
+        another project file (`predict(...)`, `utils.predict(...)`, `agent.evaluate(x)` of `agent = Agent()`)."""
+        function = called_function(self.context, call)
+        if function is not None:
+            return self.context, self.callees, function, isinstance(call.func, cst.Attribute)
+        found = foreign_function(self.context, call.func)
+        if found is None:
+            return None
+        summary, function, method = found
+        return summary.context, summary.model.per_sample_loops.callees, function, method
 
     def _element(self, expr: cst.BaseExpression) -> bool:
         """`x`, `x.to(device)`, `x[0]` of an element, `data[i]` of a walked value."""

@@ -56,7 +56,9 @@ class CopyWithoutNonBlocking(Rule):
         "to the GPU. A loader pinned on one path only (`kwargs = {\"pin_memory\": True} if args.cuda else {}`, or "
         "`pin_memory=args.pin_memory` with a `store_true` switch, `pin_memory=torch.cuda.is_available()`, a pinning switch whose value the file cannot see such as `pin_memory=config[\"pin_memory\"]` or `pin_memory=use_gpu` handed in by the caller) is reported: on the other path `non_blocking=True` is a plain copy. A `.cuda()` of a name that an earlier "
         "statement of the same block already moved (`target = target.cuda()`, then `target_var = target.cuda()`) "
-        "copies nothing and is not reported."
+        "copies nothing and is not reported, nor is a copy of a batch that is already on the GPU when it leaves "
+        "the loader (its dataset moves its items there, or wraps tensors moved there, or its `collate_fn` moves "
+        "the batch: the rules of TL102): the copy is a no-op."
     )
     fix_safety = FixSafety.SAFE
     fix_notes = (
@@ -76,6 +78,8 @@ class CopyWithoutNonBlocking(Rule):
             pin = data.pinned_options(loader)
             if pin is None or True not in pin:
                 continue  # not pinned, or not known to be (`pin_memory=args.pin`); pinned on some path is enough
+            if data.batches_on_device(loader):
+                continue  # its batches are already on the GPU: the copy is a no-op
             for transfer in data.batch_copies(loader):
                 if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
                     continue

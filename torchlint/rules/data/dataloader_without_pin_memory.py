@@ -6,9 +6,8 @@ import os
 
 import libcst as cst
 
-from torchlint.lint.calls import argument, has_star_kwargs, keyword
+from torchlint.lint.calls import has_star_kwargs
 from torchlint.lint.rule import FixSafety, Rule
-from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import (
     NUM_WORKERS_AT,
     PIN_MEMORY_AT,
@@ -17,8 +16,6 @@ from torchlint.rules.data._common import (
     with_keyword_fix,
 )
 from torchlint.semantic.loader_calls import MISSING
-from torchlint.semantic.loader_copies import is_transfer
-from torchlint.semantic.loaders import Flow
 
 
 class DataloaderWithoutPinMemory(Rule):
@@ -72,9 +69,13 @@ class DataloaderWithoutPinMemory(Rule):
     false_positives = (
         "Page-locked memory cannot be swapped out: on a host short of RAM with very large batches, pinning "
         "can hurt the rest of the system. A dataset that already returns CUDA tensors cannot be pinned "
-        "(the loader raises): the rule stays silent when the file's `__getitem__` moves tensors to the GPU "
-        "or the `TensorDataset` is built from GPU tensors, or the dataset is built by a call given a CUDA device "
-        "(`MyDataset(path, device)`), or the loader's `collate_fn` moves the batch to the GPU. Not reported either: a loader whose `collate_fn` pads "
+        "(the loader raises): the rule stays silent when the dataset's class (of this file or another project "
+        "file) puts tensors on the GPU (its items as they are read, or the data it indexes when it is built), "
+        "or the `TensorDataset` wraps tensors moved to the GPU before it (`x = x.to(device)`, "
+        "`torch.randn(n, d, device=device)`), or the loader's `collate_fn` (of this file or another) moves the "
+        "batch to the GPU; where the dataset's code cannot be read, also when it is built by a call given a CUDA "
+        "device (`MyDataset(path, device)`) or a dataset class of the file moves its items (a class that is given a "
+        "device and never moves anything hands out host tensors, and is reported). Not reported either: a loader whose `collate_fn` pads "
         "token ids to a padding index (`get_collate_fn(pad_index)`, `partial(padded_collate_sft, padding_idx=...)`): "
         "a few hundred KB of integers per batch, where a pinned copy saves microseconds on a step of a language model. Not reported: a loader without workers over tensors in memory whose "
         "batches are read only outside a training step of this file (a predict or evaluation loop that reads each result "
@@ -101,7 +102,7 @@ class DataloaderWithoutPinMemory(Rule):
             pin = data.setting_options(loader, "pin_memory", PIN_MEMORY_AT)
             if pin is None or not pin <= {MISSING, False}:
                 continue
-            if self._dataset_on_device(data, loader) or self.semantic.dataset_on_device(loader) or data.collate_on_device(loader):
+            if self.semantic.batches_on_device(loader):
                 continue  # CUDA tensors cannot be pinned: the loader would raise
             if data.collates_token_ids(loader):
                 continue  # padded token ids: too few bytes per step for pinning to show
@@ -131,38 +132,3 @@ class DataloaderWithoutPinMemory(Rule):
                     self.context, loader, "pin_memory", "True", "Set pin_memory=True", position=PIN_MEMORY_AT
                 )
             self.report(loader, message=message, fix=fix)
-
-    def _dataset_on_device(self, data: Flow, loader: cst.Call) -> bool:
-        """The dataset may already return GPU tensors: built from moved tensors, or a `__getitem__` that moves."""
-        if data.getitem_moves is None:
-            data.getitem_moves = any(
-                isinstance(n, cst.FunctionDef)
-                and n.name.value == "__getitem__"
-                and any(isinstance(c, cst.Call) and is_transfer(c) and data.to_accelerator(c) for c in descendants(n))
-                for n in descendants(self.context.module)
-            )
-        if data.getitem_moves:
-            return True
-        dataset = argument(loader, "dataset", position=0)
-        value = dataset.value if dataset is not None else None
-        if isinstance(value, cst.Name):
-            value = self.context.assigned_value(value) or value
-        if isinstance(value, cst.Call) and self.context.qualname(value) == "torch.utils.data.TensorDataset":
-            return any(
-                isinstance(n, cst.Call) and is_transfer(n) and data.to_accelerator(n)
-                for a in value.args
-                for n in [a.value, *descendants(a.value)]
-            ) or any(self._moved_name(data, a.value) for a in value.args)
-        return False
-
-    def _moved_name(self, data: Flow, expr: cst.BaseExpression) -> bool:
-        if not isinstance(expr, cst.Name):
-            return False
-        value = self.context.assigned_value(expr)
-        return (
-            isinstance(value, cst.Call)
-            and (
-                (is_transfer(value) and data.to_accelerator(value))
-                or (keyword(value, "device") is not None and data.may_be_cuda(keyword(value, "device").value, 0))  # type: ignore[union-attr]
-            )
-        )

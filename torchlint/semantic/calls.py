@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
-from torchlint.semantic import project
+from torchlint.semantic import host_use, project
 from torchlint.semantic.functions import called_function, method_named
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.objects import objects
@@ -31,6 +31,10 @@ TENSOR_ARGUMENT = "`.item()` of a tensor it is given"
 # (`float(loss)` returned by a step function of another file included: the scan spares less, the summary
 # still reads `float(x)` as a sync only where `x` is shown to be a tensor).
 SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'", "float(", "int(")
+
+
+# Calls that read a value on the host (`t.item()`, `t.to("cpu")`, `float(t)`).
+_READS = frozenset({"item", "tolist", "cpu", "to", "float", "int", "bool"})
 
 
 # Methods that return the module they are called on (`Net().to(device)`, `Net().cuda().eval()`).
@@ -84,6 +88,8 @@ class FunctionSummaries:
                 continue  # `if (step + 1) % 10 == 0: size = t.item()`: one read every ten calls, not every call
             func = node.func
             name = last_name(func)
+            if name in _READS and host_use.needed_on_host(self.context, node):
+                continue  # `memory.update_priorities(idx, td.cpu().numpy())`: the algorithm's own read
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
                 if name == "item" and self._tensor_checked(func.value, function):
                     found = TENSOR_ARGUMENT  # keep looking: an unconditional sync says more
@@ -261,6 +267,8 @@ class FunctionSummaries:
         found = self.sync_of_call(call)
         if found is not None and reads_given_tensor(found[1]) and not any(self.values.is_tensor(a.value) for a in call.args):
             return None
+        if found is not None and host_use.needed_on_host(self.context, call):
+            return None  # `action = agent.select_action(state)` then `env.step(action)`: the host needs it
         return found
 
     def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:

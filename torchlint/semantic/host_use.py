@@ -46,11 +46,43 @@ _FINITE_CHECKS = frozenset(
 _HOST_STRUCTURE = re.compile(r"^update_priorit(?:y|ies)$")
 
 
+def needed_on_host(context: "Context", read: cst.Call, _depth: int = 0) -> bool:
+    """The program needs the value of `read` on the host by design (`feeds_host_consumer`, `sets_host_size`),
+    here or, when its function returns it, at every call of that function in this file (`action =
+    agent.select_action(state)` then `env.step(action)`): the read is the step's, not a waste."""
+    from torchlint.semantic import hot_paths
+
+    if feeds_host_consumer(context, read) or sets_host_size(context, read):
+        return True
+    function = context.enclosing_function(read)
+    if _depth >= _RETURN_HOPS or function is None or not _returned(context, read, function):
+        return False
+    callers = hot_paths.callers_of(context, function)
+    return bool(callers) and all(needed_on_host(context, call, _depth + 1) for call in callers)
+
+
+# Functions a needed value is followed out of (`select_action` returns it to `run_episode`, which returns it).
+_RETURN_HOPS = 2
+
+
+def _returned(context: "Context", read: cst.Call, function: cst.FunctionDef) -> bool:
+    """`function` returns the value of `read` itself (`return a.cpu().numpy()`), or the one name it is
+    assigned to (`action = a.item()` ... `return action`)."""
+    value = _through_arithmetic(context, whole_value(context, read))
+    if isinstance(context.parent(value), cst.Return):
+        return True
+    name = _assigned_name(context, value)
+    return name is not None and any(
+        isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value == name
+        for node in scope_nodes(function.body)
+    )
+
+
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     """The value of `read` is an argument of an environment's step or a host structure's update, directly or
     through the one name it is assigned to in the same function, or a value derived from it in a few
     assignments is written to a file on the same trip of the loop (`mask = colorize(pred); mask.save(path)`)."""
-    value = whole_value(context, read)
+    value = _through_arithmetic(context, whole_value(context, read))
     parent = context.parent(value)
     if isinstance(parent, cst.Arg):
         call = context.parent(parent)
@@ -60,7 +92,8 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
         return False
     function = context.enclosing_function(read)
     scope = function.body if function is not None else context.module
-    loop = next((a for a in context.ancestors(read) if isinstance(a, (cst.For, cst.While))), None)
+    # a loop's trip, else one call of the function: where values derived from the read count
+    loop = next((a for a in context.ancestors(read) if isinstance(a, (cst.For, cst.While))), function)
     derived = _derived_names(scope, name) - {name} if loop is not None else set()
     for node in scope_nodes(scope):
         if isinstance(node, cst.Call) and _consumes_on_host(context, node):
@@ -78,7 +111,7 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
 
 
 def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
-    """`node` runs inside `loop` whenever `read` does: no branch or inner loop of its own (a file written only
+    """`node` runs inside `loop` (or function) whenever `read` does: no branch or inner loop of its own (a file written only
     `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
     around_read = {id(a) for a in context.ancestors(read)}
     for ancestor in context.ancestors(node):
@@ -172,6 +205,14 @@ def whole_value(context: "Context", read: cst.Call) -> cst.BaseExpression:
             current = parent  # `.data`
             continue
         return current
+
+
+def _through_arithmetic(context: "Context", value: cst.BaseExpression) -> cst.BaseExpression:
+    """`td.cpu().numpy() + eps` for `td.cpu().numpy()`: arithmetic on the host value carries it on."""
+    parent = context.parent(value)
+    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+        value, parent = parent, context.parent(parent)
+    return value
 
 
 def _assigned_name(context: "Context", value: cst.BaseExpression) -> Optional[str]:

@@ -149,10 +149,8 @@ class ItemInTrainingLoop(SyncRule):
         collection = self.semantic.element_read(receiver)
         walked = collection is not None and self.walks_device_tensor(collection)
         per_element = walked or self._indexed_per_trip(receiver, loop)
-        if self.semantic.feeds_host_consumer(node) and not per_element:
-            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value (one copy per batch)
-        if self.semantic.sets_host_size(node) and not per_element:
-            return  # `keep = topk(...)[1].tolist()` then `for i in keep:`: Python needs the number
+        if self.semantic.needed_on_host(node) and not per_element:
+            return  # `envs.step(actions.cpu().numpy())`, `for i in keep:`: only the host can use the value
         self._reported.add(statement)  # type: ignore[arg-type]
         what = self._spelling(node, method)
         if (

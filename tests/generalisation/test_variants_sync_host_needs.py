@@ -1,0 +1,149 @@
+"""Family E: a host read the program needs by design is not a waste, however a helper hides it.
+
+An action chosen on the device and handed to an environment that steps on the host must reach the host once per
+step, whether the loop reads it itself or a helper does (`select_action` returning `.item()` or
+`.cpu().numpy()`); so must new priorities written back to a host replay buffer, read inside the helper that
+trains. The judgement is made where the value goes, not from the helper's name. Near misses stay reported: a
+helper whose value is only logged, and a helper that returns the action but also reads the loss for a log.
+
+Batches wrapped as `Variable(x).cuda()` (older scripts) are data moved to the GPU, not a network: the file
+runs on the device and its per-step reads are reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.generalisation.variants import Shape, differing
+
+LIMIT = 12
+SELECT = ("TL201", "TL202", "TL207")
+
+AGENT = """
+import numpy as np
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda")
+
+
+class Agent:
+    def __init__(self):
+        self.net = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2)).to(device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        self.memory = ReplayBuffer(10000)
+
+    def $act(self, state):
+        q = self.net(torch.as_tensor(state, dtype=torch.float32, device=device))
+        $choose
+
+    def $learn(self):
+        states, actions, targets, idxs = self.memory.sample(64)
+        q = self.net(states.to(device)).gather(1, actions.to(device))
+        td = (q - targets.to(device)).abs()
+        loss = td.mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        $priorities
+
+
+    def train(self, env, episodes):
+        for episode in range(episodes):
+            state = env.reset()
+            $header
+                $loop
+"""
+
+SLOTS = {
+    "header": ("done = False\nwhile not done:", "for t in range(1000):"),
+    "act": ("select_action", "act", "policy"),
+    "learn": ("update", "train_step", "optimise"),
+    "choose": (
+        "return q.argmax().item()",
+        "action = q.argmax().cpu().numpy()\nreturn action",
+        "return int(q.argmax())",
+    ),
+    "priorities": (
+        "self.memory.update_priorities(idxs, td.detach().cpu().numpy())",
+        "new_priorities = td.detach().cpu().numpy() + 1e-6\nself.memory.update_priorities(idxs, new_priorities)",
+    ),
+    "loop": (
+        "action = self.$act(state)\nstate, reward, done, _ = env.step(action)\nself.$learn()",
+        "state, reward, done, _ = env.step(self.$act(state))\nself.$learn()",
+        "action = self.$act(state)\nnext_state, reward, done, info = env.step(action)\nstate = next_state\nself.$learn()",
+    ),
+}
+
+HOST_NEEDS = Shape("an action sent to the environment, priorities sent to the buffer", {"train.py": AGENT}, SLOTS, SELECT)
+
+LOGGED = Shape(
+    "the helper's value is only logged",
+    {"train.py": AGENT},
+    {
+        **SLOTS,
+        "loop": (
+            "action = self.$act(state)  # expect: TL207\nhistory.append(action)\nself.$learn()",
+            "history.append(self.$act(state))  # expect: TL207\nself.$learn()",
+        ),
+    },
+    SELECT,
+)
+
+ALSO_LOGS = Shape(
+    "the training step also reads its loss for a log",
+    {"train.py": AGENT},
+    {
+        **SLOTS,
+        "priorities": ("self.memory.update_priorities(idxs, td.detach().cpu().numpy())\nreturn loss.item()",),
+        "loop": (
+            "action = self.$act(state)\nstate, reward, done, _ = env.step(action)\nlosses.append(self.$learn())  # expect: TL207",
+        ),
+    },
+    SELECT,
+)
+
+OLD_STYLE = """
+import torch
+import torch.nn as nn
+from torch.autograd import Variable
+
+model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 2)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+criterion = nn.CrossEntropyLoss()
+losses = []
+for epoch in range(10):
+    for x, y in loader:
+        $move
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())  # expect: TL201
+"""
+
+VARIABLE = Shape(
+    "batches wrapped in Variable and moved",
+    {"train.py": OLD_STYLE},
+    {
+        "move": (
+            "x, y = Variable(x).cuda(), Variable(y).cuda()",
+            "x = Variable(x).cuda()\ny = Variable(y).cuda()",
+            "x, y = Variable(x.cuda()), Variable(y.cuda())",
+            "x, y = torch.autograd.Variable(x).cuda(), torch.autograd.Variable(y).cuda()",
+        )
+    },
+    SELECT,
+)
+
+MODEL_ONLY = Shape(
+    "only the model is moved: the run stays on the CPU",
+    {"train.py": OLD_STYLE.replace("  # expect: TL201", "")},
+    {"move": ("x, y = Variable(x), Variable(y)", "pass")},
+    SELECT,
+)
+
+
+@pytest.mark.parametrize("shape", [HOST_NEEDS, LOGGED, ALSO_LOGS, VARIABLE, MODEL_ONLY], ids=lambda s: s.name)
+def test_every_spelling(shape: Shape) -> None:
+    report = differing(shape, LIMIT)
+    assert report is None, report

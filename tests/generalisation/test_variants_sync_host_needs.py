@@ -3,8 +3,9 @@
 An action chosen on the device and handed to an environment that steps on the host must reach the host once per
 step, whether the loop reads it itself or a helper does (`select_action` returning `.item()` or
 `.cpu().numpy()`); so must new priorities written back to a host replay buffer, read inside the helper that
-trains. The judgement is made where the value goes, not from the helper's name. Near misses stay reported: a
-helper whose value is only logged, and a helper that returns the action but also reads the loss for a log.
+trains. The judgement is made where the value goes, not from the helper's name. A read right after such a read,
+with no device work queued between, finds the GPU idle: it costs a copy, not a wait. Near misses stay reported:
+a helper whose value is only logged, and a loss read with device work queued after the needed read, or before it.
 
 Batches wrapped as `Variable(x).cuda()` (older scripts) are data moved to the GPU, not a network: the file
 runs on the device and its per-step reads are reported."""
@@ -89,12 +90,33 @@ LOGGED = Shape(
     SELECT,
 )
 
-ALSO_LOGS = Shape(
-    "the training step also reads its loss for a log",
+AFTER_PRIORITIES = Shape(
+    "the loss read right after the priorities' read finds the GPU idle",
     {"train.py": AGENT},
     {
         **SLOTS,
-        "priorities": ("self.memory.update_priorities(idxs, td.detach().cpu().numpy())\nreturn loss.item()",),
+        "priorities": (
+            "self.memory.update_priorities(idxs, td.detach().cpu().numpy())\nreturn loss.item()",
+            "prios = td.detach().cpu().numpy() + 1e-6\nself.memory.update_priorities(idxs, prios)\nreturn loss.item()",
+            "self.memory.update_priorities(idxs, td.detach().cpu().numpy())\nself.steps += 1\nreturn loss.item()",
+        ),
+        "loop": (
+            "action = self.$act(state)\nstate, reward, done, _ = env.step(action)\nlosses.append(self.$learn())",
+        ),
+    },
+    SELECT,
+)
+
+WORK_BETWEEN = Shape(
+    "the loss read after more device work, or before the priorities' read, still waits",
+    {"train.py": AGENT},
+    {
+        **SLOTS,
+        "priorities": (
+            "self.memory.update_priorities(idxs, td.detach().cpu().numpy())\nself.net.reset_noise()\nreturn loss.item()",
+            "logged = loss.item()\nself.memory.update_priorities(idxs, td.detach().cpu().numpy())\nreturn logged",
+            "self.memory.update_priorities(idxs, td.detach().cpu().numpy())\nif self.steps % 10 == 0:\n    self.sync_target()\nreturn loss.item()",
+        ),
         "loop": (
             "action = self.$act(state)\nstate, reward, done, _ = env.step(action)\nlosses.append(self.$learn())  # expect: TL207",
         ),
@@ -143,7 +165,7 @@ MODEL_ONLY = Shape(
 )
 
 
-@pytest.mark.parametrize("shape", [HOST_NEEDS, LOGGED, ALSO_LOGS, VARIABLE, MODEL_ONLY], ids=lambda s: s.name)
+@pytest.mark.parametrize("shape", [HOST_NEEDS, LOGGED, AFTER_PRIORITIES, WORK_BETWEEN, VARIABLE, MODEL_ONLY], ids=lambda s: s.name)
 def test_every_spelling(shape: Shape) -> None:
     report = differing(shape, LIMIT)
     assert report is None, report

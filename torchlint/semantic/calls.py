@@ -33,10 +33,6 @@ TENSOR_ARGUMENT = "`.item()` of a tensor it is given"
 SYNC_WORDS = (".item()", ".tolist()", ".cpu()", "synchronize", '"cpu"', "'cpu'", "float(", "int(")
 
 
-# Calls that read a value on the host (`t.item()`, `t.to("cpu")`, `float(t)`).
-_READS = frozenset({"item", "tolist", "cpu", "to", "float", "int", "bool"})
-
-
 # Methods that return the module they are called on (`Net().to(device)`, `Net().cuda().eval()`).
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double"})
 
@@ -88,7 +84,9 @@ class FunctionSummaries:
                 continue  # `if (step + 1) % 10 == 0: size = t.item()`: one read every ten calls, not every call
             func = node.func
             name = last_name(func)
-            if name in _READS and host_use.needed_on_host(self.context, node):
+            if name in host_use.READS and (
+                host_use.needed_on_host(self.context, node) or host_use.drained_by_needed_read(self.context, node)
+            ):
                 continue  # `memory.update_priorities(idx, td.cpu().numpy())`: the algorithm's own read
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
                 if name == "item" and self._tensor_checked(func.value, function):

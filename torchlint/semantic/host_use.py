@@ -78,6 +78,45 @@ def _returned(context: "Context", read: cst.Call, function: cst.FunctionDef) -> 
     )
 
 
+# Calls that queue no device work: host reads and the host's own bookkeeping.
+_HOST_CALLS = frozenset(
+    {"item", "tolist", "cpu", "numpy", "detach", "append", "extend", "print", "len", "float", "int", "bool",
+     "isinstance", "format", "str", "round"}
+)
+
+
+def drained_by_needed_read(context: "Context", read: cst.Call) -> bool:
+    """An earlier statement of the same block reads a value the program needs on the host (`needed_on_host`),
+    and the statements between queue no device work: that read already waited for the GPU, so this one (`return
+    loss.item()` after `memory.update_priorities(idx, td.cpu().numpy())`) finds it idle and costs a copy only."""
+    statement = _block_statement(context, read)
+    block = context.parent(statement) if statement is not None else None
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    siblings = list(block.body)
+    for earlier in reversed(siblings[: siblings.index(statement)]):  # type: ignore[arg-type]
+        if not isinstance(earlier, cst.SimpleStatementLine):
+            return False  # a branch or a loop may queue work on some path
+        calls = [n for n in scope_nodes(earlier) if isinstance(n, cst.Call)]
+        if any(last_name(c.func) in READS and needed_on_host(context, c) for c in calls):
+            return True
+        if any(last_name(c.func) not in _HOST_CALLS and not _consumes_on_host(context, c) for c in calls):
+            return False
+    return False
+
+
+# Calls that read a device value on the host.
+READS = frozenset({"item", "tolist", "cpu", "to", "float", "int", "bool"})
+
+
+def _block_statement(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The statement of a block (`IndentedBlock`, module) that holds `node`."""
+    for ancestor in context.ancestors(node):
+        if isinstance(context.parent(ancestor), (cst.IndentedBlock, cst.Module)):
+            return ancestor
+    return None
+
+
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     """The value of `read` is an argument of an environment's step or a host structure's update, directly or
     through the one name it is assigned to in the same function, or a value derived from it in a few

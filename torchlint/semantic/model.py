@@ -181,6 +181,10 @@ class SemanticModel:
         goes to an environment's step or a host structure, or sizes a Python loop (see `host_use`)."""
         return host_use.needed_on_host(self.context, read)
 
+    def drained_by_needed_read(self, read: cst.Call) -> bool:
+        """A read right after one the program needs, with no device work queued between (see `host_use`)."""
+        return host_use.drained_by_needed_read(self.context, read)
+
     def guards_non_finite(self, read: cst.Call) -> bool:
         """A NaN guard that stops the run is the read value's only use (see `host_use`)."""
         return host_use.guards_non_finite(self.context, read)

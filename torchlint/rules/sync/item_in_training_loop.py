@@ -151,6 +151,8 @@ class ItemInTrainingLoop(SyncRule):
         per_element = walked or self._indexed_per_trip(receiver, loop)
         if self.semantic.needed_on_host(node) and not per_element:
             return  # `envs.step(actions.cpu().numpy())`, `for i in keep:`: only the host can use the value
+        if self.semantic.drained_by_needed_read(node) and not per_element:
+            return  # a needed read just before already waited for the GPU: this one finds it idle
         self._reported.add(statement)  # type: ignore[arg-type]
         what = self._spelling(node, method)
         if (

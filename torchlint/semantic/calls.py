@@ -82,6 +82,8 @@ class FunctionSummaries:
         for node in calls:
             if gated(self.context, node, function):  # type: ignore[arg-type]
                 continue  # `if (step + 1) % 10 == 0: size = t.item()`: one read every ten calls, not every call
+            if self._in_own_step_loop(node, function):
+                continue  # `def evaluate(loader): for x, y in loader: ... .item()`: reported in that loop, per batch
             func = node.func
             name = last_name(func)
             if name in host_use.READS and (
@@ -117,6 +119,14 @@ class FunctionSummaries:
                     found = f"{inner[1]}, in `{inner[0]}()`"
                     break
         return found
+
+    def _in_own_step_loop(self, node: cst.Call, function: cst.FunctionDef) -> bool:
+        """`node` runs on every step of a loop of `function` itself: a caller runs the whole loop once (an
+        evaluation over a split), and the read is reported in that loop, not at the call."""
+        from torchlint.semantic.loops import every_step
+
+        loop = every_step(self.context, node)
+        return isinstance(loop, (cst.For, cst.While)) and any(a is function for a in self.context.ancestors(loop))
 
     def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
         """A call of `function` runs on every step and syncs through it (see `sync_of_call`), in this file,

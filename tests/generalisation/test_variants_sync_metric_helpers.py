@@ -4,8 +4,9 @@ A segmentation metric's `add_batch(target, output)`, a confusion-matrix builder,
 reads a value computed from its parameters (`pred.argmax(1).cpu().numpy()`, `pred = pred.cpu().numpy()` that
 rebinds the parameter, `correct = pred.eq(t).sum(); correct.item()`), so each call that hands it device tensors
 syncs, wherever the object was built (an attribute set in `__init__`, a local, a class imported from a module).
-Near misses stay silent: the same helpers handed NumPy arrays the loop already copied, and a helper that reads only
-its own host state."""
+A metric logger's `update` that reads what it is given only when it is a tensor syncs where it is handed a name
+bound to a tensor on one path and to None on the other. Near misses stay silent: the same helpers handed NumPy
+arrays the loop already copied, a helper that reads only its own host state, a logger handed numbers or None."""
 
 from __future__ import annotations
 
@@ -133,8 +134,75 @@ OWN_STATE = Shape(
 )
 
 
+LOGGER = """
+import torch
+
+
+class MetricLogger(object):
+    def __init__(self):
+        self.meters = {}
+
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            if v is None:
+                continue
+            if isinstance(v, torch.Tensor):
+                v = v.item()
+            self.meters.setdefault(k, []).append(v)
+"""
+
+STEP = """
+import torch
+import torch.nn as nn
+from utils import MetricLogger
+
+
+def train_one_epoch(model, criterion, loader, optimizer, device, mixup_fn):
+    metric_logger = MetricLogger()
+    for samples, targets in loader:
+        samples = samples.to(device, non_blocking=True)
+        targets = targets.to(device, non_blocking=True)
+        output = model(samples)
+        loss = criterion(output, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        $accuracy
+        metric_logger.update($keyword=class_acc)$mark
+"""
+
+MAYBE_ACCURACY = (
+    "if mixup_fn is None:\n    class_acc = (output.argmax(-1) == targets).float().mean()\nelse:\n    class_acc = None",
+    "class_acc = None\nif mixup_fn is None:\n    class_acc = (output.max(-1)[-1] == targets).float().mean()",
+)
+
+MAYBE_TENSOR = Shape(
+    "a logger handed a tensor on one path and None on the other",
+    {"utils.py": LOGGER, "train.py": STEP},
+    {"accuracy": MAYBE_ACCURACY, "keyword": ("class_acc", "acc1"), "mark": ("  # expect: TL207",)},
+    SELECT,
+)
+
+NEVER_TENSOR = Shape(
+    "a logger handed a number or None",
+    {"utils.py": LOGGER, "train.py": STEP},
+    {
+        "accuracy": (
+            "if mixup_fn is None:\n    class_acc = 0.0\nelse:\n    class_acc = None",
+            "class_acc = None",
+            "class_acc = None\nif mixup_fn is None:\n    class_acc = len(targets)",
+        ),
+        "keyword": ("class_acc", "acc1"),
+        "mark": ("",),
+    },
+    SELECT,
+)
+
+
 @pytest.mark.parametrize(
-    "shape", [GIVEN_TENSORS, MODULE_ATTRIBUTE, LOCAL, HOST_VALUES, OWN_STATE], ids=lambda s: s.name
+    "shape",
+    [GIVEN_TENSORS, MODULE_ATTRIBUTE, LOCAL, HOST_VALUES, OWN_STATE, MAYBE_TENSOR, NEVER_TENSOR],
+    ids=lambda s: s.name,
 )
 def test_every_spelling(shape: Shape) -> None:
     report = differing(shape, LIMIT)

@@ -283,11 +283,27 @@ class FunctionSummaries:
         """`sync_of_call`, less a helper that reads only the tensors it is given when the call passes none
         (`metric_logger.update(loss=loss_value)` hands it a number): the sync TL207 reports at a step's call."""
         found = self.sync_of_call(call)
-        if found is not None and reads_given_tensor(found[1]) and not any(self.values.is_tensor(a.value) for a in call.args):
+        if found is not None and reads_given_tensor(found[1]) and not any(self._may_be_tensor(a.value) for a in call.args):
             return None
         if found is not None and host_use.needed_on_host(self.context, call):
             return None  # `action = agent.select_action(state)` then `env.step(action)`: the host needs it
         return found
+
+    def _may_be_tensor(self, value: cst.BaseExpression) -> bool:
+        """A tensor, or a name bound to a tensor on one path and to `None` on the others (`acc = (p == y).mean()`
+        when no mixup, else `acc = None`): a helper that reads what it is given reads it on that path."""
+        if self.values.is_tensor(value):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = self.context.lookup(value) or ()
+        values = [b.value for b in bindings if b.kind == "assign"]
+        if len(values) != len(bindings) or len(values) < 2:
+            return False
+        nones = [v for v in values if isinstance(v, cst.Name) and v.value == "None"]
+        return bool(nones) and len(nones) < len(values) and all(
+            v in nones or self.values.is_tensor(v) for v in values  # type: ignore[arg-type]
+        )
 
     def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:
         """(name, how) when `call` runs a function, of this file or imported from the project, that reads a

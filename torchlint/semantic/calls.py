@@ -87,7 +87,8 @@ class FunctionSummaries:
             func = node.func
             name = last_name(func)
             if name in host_use.READS and (
-                host_use.needed_on_host(self.context, node) or host_use.drained_by_needed_read(self.context, node)
+                host_use.needed_on_host(self.context, node, sizes=False)
+                or host_use.drained_by_needed_read(self.context, node)
             ):
                 continue  # `memory.update_priorities(idx, td.cpu().numpy())`: the algorithm's own read
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
@@ -121,12 +122,12 @@ class FunctionSummaries:
         return found
 
     def _in_own_step_loop(self, node: cst.Call, function: cst.FunctionDef) -> bool:
-        """`node` runs on every step of a loop of `function` itself: a caller runs the whole loop once (an
-        evaluation over a split), and the read is reported in that loop, not at the call."""
-        from torchlint.semantic.loops import every_step
+        """`node` runs in a loop of `function` itself that runs a model on each trip (`def evaluate(loader): for
+        x, y in loader: out = model(x) ...`): a caller runs the whole loop, a split, at once, and the read is
+        judged in that loop, per batch, not at the call."""
+        from torchlint.semantic.hot_paths import forward_loop
 
-        loop = every_step(self.context, node)
-        return isinstance(loop, (cst.For, cst.While)) and any(a is function for a in self.context.ancestors(loop))
+        return forward_loop(self.context, node) is not None
 
     def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
         """A call of `function` runs on every step and syncs through it (see `sync_of_call`), in this file,
@@ -285,7 +286,7 @@ class FunctionSummaries:
         found = self.sync_of_call(call)
         if found is not None and reads_given_tensor(found[1]) and not any(self._may_be_tensor(a.value) for a in call.args):
             return None
-        if found is not None and host_use.needed_on_host(self.context, call):
+        if found is not None and host_use.needed_on_host(self.context, call, sizes=False):
             return None  # `action = agent.select_action(state)` then `env.step(action)`: the host needs it
         return found
 

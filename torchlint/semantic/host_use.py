@@ -46,19 +46,21 @@ _FINITE_CHECKS = frozenset(
 _HOST_STRUCTURE = re.compile(r"^update_priorit(?:y|ies)$")
 
 
-def needed_on_host(context: "Context", read: cst.Call, _depth: int = 0) -> bool:
-    """The program needs the value of `read` on the host by design (`feeds_host_consumer`, `sets_host_size`),
-    here or, when its function returns it, at every call of that function in this file (`action =
-    agent.select_action(state)` then `env.step(action)`): the read is the step's, not a waste."""
+def needed_on_host(context: "Context", read: cst.Call, *, sizes: bool = True, _depth: int = 0) -> bool:
+    """The program needs the value of `read` on the host by design (`feeds_host_consumer`, and with `sizes`
+    `sets_host_size`), here or, when its function returns it, at every call of that function in this file
+    (`action = agent.select_action(state)` then `env.step(action)`): the read is the step's, not a waste.
+    A helper's summary asks without `sizes`: a post-processing helper that loops on the host over the classes
+    it reads (`for c in dets[:, -1].cpu().unique():`) could keep that work on the device."""
     from torchlint.semantic import hot_paths
 
-    if feeds_host_consumer(context, read) or sets_host_size(context, read):
+    if feeds_host_consumer(context, read) or (sizes and sets_host_size(context, read)):
         return True
     function = context.enclosing_function(read)
     if _depth >= _RETURN_HOPS or function is None or not _returned(context, read, function):
         return False
     callers = hot_paths.callers_of(context, function)
-    return bool(callers) and all(needed_on_host(context, call, _depth + 1) for call in callers)
+    return bool(callers) and all(needed_on_host(context, c, sizes=sizes, _depth=_depth + 1) for c in callers)
 
 
 # Functions a needed value is followed out of (`select_action` returns it to `run_episode`, which returns it).
@@ -98,7 +100,7 @@ def drained_by_needed_read(context: "Context", read: cst.Call) -> bool:
         if not isinstance(earlier, cst.SimpleStatementLine):
             return False  # a branch or a loop may queue work on some path
         calls = [n for n in scope_nodes(earlier) if isinstance(n, cst.Call)]
-        if any(last_name(c.func) in READS and needed_on_host(context, c) for c in calls):
+        if any(last_name(c.func) in READS and needed_on_host(context, c, sizes=False) for c in calls):
             return True
         if any(last_name(c.func) not in _HOST_CALLS and not _consumes_on_host(context, c) for c in calls):
             return False

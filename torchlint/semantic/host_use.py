@@ -18,6 +18,11 @@ which traces the read as a symbolic value instead of copying it.
 A NaN guard is one too: `loss_value = loss.item()` then `if not math.isfinite(loss_value): sys.exit(1)` needs
 the value on every step by design (`guards_non_finite`), unless the value is also logged or accumulated.
 
+`needed_on_host(context, read)` gathers these judgements, for a read in a loop and for one a helper returns to
+such a use (`select_action` returning `q.argmax().item()` to `env.step`); the in-loop rules and the summaries of
+helpers (TL207) both ask it. A read right after a needed one, with no device work queued between, finds the
+GPU idle (`drained_by_needed_read`).
+
 `feeds_host_consumer(context, read)` is true when the value of `read` (a `.cpu()`, `.item()`, `.numpy()`
 call, through the methods chained on it) is an argument of such a call, directly or through the one name it
 is assigned to in the same function.
@@ -152,8 +157,8 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
 
 
 def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
-    """`node` runs inside `loop` (or function) whenever `read` does: no branch or inner loop of its own (a file written only
-    `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
+    """`node` runs inside `loop` (a loop, or the function) whenever `read` does: no branch or inner loop of its
+    own (a file written only `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
     around_read = {id(a) for a in context.ancestors(read)}
     for ancestor in context.ancestors(node):
         if ancestor is loop:

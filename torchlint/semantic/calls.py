@@ -122,12 +122,14 @@ class FunctionSummaries:
         return found
 
     def _in_own_step_loop(self, node: cst.Call, function: cst.FunctionDef) -> bool:
-        """`node` runs in a loop of `function` itself that runs a model on each trip (`def evaluate(loader): for
-        x, y in loader: out = model(x) ...`): a caller runs the whole loop, a split, at once, and the read is
-        judged in that loop, per batch, not at the call."""
+        """`node` runs on every step of a loop of `function` itself that runs a model on each trip (`def
+        evaluate(loader): for x, y in loader: out = model(x) ...`): a caller runs the whole loop, a split, at
+        once, and the read is reported in that loop, per batch, not at the call."""
         from torchlint.semantic.hot_paths import forward_loop
+        from torchlint.semantic.loops import every_step
 
-        return forward_loop(self.context, node) is not None
+        loop = every_step(self.context, node)
+        return isinstance(loop, (cst.For, cst.While)) and forward_loop(self.context, node) is loop
 
     def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
         """A call of `function` runs on every step and syncs through it (see `sync_of_call`), in this file,

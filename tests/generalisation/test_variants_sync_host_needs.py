@@ -5,7 +5,7 @@ step, whether the loop reads it itself or a helper does (`select_action` returni
 `.cpu().numpy()`); so must new priorities written back to a host replay buffer, read inside the helper that
 trains. The judgement is made where the value goes, not from the helper's name. A read right after such a read,
 with no device work queued between, finds the GPU idle: it costs a copy, not a wait. Near misses stay reported:
-a helper whose value is only logged, and a loss read with device work queued after the needed read, or before it.
+a helper whose value is only logged (or saved in a checkpoint at an interval), and a loss read with device work queued after the needed read, or before it.
 
 Batches wrapped as `Variable(x).cuda()` (older scripts) are data moved to the GPU, not a network: the file
 runs on the device and its per-step reads are reported."""
@@ -85,6 +85,7 @@ LOGGED = Shape(
         "loop": (
             "action = self.$act(state)  # expect: TL207\nhistory.append(action)\nself.$learn()",
             "history.append(self.$act(state))  # expect: TL207\nself.$learn()",
+            "p = self.$act(state)  # expect: TL207\nif t % 1000 == 0:\n    torch.save({'p': p}, 'ckpt.pt')\nself.$learn()",
         ),
     },
     SELECT,

@@ -1,9 +1,8 @@
 """Family E: a metric helper of another file that copies what it is given to the host, called on every batch.
 
 A segmentation metric's `add_batch(target, output)`, a confusion-matrix builder, an accuracy helper: the helper
-reads a value computed from its parameters (`pred.argmax(1).cpu().numpy()`, `pred = pred.cpu().numpy()` that
-rebinds the parameter, `correct = pred.eq(t).sum(); correct.item()`), so each call that hands it device tensors
-syncs, wherever the object was built (an attribute set in `__init__`, a local, a class imported from a module).
+reads a value computed from its parameters (`pred.argmax(1).cpu().numpy()`, `correct = pred.eq(t).sum();
+correct.item()`), so each call that hands it device tensors syncs, wherever the object was built (an attribute set in `__init__`, a local, a class imported from a module).
 A metric logger's `update` that reads what it is given only when it is a tensor syncs where it is handed a name
 bound to a tensor on one path and to None on the other. Near misses stay silent: the same helpers handed NumPy
 arrays the loop already copied, a helper that reads only its own host state, a logger handed numbers or None."""
@@ -41,7 +40,6 @@ class $Metric(object):
 
 READS = (
     "pred = output.argmax(1).cpu().numpy()\ngt = target.cpu().numpy()\nself.matrix += self._hist(gt, pred).reshape(self.num_class, -1)",
-    "output = output.argmax(1).cpu().numpy()\ntarget = target.cpu().numpy()\nself.matrix += self._hist(target, output).reshape(self.num_class, -1)",
     "correct = output.argmax(1).eq(target).sum()\nself.total += correct.item()",
     "self.total += output.argmax(1).eq(target).float().sum().item()",
 )
@@ -113,7 +111,7 @@ HOST_VALUES = Shape(
     {
         **SLOTS,
         "import": ("from metrics import $Metric",),
-        "read": READS[:2],
+        "read": READS[:1],
         "call": (
             "pred = output.argmax(1).cpu().numpy()  # expect: TL201\nself.metric.$update(target.cpu().numpy(), pred)  # expect: TL201",
         ),

@@ -247,23 +247,13 @@ class FunctionSummaries:
         return None
 
     def _is_parameter(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
-        """`value` is a parameter of `function`, or computed from one by methods and indexes (`pred.argmax(1)`),
-        read before the name is bound to anything else (`pred = pred.argmax(1).cpu().numpy()` reads the
-        parameter itself)."""
-        base = _chain_base(value)
-        if not isinstance(base, cst.Name):
+        """`value` is a parameter of `function`, never rebound there."""
+        if not isinstance(value, cst.Name):
             return False
-        bindings = self.context.lookup(base)
-        if not bindings or not any(
+        bindings = self.context.lookup(value)
+        return bool(bindings) and all(
             b.kind == "param" and self.context.enclosing(b.node, cst.FunctionDef) is function for b in bindings
-        ):
-            return False
-        for node in scope_nodes(function.body):  # source order: the read comes before any other binding
-            if node is value:
-                return True
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and _binds(node, base.value):
-                return any(a is node for a in self.context.ancestors(value))  # `x = f(x)`: read, then rebound
-        return False
+        )
 
     def _instance_built(self, holder: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """What built the object `holder` names: `metric` after `metric = Metric(...)`, or `self.metric`
@@ -330,29 +320,3 @@ class FunctionSummaries:
         how = function_summary.syncs
         return (name, how) if how is not None else None
 
-
-def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`pred` in `pred.argmax(1)[0].data`: what the methods, attributes and indexes chained on it start from."""
-    while True:
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        elif isinstance(expr, (cst.Attribute, cst.Subscript)):
-            expr = expr.value
-        else:
-            return expr
-
-
-def _binds(statement: cst.CSTNode, name: str) -> bool:
-    """`statement` assigns `name` (`x = ...`, `x += ...`, `x, y = ...`)."""
-    targets: list[cst.BaseExpression] = []
-    if isinstance(statement, cst.Assign):
-        targets = [t.target for t in statement.targets]
-    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
-        targets = [statement.target]
-    for target in targets:
-        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [target]
-        for element in elements:
-            node = element.value if isinstance(element, cst.Element) else element
-            if isinstance(node, cst.Name) and node.value == name:
-                return True
-    return False

@@ -5,10 +5,7 @@ step, whether the loop reads it itself or a helper does (`select_action` returni
 `.cpu().numpy()`); so must new priorities written back to a host replay buffer, read inside the helper that
 trains. The judgement is made where the value goes, not from the helper's name. A read right after such a read,
 with no device work queued between, finds the GPU idle: it costs a copy, not a wait. Near misses stay reported:
-a helper whose value is only logged (or saved in a checkpoint at an interval), and a loss read with device work queued after the needed read, or before it.
-
-Batches wrapped as `Variable(x).cuda()` (older scripts) are data moved to the GPU, not a network: the file
-runs on the device and its per-step reads are reported."""
+a helper whose value is only logged (or saved in a checkpoint at an interval), and a loss read with device work queued after the needed read, or before it."""
 
 from __future__ import annotations
 
@@ -125,48 +122,7 @@ WORK_BETWEEN = Shape(
     SELECT,
 )
 
-OLD_STYLE = """
-import torch
-import torch.nn as nn
-from torch.autograd import Variable
-
-model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 2)).cuda()
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-criterion = nn.CrossEntropyLoss()
-losses = []
-for epoch in range(10):
-    for x, y in loader:
-        $move
-        loss = criterion(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())  # expect: TL201
-"""
-
-VARIABLE = Shape(
-    "batches wrapped in Variable and moved",
-    {"train.py": OLD_STYLE},
-    {
-        "move": (
-            "x, y = Variable(x).cuda(), Variable(y).cuda()",
-            "x = Variable(x).cuda()\ny = Variable(y).cuda()",
-            "x, y = Variable(x.cuda()), Variable(y.cuda())",
-            "x, y = torch.autograd.Variable(x).cuda(), torch.autograd.Variable(y).cuda()",
-        )
-    },
-    SELECT,
-)
-
-MODEL_ONLY = Shape(
-    "only the model is moved: the run stays on the CPU",
-    {"train.py": OLD_STYLE.replace("  # expect: TL201", "")},
-    {"move": ("x, y = Variable(x), Variable(y)", "pass")},
-    SELECT,
-)
-
-
-@pytest.mark.parametrize("shape", [HOST_NEEDS, LOGGED, AFTER_PRIORITIES, WORK_BETWEEN, VARIABLE, MODEL_ONLY], ids=lambda s: s.name)
+@pytest.mark.parametrize("shape", [HOST_NEEDS, LOGGED, AFTER_PRIORITIES, WORK_BETWEEN], ids=lambda s: s.name)
 def test_every_spelling(shape: Shape) -> None:
     report = differing(shape, LIMIT)
     assert report is None, report

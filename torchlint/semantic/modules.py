@@ -124,8 +124,6 @@ def is_module_like_receiver(context: "Context", expr: cst.BaseExpression) -> boo
         return known == MODULE
     if isinstance(expr, cst.Call):
         name = last_name(expr.func)
-        if _builds_tensor(context, expr):
-            return False  # `Variable(images).cuda()`: the wrapper holds a batch, not a network
         return name is not None and name[:1].isupper() and not name.isupper() and not name.endswith("Tensor")
     name = last_name(expr)
     if name is None:
@@ -137,10 +135,3 @@ def is_module_like_receiver(context: "Context", expr: cst.BaseExpression) -> boo
         if value is not None and value is not expr:
             return isinstance(value, cst.Call) and is_module_like_receiver(context, value)
     return False
-
-
-def _builds_tensor(context: "Context", call: cst.Call) -> bool:
-    """A call of PyTorch outside `torch.nn` (`torch.autograd.Variable(x)`, `torch.Tensor(n)`): it returns
-    a tensor; PyTorch's modules live in `torch.nn`."""
-    qualname = context.qualname(call)
-    return qualname is not None and qualname.startswith("torch.") and not qualname.startswith("torch.nn.")

@@ -144,7 +144,8 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     for node in scope_nodes(scope):
         if isinstance(node, cst.Call) and _consumes_on_host(context, node):
             if any(_names(arg.value, name) for arg in node.args):
-                if last_name(node.func) in host_sinks.FILE_WRITERS and not _same_trip(context, node, read, loop):
+                writes = last_name(node.func) in host_sinks.FILE_WRITERS
+                if writes and loop is not None and loops.gated(context, node, loop):
                     continue  # `torch.save({"p": p}, path)` at a checkpoint interval: not what the read is for
                 return True
             if not derived or not _same_trip(context, node, read, loop):

@@ -160,14 +160,13 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
 
 
 def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
-    """`node` runs inside `loop` (a loop, or the function) whenever `read` does: no branch of its own (a file
-    written only `if opts.save_val_results:` leaves the read that feeds the metrics a waste). A `for` over the
-    batch's images (`for i in range(len(preds)): cv2.imwrite(...)`) writes on every trip."""
+    """`node` runs inside `loop` (a loop, or the function) whenever `read` does: no branch or inner loop of its
+    own (a file written only `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
     around_read = {id(a) for a in context.ancestors(read)}
     for ancestor in context.ancestors(node):
         if ancestor is loop:
             return True
-        if isinstance(ancestor, (cst.If, cst.While, cst.Try)) and id(ancestor) not in around_read:
+        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try)) and id(ancestor) not in around_read:
             return False
     return False
 

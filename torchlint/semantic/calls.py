@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
-from torchlint.semantic import project
+from torchlint.semantic import host_use, project
 from torchlint.semantic.functions import called_function, method_named
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.objects import objects
@@ -82,8 +82,15 @@ class FunctionSummaries:
         for node in calls:
             if gated(self.context, node, function):  # type: ignore[arg-type]
                 continue  # `if (step + 1) % 10 == 0: size = t.item()`: one read every ten calls, not every call
+            if self._in_own_step_loop(node, function):
+                continue  # `def evaluate(loader): for x, y in loader: ... .item()`: reported in that loop, per batch
             func = node.func
             name = last_name(func)
+            if name in host_use.READS and (
+                host_use.needed_on_host(self.context, node, sizes=False)
+                or host_use.drained_by_needed_read(self.context, node)
+            ):
+                continue  # `memory.update_priorities(idx, td.cpu().numpy())`: the algorithm's own read
             if isinstance(func, cst.Attribute) and name in ("item", "tolist", "cpu") and not node.args:
                 if name == "item" and self._tensor_checked(func.value, function):
                     found = TENSOR_ARGUMENT  # keep looking: an unconditional sync says more
@@ -113,6 +120,16 @@ class FunctionSummaries:
                     found = f"{inner[1]}, in `{inner[0]}()`"
                     break
         return found
+
+    def _in_own_step_loop(self, node: cst.Call, function: cst.FunctionDef) -> bool:
+        """`node` runs on every step of a loop of `function` itself that runs a model on each trip (`def
+        evaluate(loader): for x, y in loader: out = model(x) ...`): a caller runs the whole loop, a split, at
+        once, and the read is reported in that loop, per batch, not at the call."""
+        from torchlint.semantic.hot_paths import forward_loop
+        from torchlint.semantic.loops import every_step
+
+        loop = every_step(self.context, node)
+        return isinstance(loop, (cst.For, cst.While)) and forward_loop(self.context, node) is loop
 
     def reported_at_a_call(self, function: cst.FunctionDef, _seen: Optional[set[cst.FunctionDef]] = None) -> bool:
         """A call of `function` runs on every step and syncs through it (see `sync_of_call`), in this file,
@@ -259,9 +276,27 @@ class FunctionSummaries:
         """`sync_of_call`, less a helper that reads only the tensors it is given when the call passes none
         (`metric_logger.update(loss=loss_value)` hands it a number): the sync TL207 reports at a step's call."""
         found = self.sync_of_call(call)
-        if found is not None and reads_given_tensor(found[1]) and not any(self.values.is_tensor(a.value) for a in call.args):
+        if found is not None and reads_given_tensor(found[1]) and not any(self._may_be_tensor(a.value) for a in call.args):
             return None
+        if found is not None and host_use.needed_on_host(self.context, call, sizes=False):
+            return None  # `action = agent.select_action(state)` then `env.step(action)`: the host needs it
         return found
+
+    def _may_be_tensor(self, value: cst.BaseExpression) -> bool:
+        """A tensor, or a name bound to a tensor on one path and to `None` on the others (`acc = (p == y).mean()`
+        when no mixup, else `acc = None`): a helper that reads what it is given reads it on that path."""
+        if self.values.is_tensor(value):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = self.context.lookup(value) or ()
+        values = [b.value for b in bindings if b.kind == "assign"]
+        if len(values) != len(bindings) or len(values) < 2:
+            return False
+        nones = [v for v in values if isinstance(v, cst.Name) and v.value == "None"]
+        return bool(nones) and len(nones) < len(values) and all(
+            v in nones or self.values.is_tensor(v) for v in values  # type: ignore[arg-type]
+        )
 
     def sync_of_call(self, call: cst.Call, *, strict: bool = False) -> Optional[tuple[str, str]]:
         """(name, how) when `call` runs a function, of this file or imported from the project, that reads a

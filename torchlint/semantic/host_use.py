@@ -18,6 +18,11 @@ which traces the read as a symbolic value instead of copying it.
 A NaN guard is one too: `loss_value = loss.item()` then `if not math.isfinite(loss_value): sys.exit(1)` needs
 the value on every step by design (`guards_non_finite`), unless the value is also logged or accumulated.
 
+`needed_on_host(context, read)` gathers these judgements, for a read in a loop and for one a helper returns to
+such a use (`select_action` returning `q.argmax().item()` to `env.step`); the in-loop rules and the summaries of
+helpers (TL207) both ask it. A read right after a needed one, with no device work queued between, finds the
+GPU idle (`drained_by_needed_read`).
+
 `feeds_host_consumer(context, read)` is true when the value of `read` (a `.cpu()`, `.item()`, `.numpy()`
 call, through the methods chained on it) is an argument of such a call, directly or through the one name it
 is assigned to in the same function.
@@ -46,11 +51,84 @@ _FINITE_CHECKS = frozenset(
 _HOST_STRUCTURE = re.compile(r"^update_priorit(?:y|ies)$")
 
 
+def needed_on_host(context: "Context", read: cst.Call, *, sizes: bool = True, _depth: int = 0) -> bool:
+    """The program needs the value of `read` on the host by design (`feeds_host_consumer`, and with `sizes`
+    `sets_host_size`), here or, when its function returns it, at every call of that function in this file
+    (`action = agent.select_action(state)` then `env.step(action)`): the read is the step's, not a waste.
+    A helper's summary asks without `sizes`: a post-processing helper that loops on the host over the classes
+    it reads (`for c in dets[:, -1].cpu().unique():`) could keep that work on the device."""
+    from torchlint.semantic import hot_paths
+
+    if feeds_host_consumer(context, read) or (sizes and sets_host_size(context, read)):
+        return True
+    function = context.enclosing_function(read)
+    if _depth >= _RETURN_HOPS or function is None or not _returned(context, read, function):
+        return False
+    callers = hot_paths.callers_of(context, function)
+    return bool(callers) and all(needed_on_host(context, c, sizes=sizes, _depth=_depth + 1) for c in callers)
+
+
+# Functions a needed value is followed out of (`select_action` returns it to `run_episode`, which returns it).
+_RETURN_HOPS = 2
+
+
+def _returned(context: "Context", read: cst.Call, function: cst.FunctionDef) -> bool:
+    """`function` returns the value of `read` itself (`return a.cpu().numpy()`), or the one name it is
+    assigned to (`action = a.item()` ... `return action`)."""
+    value = _through_arithmetic(context, whole_value(context, read))
+    if isinstance(context.parent(value), cst.Return):
+        return True
+    name = _assigned_name(context, value)
+    return name is not None and any(
+        isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value == name
+        for node in scope_nodes(function.body)
+    )
+
+
+# Calls that queue no device work: host reads and the host's own bookkeeping.
+_HOST_CALLS = frozenset(
+    {"item", "tolist", "cpu", "numpy", "detach", "append", "extend", "print", "len", "float", "int", "bool",
+     "isinstance", "format", "str", "round"}
+)
+
+
+def drained_by_needed_read(context: "Context", read: cst.Call) -> bool:
+    """An earlier statement of the same block reads a value the program needs on the host (`needed_on_host`),
+    and the statements between queue no device work: that read already waited for the GPU, so this one (`return
+    loss.item()` after `memory.update_priorities(idx, td.cpu().numpy())`) finds it idle and costs a copy only."""
+    statement = _block_statement(context, read)
+    block = context.parent(statement) if statement is not None else None
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    siblings = list(block.body)
+    for earlier in reversed(siblings[: siblings.index(statement)]):  # type: ignore[arg-type]
+        if not isinstance(earlier, cst.SimpleStatementLine):
+            return False  # a branch or a loop may queue work on some path
+        calls = [n for n in scope_nodes(earlier) if isinstance(n, cst.Call)]
+        if any(last_name(c.func) in READS and needed_on_host(context, c, sizes=False) for c in calls):
+            return True
+        if any(last_name(c.func) not in _HOST_CALLS and not _consumes_on_host(context, c) for c in calls):
+            return False
+    return False
+
+
+# Calls that read a device value on the host.
+READS = frozenset({"item", "tolist", "cpu", "to", "float", "int", "bool"})
+
+
+def _block_statement(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The statement of a block (`IndentedBlock`, module) that holds `node`."""
+    for ancestor in context.ancestors(node):
+        if isinstance(context.parent(ancestor), (cst.IndentedBlock, cst.Module)):
+            return ancestor
+    return None
+
+
 def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
     """The value of `read` is an argument of an environment's step or a host structure's update, directly or
     through the one name it is assigned to in the same function, or a value derived from it in a few
     assignments is written to a file on the same trip of the loop (`mask = colorize(pred); mask.save(path)`)."""
-    value = whole_value(context, read)
+    value = _through_arithmetic(context, whole_value(context, read))
     parent = context.parent(value)
     if isinstance(parent, cst.Arg):
         call = context.parent(parent)
@@ -60,11 +138,15 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
         return False
     function = context.enclosing_function(read)
     scope = function.body if function is not None else context.module
-    loop = next((a for a in context.ancestors(read) if isinstance(a, (cst.For, cst.While))), None)
+    # a loop's trip, else one call of the function: where values derived from the read count
+    loop = next((a for a in context.ancestors(read) if isinstance(a, (cst.For, cst.While))), function)
     derived = _derived_names(scope, name) - {name} if loop is not None else set()
     for node in scope_nodes(scope):
         if isinstance(node, cst.Call) and _consumes_on_host(context, node):
             if any(_names(arg.value, name) for arg in node.args):
+                writes = last_name(node.func) in host_sinks.FILE_WRITERS
+                if writes and loop is not None and loops.gated(context, node, loop):
+                    continue  # `torch.save({"p": p}, path)` at a checkpoint interval: not what the read is for
                 return True
             if not derived or not _same_trip(context, node, read, loop):
                 continue  # values derived from the read count only when written on the same trip, always
@@ -78,8 +160,8 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
 
 
 def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
-    """`node` runs inside `loop` whenever `read` does: no branch or inner loop of its own (a file written only
-    `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
+    """`node` runs inside `loop` (a loop, or the function) whenever `read` does: no branch or inner loop of its
+    own (a file written only `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
     around_read = {id(a) for a in context.ancestors(read)}
     for ancestor in context.ancestors(node):
         if ancestor is loop:
@@ -172,6 +254,14 @@ def whole_value(context: "Context", read: cst.Call) -> cst.BaseExpression:
             current = parent  # `.data`
             continue
         return current
+
+
+def _through_arithmetic(context: "Context", value: cst.BaseExpression) -> cst.BaseExpression:
+    """`td.cpu().numpy() + eps` for `td.cpu().numpy()`: arithmetic on the host value carries it on."""
+    parent = context.parent(value)
+    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+        value, parent = parent, context.parent(parent)
+    return value
 
 
 def _assigned_name(context: "Context", value: cst.BaseExpression) -> Optional[str]:

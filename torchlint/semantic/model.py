@@ -180,13 +180,14 @@ class SemanticModel:
         steps, an evaluation over a list of batches), whether or not it is a step loop (see `hot_paths`)."""
         return hot_paths.forward_loop(self.context, node)
 
-    def feeds_host_consumer(self, read: cst.Call) -> bool:
-        """The value of a host read goes where only the host can use it (`envs.step(actions)`; see `host_use`)."""
-        return host_use.feeds_host_consumer(self.context, read)
+    def needed_on_host(self, read: cst.Call) -> bool:
+        """The program needs the value of a host read (or of a call returning one) on the host by design: it
+        goes to an environment's step or a host structure, or sizes a Python loop (see `host_use`)."""
+        return host_use.needed_on_host(self.context, read)
 
-    def sets_host_size(self, read: cst.Call) -> bool:
-        """The value of a host read bounds a Python loop or sizes a `view` (see `host_use`)."""
-        return host_use.sets_host_size(self.context, read)
+    def drained_by_needed_read(self, read: cst.Call) -> bool:
+        """A read right after one the program needs, with no device work queued between (see `host_use`)."""
+        return host_use.drained_by_needed_read(self.context, read)
 
     def guards_non_finite(self, read: cst.Call) -> bool:
         """A NaN guard that stops the run is the read value's only use (see `host_use`)."""

@@ -90,7 +90,8 @@ class ItemInTrainingLoop(SyncRule):
         "an environment's `step()`, new priorities handed to a replay buffer's `update_priorities()`, an image or "
         "mask written to a file for each batch (`Image.fromarray(img).save(path)`, `cv2.imwrite`, `np.save`), a "
         "number that bounds a Python loop or sizes a `view` (`keep = torch.topk(s, k)[1].tolist()` then `for i in "
-        "keep:`). A read behind a debug switch (`if args.debug:`), or behind a `--verbose` switch of the file that is off by default, is not reported either. Other syncs that decide "
+        "keep:`), whether the read is in the loop or in a helper that returns it to such a use (`select_action`). A read "
+        "right after a needed one, with no device work queued between, finds the GPU idle and is not reported. A read behind a debug switch (`if args.debug:`), or behind a `--verbose` switch of the file that is off by default, is not reported either. Other syncs that decide "
         "control flow may be intended too. `.cpu()` of predictions gathered in an evaluation loop (appended, stored) is reported "
         "with its own advice: keep the batches on the device and copy once after the loop (when they do not fit in "
         "device memory together, the per-batch copy is the price of fitting: silence it). A read in a one-step "
@@ -149,10 +150,10 @@ class ItemInTrainingLoop(SyncRule):
         collection = self.semantic.element_read(receiver)
         walked = collection is not None and self.walks_device_tensor(collection)
         per_element = walked or self._indexed_per_trip(receiver, loop)
-        if self.semantic.feeds_host_consumer(node) and not per_element:
-            return  # `envs.step(actions.cpu().numpy())`: only the host can use the value (one copy per batch)
-        if self.semantic.sets_host_size(node) and not per_element:
-            return  # `keep = topk(...)[1].tolist()` then `for i in keep:`: Python needs the number
+        if self.semantic.needed_on_host(node) and not per_element:
+            return  # `envs.step(actions.cpu().numpy())`, `for i in keep:`: only the host can use the value
+        if self.semantic.drained_by_needed_read(node) and not per_element:
+            return  # a needed read just before already waited for the GPU: this one finds it idle
         self._reported.add(statement)  # type: ignore[arg-type]
         what = self._spelling(node, method)
         if (

@@ -49,6 +49,13 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
         "v.item()`, a metric logger's `update`), or of a parameter in a helper of another file "
         "(`pred.cpu().numpy()` in `def confusion(label, pred)`): such a helper is reported only where it is handed "
         "a tensor. "
+        "A read the program needs on the host is not counted: a helper whose value goes to an environment's "
+        "`step()` (`action = agent.select_action(state)` then `env.step(action)`), a read inside the helper whose "
+        "value goes to a host structure (`memory.update_priorities(idx, td.cpu().numpy())`), and a read right after "
+        "such a read with no device work queued between (the GPU is already idle). A helper that runs a whole "
+        "evaluation (its own loop runs a model on each batch) is judged in that loop, per batch, not at the call. "
+        "A helper that reads only the tensors it is given is reported where it is handed one, or a name bound to a "
+        "tensor on one path and to `None` on the others. "
         "One finding per sync: where this call is reported, the read inside the helper is not reported again "
         "(TL201). Silence a deliberate call with `# noqa: TL207`."
     )

@@ -57,6 +57,6 @@ class TensorToPythonNumberInTrainingLoop(SyncRule):
             if collection is not None and self.walks_placed_tensor(collection):
                 self.report(node, _PER_ELEMENT.format(name=func.value))  # `[int(b) for b in boxes]`, in any loop
             return
-        if self.semantic.sets_host_size(node) and self.semantic.element_read(args[0].value) is None:
+        if self.semantic.needed_on_host(node) and self.semantic.element_read(args[0].value) is None:
             return  # `n = int(counts.max())` then `x.view(n, -1)`: Python needs the number
         self.report(node, f"`{func.value}(tensor)` waits for the GPU and copies to the host on every step: " + ADVICE)

@@ -6,16 +6,18 @@ Silent: a Dataset class of another file whose `__getitem__` only indexes tensors
 parallel assignment (`train_set, valid_set = Frames(x, y), Frames(vx, vy)`); a loader read only
 by `next(iter(loader))`, also once per epoch inside a loop (each fresh iterator yields one batch, and
 workers would start again for each); a Dataset class whose `__getitem__` moves each item to the GPU, which
-a worker process cannot do; a program run on its own that never puts anything on an accelerator. Near misses
+a worker process cannot do; a notebook whose program never puts anything on an accelerator. Near misses
 stay reported: a branch that reads a file or applies a transform, an iterator kept across steps
 (`it = iter(loader)` then `next(it)` per step), a `__getitem__` that moves items to the CPU, the same
 program with its model on the GPU."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.generalisation.variants import Shape, differing
+from tests.generalisation.variants import Shape, differing, findings
 
 LIMIT = 8
 
@@ -182,27 +184,22 @@ DEVICE_SLOTS = {
     ),
 }
 
-CPU_SCRIPT = """
-import torch
-from torch.utils import data
-from torchvision import datasets, transforms, utils
+CPU_CELLS = (
+    "import torch\nfrom torch.utils import data\nfrom torchvision import datasets, transforms\n$model_line",
+    'test_set = datasets.FashionMNIST("./data", train=False, download=True, transform=transforms.ToTensor())\n'
+    "test_loader = data.DataLoader(dataset=test_set, batch_size=16)\n",
+    "$use",
+)
 
-$model_line
-train_set = datasets.FashionMNIST("./data", train=True, download=True, transform=transforms.ToTensor())
-test_set = datasets.FashionMNIST("./data", train=False, download=True, transform=transforms.ToTensor())
-train_loader = data.DataLoader(dataset=train_set, batch_size=16)
-test_loader = data.DataLoader(dataset=test_set, batch_size=16)  $expect
-images, labels = next(iter(train_loader))
-$use
-"""
+CPU_USES = ("summary(test_loader)", "grid = make_grid(test_loader)", "show_batches(test_loader, 8)")
 
-CPU_SLOTS = {
-    "use": (
-        "summary(test_loader)",
-        "grid = make_grid(test_loader)",
-        "show_batches(test_loader, images)",
-    ),
-}
+
+def _notebook(model_line: str, use: str) -> str:
+    cells = [c.replace("$model_line", model_line).replace("$use", use) for c in CPU_CELLS]
+    return json.dumps(
+        {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+         "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    )
 
 
 def _shape(name: str, files: dict[str, str], slots: dict[str, tuple[str, ...]], expect: str) -> Shape:
@@ -251,13 +248,6 @@ SHAPES = [
         DEVICE_SLOTS,
         "# expect: TL101",
     ),
-    _shape("cpu-only-program", {"explore.py": CPU_SCRIPT}, {**CPU_SLOTS, "model_line": ("",)}, ""),
-    _shape(
-        "same-program-on-the-gpu",
-        {"explore.py": CPU_SCRIPT},
-        {**CPU_SLOTS, "model_line": ("model = torch.nn.Linear(784, 10).cuda()", 'device = torch.device("cuda")')},
-        "# expect: TL101",
-    ),
 ]
 
 
@@ -265,3 +255,13 @@ SHAPES = [
 def test_what_the_dataset_does_and_how_the_loader_is_used_decide(shape: Shape) -> None:
     message = differing(shape, LIMIT)
     assert message is None, message
+
+
+@pytest.mark.parametrize("use", CPU_USES)
+@pytest.mark.parametrize(
+    ("model_line", "reported"),
+    [("", False), ("model = torch.nn.Linear(784, 10).cuda()", True), ('device = torch.device("cuda")', True)],
+)
+def test_a_notebook_that_never_uses_an_accelerator_is_silent(use: str, model_line: str, reported: bool) -> None:
+    got = findings({"explore.ipynb": _notebook(model_line, use)}, ("TL101",))
+    assert bool(got) == reported, got

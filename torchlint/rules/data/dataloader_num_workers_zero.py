@@ -12,7 +12,6 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import NUM_WORKERS_AT, set_argument
-from torchlint.semantic import project
 from torchlint.semantic.file_kind import has_main_guard, main_guarded
 from torchlint.semantic.loader_calls import MISSING
 
@@ -99,8 +98,7 @@ class DataloaderNumWorkersZero(Rule):
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
         "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers (or, bound at the top level, imported by files) that show none, nor do the project files they import, or "
         "a loader of a program that trains and shows none in this file or any project file it imports or that imports it, wherever its loop is "
-        "(`train_one_epoch(model, loader)` of engine.py), or of a program run on its own (a notebook, a script no "
-        "project file imports) that shows none in it or the project files it imports: a CPU-only program, where "
+        "(`train_one_epoch(model, loader)` of engine.py), or of a notebook that shows none in it or the project files it imports: a CPU-only program, where "
         "workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
@@ -159,8 +157,8 @@ class DataloaderNumWorkersZero(Rule):
                 continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
             if cpu_only and (self._consumed_here(node) or data.callers_on_accelerator(node) is False or data.cpu_program_trains()):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
-            if cpu_only and self._entry_point(node) and data.cpu_program():
-                continue  # a program run on its own that never puts anything on an accelerator
+            if cpu_only and self.context.source.is_notebook and data.cpu_program():
+                continue  # a notebook (run, never imported) whose program never puts anything on an accelerator
             self._report(node)
 
     def _consumed_here(self, node: cst.Call) -> bool:
@@ -168,15 +166,6 @@ class DataloaderNumWorkersZero(Rule):
         if self.semantic.loaders.batch_reads(node):
             return True
         return ".backward(" in self.context.source.text
-
-    def _entry_point(self, node: cst.Call) -> bool:
-        """The file is run, not imported: a notebook, or a script no project file imports whose loader is
-        built at the top level or under a `__main__` guard (not a library function others may call)."""
-        if self.context.source.is_notebook:
-            return True
-        if project.importers(self.context.source.path):
-            return False
-        return self.context.enclosing(node, cst.FunctionDef, cst.ClassDef) is None or has_main_guard(self.context.module)
 
     def _report(self, node: cst.Call) -> None:
         dataset = argument(node, "dataset", 0)

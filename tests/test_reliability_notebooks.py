@@ -74,7 +74,7 @@ def test_a_fix_that_would_carry_a_statement_into_the_next_cell_is_dropped(runner
 def test_a_fixed_notebook_keeps_its_json_style(runner, project: Path, indent: int, ensure_ascii: bool) -> None:
     notebook = _notebook(
         "# caf\u00e9 \u2014 \u03bb\nimport torch\nfrom torch.utils.data import DataLoader\n",
-        "loader = DataLoader(ds, batch_size=8)\n",
+        "loader = DataLoader(ds, batch_size=8)\nmodel = net.cuda()\n",
         "print('\u00e9t\u00e9')\nx = 1\n",
     )
     notebook["cells"][2]["source"] = "print('\u00e9t\u00e9')\nx = 1\n"  # a string, as some tools write it
@@ -123,6 +123,20 @@ def test_magic_lines_are_still_masked() -> None:
     masked = mask_magics("%matplotlib inline\nfiles = !ls\nif x:\n    %time f()\nx = 1\n")
     compile(masked, "cell", "exec")
     assert masked.endswith("x = 1\n")
+
+
+@pytest.mark.parametrize("magic", ["%%time", "%%timeit -n 3", "%%capture out", "\n%%prun"])
+def test_a_cell_magic_that_runs_python_keeps_its_body(magic: str) -> None:
+    cell = f"{magic}\nfor x, y in loader:\n    !echo step\n    model(x.cuda())\n"
+    masked = mask_magics(cell)
+    assert len(masked) == len(cell)
+    compile(masked, "cell", "exec")
+    assert "for x, y in loader:" in masked and "model(x.cuda())" in masked
+
+
+def test_a_cell_magic_of_another_language_is_hidden() -> None:
+    masked = mask_magics("%%bash\nfor f in *.py; do echo $f; done\n")
+    assert all(line.startswith("#") for line in masked.splitlines())
 
 
 def test_help_magic_in_a_notebook_is_not_a_syntax_error(runner, project: Path) -> None:

@@ -16,6 +16,8 @@ from torchlint.lint.scan import LineScanner
 
 # A line magic or shell escape, possibly assigned (`files = !ls`), at the start of a logical line.
 _MAGIC = re.compile(r"^(\s*(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?)([%!?].*)$")
+# Cell magics whose body is the cell's own Python (timed, profiled, its output captured).
+_PYTHON_CELL_MAGIC = re.compile(r"^\s*%%(time|timeit|capture|prun)\b")
 # `obj?`, `torch.zeros??`: help on a name.
 _HELP = re.compile(r"^(\s*[A-Za-z_][\w.]*)(\?\??)(\s*)$")
 
@@ -53,7 +55,13 @@ def _hidden(line: str) -> str:
 def mask_magics(source: str) -> str:
     """Turn IPython magics and shell escapes into Python of the same length (offsets stay put)."""
     if source.lstrip().startswith("%%"):
-        return "".join(("#" + line[1:]) if line.strip() else line for line in source.splitlines(keepends=True))
+        lines = source.splitlines(keepends=True)
+        first = next(i for i, line in enumerate(lines) if line.strip())
+        if _PYTHON_CELL_MAGIC.match(lines[first]):
+            # `%%time`: the rest of the cell is Python that runs as usual, timed
+            head = "".join(lines[:first]) + "#" + lines[first][1:]
+            return head + mask_magics("".join(lines[first + 1 :]))
+        return "".join(("#" + line[1:]) if line.strip() else line for line in lines)
     out = []
     scanner = LineScanner()
     in_magic = False  # the previous line was a magic ending with a backslash

@@ -107,6 +107,10 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         values = _param_values(context, binding.node, depth) if binding.kind == "param" else _imported_value(context, name)
         return bool(values) and all(_in_memory_dataset(there, value, depth + 1) for there, value in values)
     node = binding.node
+    paired = _paired_value(node, name)
+    if paired is not None:
+        # `train_set, valid_set = LibriDataset(x_train, y_train), LibriDataset(x_valid, y_valid)`
+        return _in_memory_dataset(context, paired, depth + 1)
     if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
         # `train_ds, val_ds = random_split(TensorDataset(x, y), [0.8, 0.2])`
         if context.qualname(node.value) == "torch.utils.data.random_split" and node.value.args:
@@ -118,6 +122,21 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         # `train_ds, dev_ds, vocab = TextDataset.splits(root)`: a classmethod building instances of its class
         return _split_by_classmethod(context, node, name)
     return False
+
+
+def _paired_value(node: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
+    """`a, b = x, y`: the value bound to `name` (None for any other statement)."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, (cst.Tuple, cst.List))):
+        return None
+    target = node.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(node.value.elements):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in [*target.elements, *node.value.elements]):
+        return None
+    for element, value in zip(target.elements, node.value.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return value.value
+    return None
 
 
 def _returned(
@@ -302,7 +321,7 @@ def indexes_memory(cls: cst.ClassDef) -> bool:
     statements = list(getitem.body.body)
     if statements and _is_docstring(statements[0]):
         statements = statements[1:]
-    if not statements or not all(isinstance(s, cst.SimpleStatementLine) for s in statements):
+    if not statements or not all(_plain_branches(s) for s in statements):
         return False
     indexed = False
     held: set[str] = set()  # locals that name data the dataset holds: `features = self.a if train else self.b`
@@ -318,6 +337,22 @@ def indexes_memory(cls: cst.ClassDef) -> bool:
                 if _self_data(node.value):
                     held.add(node.targets[0].target.value)
     return indexed
+
+
+def _plain_branches(statement: cst.CSTNode) -> bool:
+    """A simple statement, or an `if` (with `elif`/`else`) made of them: `if self.labels is not None: return
+    self.x[i], self.labels[i]`. Loops and `with` blocks are not followed (they may read files)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return True
+    if isinstance(statement, cst.If):
+        return _plain_suite(statement.body) and (statement.orelse is None or _plain_branches(statement.orelse))
+    return isinstance(statement, cst.Else) and _plain_suite(statement.body)
+
+
+def _plain_suite(suite: cst.BaseSuite) -> bool:
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return True  # `if flag: return self.x[i]` on one line
+    return all(_plain_branches(s) for s in suite.body)
 
 
 def _self_data(expr: cst.BaseExpression) -> bool:
@@ -500,7 +535,8 @@ def dataset_bound_to(context: Context, name: cst.Name) -> Optional[cst.BaseExpre
 
 
 def dataset_given_device(context: Context, call: cst.Call) -> bool:
-    """The loader's dataset was built by a call that receives a (CUDA) device: `MyDataset(x, y, device)`.
+    """The loader's dataset was built by a call that receives a (CUDA) device: `MyDataset(x, y, device)`, or
+    is a Dataset class of this file whose `__getitem__` moves each item to the GPU.
 
     Its items are, or may be, GPU tensors: worker processes cannot create them (CUDA does not start in a
     forked worker) and have no decoding to take over.
@@ -522,6 +558,8 @@ def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], dep
     if name.startswith("torch.") or is_dataloader(context, expr):
         return False  # TensorDataset and friends: TL102's business, and in memory anyway
     data = flow(context)
+    if _getitem_moves(context, expr):
+        return True
     for arg in expr.args:
         value = arg.value
         if arg.keyword is not None and arg.keyword.value == "device":
@@ -539,3 +577,16 @@ def _built_with_device(context: Context, expr: Optional[cst.BaseExpression], dep
             if "device" in last.lower() and data.may_be_cuda(value, 0):
                 return True
     return False
+
+
+def _getitem_moves(context: Context, call: cst.Call) -> bool:
+    """`call` builds a Dataset class of this file whose `__getitem__` moves what it reads to an accelerator
+    (`img = self.transform(img).to(device)`)."""
+    bindings = context.lookup(call.func) if isinstance(call.func, cst.Name) else None
+    if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+        return False
+    getitem = method_named(bindings[0].node, "__getitem__")
+    data = flow(context)
+    return getitem is not None and any(
+        isinstance(n, cst.Call) and is_transfer(n) and data.to_accelerator(n) for n in descendants(getitem)
+    )

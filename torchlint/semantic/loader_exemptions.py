@@ -91,12 +91,14 @@ class LoaderExemptions:
         if is_builtin(context, call.func, "len"):
             return True
         if is_builtin(context, call.func, "iter"):
-            if enclosing_loops(context, call):
-                return False
             holder = context.parent(call)
             if isinstance(holder, cst.Arg):
-                outer = context.parent(holder)  # `next(iter(loader))`
+                # `next(iter(loader))`, in a loop too: each fresh iterator yields one batch, and worker
+                # processes would only start again for every one of them
+                outer = context.parent(holder)
                 return isinstance(outer, cst.Call) and is_builtin(context, outer.func, "next")
+            if enclosing_loops(context, call):
+                return False
             if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name):
                 name = holder.targets[0].target  # `it = iter(loader)`, then `next(it)`
                 scope = context.enclosing(call, cst.FunctionDef) or context.module
@@ -214,14 +216,23 @@ class LoaderExemptions:
         """Neither this file nor any project file it imports (at any depth) or that imports it shows an
         accelerator, and one of them trains (runs a backward pass): this file's loaders feed a CPU-only
         training program, wherever its loop is (`train_one_epoch(model, loader)` of engine.py)."""
+        return self.cpu_program() and any(".backward(" in t for t in self._program_texts())
+
+    def cpu_program(self) -> bool:
+        """Neither this file nor any project file it imports (at any depth) or that imports it shows an
+        accelerator."""
         if self._cpu_program is None:
+            self._cpu_program = not any(_shows_accelerator(t) for t in self._program_texts())
+        return self._cpu_program
+
+    def _program_texts(self) -> list[str]:
+        if self._program_sources is None:
             source = self.context.source
-            texts = [source.text]
+            self._program_sources = [source.text]
             for path in project.dependencies(source.path, source.text):
                 text = project.read_text(path)
-                texts.append(text if text is not None else ".cuda(")  # unreadable: cannot tell
-            self._cpu_program = not any(_shows_accelerator(t) for t in texts) and any(".backward(" in t for t in texts)
-        return self._cpu_program
+                self._program_sources.append(text if text is not None else ".cuda(")  # unreadable: cannot tell
+        return self._program_sources
 
 
 def _shows_accelerator(text: str) -> bool:

@@ -44,6 +44,7 @@ class Flow(LoaderValues, LoaderEntries, LoaderSettings, LoaderParameters, Loader
         self._transfers_memo: dict[int, list[cst.Call]] = {}
         self.getitem_moves: Optional[bool] = None
         self._cpu_program: Optional[bool] = None
+        self._program_sources: Optional[list[str]] = None
         self._sources_active: set[int] = set()
         self._remote = False  # whether `batch_sources` may ask other files (see `batch_reads`)
         self._reads: Optional[dict[object, list[tuple[cst.CSTNode, cst.BaseExpression]]]] = None

@@ -73,7 +73,8 @@ class DataloaderNumWorkersZero(Rule):
         "per-item work (a `TensorDataset`, a tensor or NumPy array or a slice of one, a list, such data built "
         "and returned by a function of this or another project file (or one element of a tuple it returns) or "
         "bound at the top level of another project file, or a Dataset class of this or another project file whose "
-        "`__getitem__` only indexes data it holds and converts it, with dict lookups at most; also an "
+        "`__getitem__` only indexes data it holds and converts it, with dict lookups at most, also through `if`/`else` "
+        "branches (`return self.x[i], self.y[i]` when labels exist); also an "
         "instance built by a classmethod of such a class, `train, dev, vocab = TextDataset.splits(root)`) and "
         "the default `collate_fn` or one that only pads and stacks the items, where worker "
         "processes only add inter-process copies (measured on a 2-core CPU: an epoch over an "
@@ -83,10 +84,12 @@ class DataloaderNumWorkersZero(Rule):
         "batched by the default collate or one that only pads and stacks (also one a factory function of the "
         "file returns), where an item is a row lookup in Arrow tables, unless the file shows items "
         "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
-        "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`): its items "
+        "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`), or a Dataset "
+        "class of the file whose `__getitem__` moves each item to the GPU: its items "
         "live on the GPU, which worker processes cannot reach; a loader whose `collate_fn` (a function or lambda "
-        "of the file, or a `partial` of one) moves the batch to the GPU, which a worker process cannot do; a loader only looked at: read by `next(iter(loader))`, "
-        "or `it = iter(loader)` then `next(it)`, outside any loop, measured with `len(loader)`, shown by a "
+        "of the file, or a `partial` of one) moves the batch to the GPU, which a worker process cannot do; a loader only looked at: read by `next(iter(loader))` "
+        "(also once per epoch in a loop: each fresh iterator yields one batch, and workers would start again for "
+        "each), or `it = iter(loader)` then `next(it)` outside any loop, measured with `len(loader)`, shown by a "
         "notebook cell, or handed to a function of the file that does no more with it, also when a function returns it "
         "(`return DataLoader(ds, batch_size=16)`) and every file calling it only looks at it; a loader only iterated "
         "by a viewer that waits for a person on every batch (`plt.show()`, `input()`, `cv2.waitKey(0)`); "
@@ -95,7 +98,8 @@ class DataloaderNumWorkersZero(Rule):
         "a script that iterates the loader (or trains) and shows no sign of a GPU or other accelerator (no "
         "`.cuda()`, `.to(`, `device`, ...), or a loader returned to callers (or, bound at the top level, imported by files) that show none, nor do the project files they import, or "
         "a loader of a program that trains and shows none in this file or any project file it imports or that imports it, wherever its loop is "
-        "(`train_one_epoch(model, loader)` of engine.py): a CPU-only program, where workers would compete with the "
+        "(`train_one_epoch(model, loader)` of engine.py), or of a notebook that shows none in it or the project files it imports: a CPU-only program, where "
+        "workers would compete with the "
         "training threads for the same cores; "
         "test modules; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
@@ -153,6 +157,8 @@ class DataloaderNumWorkersZero(Rule):
                 continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
             if cpu_only and (self._consumed_here(node) or data.callers_on_accelerator(node) is False or data.cpu_program_trains()):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
+            if cpu_only and self.context.source.is_notebook and data.cpu_program():
+                continue  # a notebook (run, never imported) whose program never puts anything on an accelerator
             self._report(node)
 
     def _consumed_here(self, node: cst.Call) -> bool:

@@ -146,3 +146,13 @@ def test_duplicate_and_unknown_repo_rejected(bench, tmp_path):
         bench.read_labels(tmp_path, {"x/y": COMMIT})
     with pytest.raises(SystemExit, match="not the pinned"):
         bench.read_labels(tmp_path, {"o/r": "b" * 40})
+
+
+def test_the_committed_labels_read_without_error(bench):
+    # Every row names a listed repository at its pinned commit, and no line is labelled twice for a rule (two
+    # judges of the same finding would otherwise both count).
+    from materialise import read_repos
+
+    repos = read_repos(FOLDER)
+    labels = bench.read_labels(FOLDER, {r["repo"]: r["commit"] for r in repos})
+    assert len(labels) > 600 and len({r["repo"] for r in repos}) >= 30

@@ -134,6 +134,8 @@ def test_notebook_is_linted_with_cells(runner, project: Path) -> None:
         "cells": [
             {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": ["import torch\n"]},
             {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": LOADER_ZERO.splitlines(keepends=True)},
+            # a notebook that never uses an accelerator is a CPU program: TL101 stays silent there
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": ["model = model.cuda()\n"]},
         ],
         "metadata": {},
         "nbformat": 4,

@@ -139,6 +139,10 @@ def test_rule_crash_is_reported_not_raised() -> None:
     assert any("internal error in rule TL998" in note for note in result.notes)
 
 
+# A notebook that never uses an accelerator is a CPU program, where TL101 stays silent.
+ON_GPU = "model = model.cuda()\n"
+
+
 def _notebook(*cells: str) -> dict:
     return {
         "cells": [
@@ -158,7 +162,7 @@ def test_notebook_findings_name_the_cell_and_fix_cells() -> None:
     from torchlint.lint.runner import Job, process_source
     from torchlint.config import Settings
 
-    notebook = _notebook("%matplotlib inline\n" + LOADER, "!nvidia-smi\nloader = DataLoader(ds)\n")
+    notebook = _notebook("%matplotlib inline\n" + LOADER, "!nvidia-smi\nloader = DataLoader(ds)\n", ON_GPU)
     source = notebook_from_json("nb.ipynb", notebook)
     result = process_source(source, Job(Settings(), fix=True, unsafe_fixes=True, diff=True))
     assert result.fixed == 1
@@ -258,6 +262,7 @@ def test_notebook_magics_inside_blocks_and_assigned() -> None:
         "import os\nif os.environ.get('COLAB'):\n    !pip install timm\n    files = !ls\n",
         "%%bash\necho hi\n",
         LOADER + "loader = DataLoader(ds)\n",
+        ON_GPU,
     )
     source = notebook_from_json("nb.ipynb", notebook)
     result = lint_text(source, [all_rules()["TL101"]])

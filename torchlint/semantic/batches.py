@@ -21,7 +21,7 @@ from torchlint.semantic.loops import is_loader_expr
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.module_outputs import layer_output, one_output, several_outputs
 from torchlint.semantic.functions import called_function, returns_of
-from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees, foreign_function
+from torchlint.semantic.sample_callees import TORCH_NOT_WORK, Callees, foreign_function, imported_instance
 from torchlint.semantic.sample_scopes import Scope, Scopes
 from torchlint.semantic.sample_syntax import whole_slice
 from torchlint.semantic.values import value_kinds
@@ -550,8 +550,7 @@ def _sites_pass_tensor(key: tuple[str, str, str], find_sites, param: str, positi
 def _instance_of(context: Context, receiver: cst.BaseExpression, path: str, cls: str) -> bool:
     """`receiver` is a name bound once, in `context`'s file, to an instance of the class `cls` of the
     project file `path`."""
-    built = context.assigned_value(receiver) if isinstance(receiver, cst.Name) else None
-    found = project.imported(context, built.func) if isinstance(built, cst.Call) else None
+    found = imported_instance(context, receiver)
     return found is not None and found[1] == cls and os.path.realpath(found[0].path) == os.path.realpath(path)
 
 

@@ -266,10 +266,14 @@ def foreign_function(
     definition = found[0].definition(found[1]) if found is not None else None
     if isinstance(definition, cst.FunctionDef):
         return found[0], definition, False  # type: ignore[index]
-    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
-        return None
-    built = context.assigned_value(func.value)
-    cls = project.imported(context, built.func) if isinstance(built, cst.Call) else None
+    cls = imported_instance(context, func.value) if isinstance(func, cst.Attribute) else None
     node = cls[0].definition(cls[1]) if cls is not None else None
     method = method_named(node, func.attr.value) if isinstance(node, cst.ClassDef) else None
     return (cls[0], method, True) if method is not None else None  # type: ignore[index]
+
+
+def imported_instance(context: Context, receiver: cst.BaseExpression) -> Optional[tuple[project.ModuleSummary, str]]:
+    """The class of another project file (that file's summary, the class's name there) whose instance
+    `receiver` is: a name bound once to a call of it (`agent = Agent(net)`)."""
+    built = context.assigned_value(receiver) if isinstance(receiver, cst.Name) else None
+    return project.imported(context, built.func) if isinstance(built, cst.Call) else None

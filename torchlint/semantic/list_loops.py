@@ -259,8 +259,8 @@ def _arithmetic_of(
         if index is not None and _read_at(node, index):
             used = True
             return True
-        if isinstance(node, cst.Name) and node.value in elements:
-            used = True
+        if isinstance(node, (cst.Name, cst.Attribute)) and names_in(node) & elements:
+            used = True  # `lp`, `lp.data`
         return isinstance(node, (cst.Name, cst.Attribute, cst.Integer, cst.Float))
 
     if not walk(expr) or not used:

@@ -60,7 +60,9 @@ class ElementReads:
                 return READ
             return COMPARE if self._reads_in(node.body, rows) else None
         index = self._index_over_tensor(node)
-        return READ if index is not None and self._reads_indexed(node.body, *index) else None
+        if index is None:
+            return None
+        return READ if self._reads_indexed(node.body, *index) or self._reads_aligned(node.body, index[0]) else None
 
     def mapped(self, call: cst.Call) -> Optional[str]:
         """READ for `map(lambda det: draw(det, img), dets)` over a device tensor whose lambda converts the
@@ -252,6 +254,23 @@ class ElementReads:
             return False
 
         return any(isinstance(n, cst.Call) and self._converts(n, element) for n in descendants(body))
+
+    def _reads_aligned(self, body: cst.CSTNode, index: str) -> bool:
+        """`c[i].item()`, `int(out[i].argmax())` in a loop over the rows of a device tensor: any device tensor
+        the index walks is read back (or reduced and read back) one row at a time, not only the one whose
+        size bounds the range (`for i in range(labels.size(0)): hits[labels[i]] += c[i].item()`)."""
+        def row(expr: cst.BaseExpression) -> bool:
+            while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+                expr = expr.func.value  # `out[i].argmax()`: a value computed from the row
+            if not (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and expr.slice):
+                return False
+            first = expr.slice[0].slice
+            return (
+                isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value == index
+                and self._device_tensor(expr.value)
+            )
+
+        return any(isinstance(n, cst.Call) and self._converts(n, row) for n in descendants(body))
 
     def _converts(self, call: cst.Call, is_element: Callable[[cst.BaseExpression], bool]) -> bool:
         value = _converted(call)

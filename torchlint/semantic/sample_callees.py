@@ -272,8 +272,42 @@ def foreign_function(
     return (cls[0], method, True) if method is not None else None  # type: ignore[index]
 
 
-def imported_instance(context: Context, receiver: cst.BaseExpression) -> Optional[tuple[project.ModuleSummary, str]]:
+def imported_instance(
+    context: Context, receiver: cst.BaseExpression, follow_callers: bool = True
+) -> Optional[tuple[project.ModuleSummary, str]]:
     """The class of another project file (that file's summary, the class's name there) whose instance
-    `receiver` is: a name bound once to a call of it (`agent = Agent(net)`)."""
+    `receiver` is: a name bound once to a call of it (`agent = Agent(net)`), or (`follow_callers`) a parameter
+    of a top-level function that every call of it passes such an instance (`test(args, dqn)` for
+    `dqn = Agent(args)` in the training script)."""
     built = context.assigned_value(receiver) if isinstance(receiver, cst.Name) else None
-    return project.imported(context, built.func) if isinstance(built, cst.Call) else None
+    if isinstance(built, cst.Call):
+        return project.imported(context, built.func)
+    if follow_callers and isinstance(receiver, cst.Name):
+        return _passed_instance(context, receiver)
+    return None
+
+
+def _passed_instance(context: Context, receiver: cst.Name) -> Optional[tuple[project.ModuleSummary, str]]:
+    """The one project class whose instance every call of the enclosing top-level function passes for the
+    parameter `receiver` (calls in this file and in the project files that import it; one level of callers)."""
+    bindings = context.lookup(receiver) or []
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return None
+    param = bindings[0].node
+    function = context.enclosing(param, cst.FunctionDef)
+    if not isinstance(function, cst.FunctionDef) or function not in context.module.body or param.star:
+        return None
+    names = [p.name.value for p in function.params.params]
+    if param.name.value not in names:
+        return None
+    position = names.index(param.name.value)
+    here = [(context, call) for call in calls_named(context, function.name.value) if isinstance(call.func, cst.Name)]
+    elsewhere = [(site.summary.context, site.call) for site in project.call_sites(context.source.path, function.name.value)]
+    found: Optional[tuple[project.ModuleSummary, str]] = None
+    for caller, call in here + elsewhere:
+        passed = argument(call, param.name.value, position)
+        cls = imported_instance(caller, passed.value, follow_callers=False) if passed is not None else None
+        if cls is None or found is not None and (found[0].path, found[1]) != (cls[0].path, cls[1]):
+            return None
+        found = cls
+    return found

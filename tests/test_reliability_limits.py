@@ -7,9 +7,11 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from lint_testing import LOADER_ZERO, ROOT, write
 from torchlint.cli import cli
@@ -186,3 +188,57 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert b"Traceback" not in err
+
+
+# Python source built at random from the constructs the bounds read: brackets, chains of operators, strings
+# (also across lines, holding brackets), comments, continuations and nested blocks.
+_EXPRESSIONS = st.recursive(
+    st.sampled_from(["x", "z.w", "'s'", '"s"', "'\\''", "\"\"\"(\n]\"\"\"", "'s' 's'", "'a' 'b' 'c' 'd' 'e' 'f' 'g'"]),
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from([" + ", ".y + ", " and ", " ** ", " if x else "]), inner).map("".join),
+        inner.map(lambda e: f"({e})"),
+        inner.map(lambda e: f"[{e}, x]"),
+        inner.map(lambda e: f"{{{e}: x}}"),
+        st.tuples(inner, inner).map(lambda es: f"f({es[0]},  # (\n    {es[1]})"),
+        st.tuples(inner, inner).map(lambda es: f"{es[0]} + \\\n {es[1]}"),
+        st.tuples(inner, inner).map(lambda es: f"({es[0]}\n + {es[1]})"),
+        inner.map(lambda e: f"{e}()()"),  # each call is a link, whatever its brackets hold
+    ),
+    max_leaves=10,
+)
+_STATEMENTS = st.recursive(
+    st.one_of(_EXPRESSIONS.map(lambda e: [f"v = {e}"]), st.just(["# (c"]), st.just(["x; x"])),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=4).map(lambda parts: [line for part in parts for line in part]),
+        st.tuples(st.sampled_from(["if x:", "for x in y:"]), inner).map(
+            lambda compound: [compound[0], *(("  " + line) for line in [*compound[1], "x"])]
+        ),
+    ),
+    max_leaves=10,
+)
+
+
+@given(_STATEMENTS.map(lambda lines: "\n".join(lines) + "\n"))
+@example("v = ((((x))))\n")  # each measure just past its limit, where a careless bound would fall short
+@example("x()()()()()()\n")
+@example("x()()() \\\n ()()()\n")
+@example("v = (x()()\n + x()()())\n")
+@example("if x:\n if x:\n  if x:\n   x\n")
+@example("if x:\n x\n x\n x\n x\n")
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_file_the_quick_scan_passes_is_within_every_limit(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # `'s'()` is valid syntax that warns
+        compile(text, "<generated>", "exec")  # the strategy writes valid Python
+    # Small limits, so that generated files reach them: the scan's bounds must never be below the exact measures.
+    for name, value in (("MAX_NESTING", 3), ("MAX_INDENT", 2), ("MAX_BLOCK", 3), ("MAX_CHAIN", 5)):
+        monkeypatch.setattr(limits, name, value)
+    if limits.surely_within_limits(text):
+        assert limits._tokenized_shape(text) is None
+
+
+def test_the_quick_scan_passes_real_code_without_tokenizing() -> None:
+    sources = sorted((ROOT / "torchlint").rglob("*.py"))
+    assert len(sources) > 50
+    refused = [path.name for path in sources if not limits.surely_within_limits(path.read_text(encoding="utf-8"))]
+    assert refused == []

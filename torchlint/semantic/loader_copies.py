@@ -510,6 +510,8 @@ class LoaderCopies:
                 return bool(expr.args) and self.may_be_cuda(expr.args[0].value, depth + 1)
             if name.startswith(("torch.cuda.", "torch.accelerator.")):
                 return True
+            if name.startswith("torch_xla."):
+                return False  # `xm.xla_device()`: a TPU takes its copies through XLA, and pinned memory is CUDA's
             last = (last_name(expr.func) or "").lower()
             return is_device_name(last)
         if isinstance(expr, cst.Name):

@@ -24,7 +24,8 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic import (
-    forward_flow, frozen_networks, host_sinks, network_items, network_methods, network_values, parameter_free,
+    forward_flow, frozen_networks, graph_free, host_sinks, network_items, network_methods, network_values, parameter_free,
+    stored_reads,
 )
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
@@ -145,6 +146,8 @@ class FileFacts:
         self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: CycleSafeMemo[cst.Call, Optional[ScopeFacts]] = CycleSafeMemo(None, stack)
         self._reached: dict[tuple[cst.Call, bool, frozenset], frozenset[str]] = {}  # where a forward's result goes, here
+        self._stores: CycleSafeMemo[str, bool] = CycleSafeMemo(True, stack)  # attributes whose values may be trained on
+        self._elements: CycleSafeMemo[cst.Call, forward_flow.Elements] = CycleSafeMemo(None, stack)
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -551,7 +554,8 @@ class FileFacts:
         key = (node, strict, dead)
         if key not in self._reached:
             self._reached[key] = frozenset(forward_flow.result_reaches(
-                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque, dead
+                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque, dead, self._kept,
+                self.drops_graph, self.returned_elements(node),
             ))
         reached = set(self._reached[key])
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
@@ -567,6 +571,34 @@ class FileFacts:
                 continue
             reached |= facts.result_reaches(caller, call.node, True, depth + 1)
         return reached
+
+    def drops_graph(self, call: cst.Call) -> bool:
+        """`call` builds a value with no graph whatever it is given (`graph_free`): `torch.tensor(x)`, NumPy,
+        a distribution's `sample()`."""
+        return graph_free.drops_graph(self.context, call)
+
+    def returned_elements(self, node: cst.CSTNode) -> forward_flow.Elements:
+        """Which elements of the tuple the forward pass `node` returns carry its graph, read in the method it runs
+        (`action, log_prob, value = policy.act(s)`: the sampled action carries none); None when unknown."""
+        if not isinstance(node, cst.Call):
+            return None
+        return self._elements.ask(node, lambda _: self._returned_elements(node))
+
+    def _returned_elements(self, node: cst.Call) -> forward_flow.Elements:
+        found = network_methods.method_scope(self, node)
+        if found is None:
+            return None
+        owner, scope = found
+        seeds = [
+            c.node for c in scope.calls
+            if not c.covered and (c.callee in ("self", "self.forward") or owner.is_network_call(c))
+        ]
+        assert isinstance(scope.node, cst.FunctionDef)
+        return forward_flow.returned_elements(scope.node, seeds, owner.drops_graph) if seeds else None
+
+    def _kept(self, target: cst.Attribute) -> bool:
+        """What is stored at `target` may be trained on: some read of that attribute carries it on (`stored_reads`)."""
+        return self._stores.ask(target.attr.value, lambda name: stored_reads.may_be_trained_on(self, name))
 
     def helper_feeds_backward(self, helper: ScopeFacts) -> bool:
         """Some caller of `helper` (a function that returns a forward's result) backpropagates through it, or

@@ -65,6 +65,25 @@ def runs_network(
     return inference_named(name) and is_network(receiver, func.value)
 
 
+def method_scope(facts: "FileFacts", call: cst.Call) -> Optional[tuple["FileFacts", "ScopeFacts"]]:
+    """The method `call` runs (`receiver.method(...)` read in the receiver's class, or a function of this file),
+    with the grad facts of its file; None when it cannot be found or more than one may run."""
+    func = call.func
+    function = facts.local_function(call)
+    if function is not None:
+        scope = facts.by_node.get(function)
+        return (facts, scope) if scope is not None else None
+    if not isinstance(func, cst.Attribute):
+        return None
+    found = []
+    for owner, cls in receiver_classes(facts, func.value):
+        method = _method_of(owner, cls, func.attr.value)
+        scope = owner.by_node.get(method) if method is not None else None
+        if scope is not None and (owner, scope) not in found:
+            found.append((owner, scope))
+    return found[0] if len(found) == 1 else None
+
+
 def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
     """`call` runs a method that hands back no graph (an agent's `select_action`, a network's
     `encode_features` that returns NumPy arrays): the method is judged at its own `def`, not again at every

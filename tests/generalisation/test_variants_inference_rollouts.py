@@ -162,3 +162,62 @@ XFAIL: dict[str, str] = {}
 def test_rollouts_are_judged_by_where_each_stored_element_goes(shape: Shape) -> None:
     message = differing(shape, LIMIT)
     assert message is None, message
+
+
+# -- a policy class handed in as a parameter's default, acting under no-grad inside its own method -------------
+CORE = """
+import torch
+import torch.nn as nn
+
+
+class $cls(nn.Module):
+    def __init__(self, n_in=3, n_out=1):
+        super().__init__()
+        self.pi = nn.Sequential(nn.Linear(n_in, 64), nn.ReLU(), nn.Linear(64, n_out), nn.Tanh())
+        self.q = nn.Sequential(nn.Linear(n_in + n_out, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def act(self, obs):
+        with torch.no_grad():
+            return self.pi(obs).numpy()
+"""
+ALGO = """
+import copy
+import numpy as np
+import torch
+$import
+
+
+def ddpg(env, $param=$default, steps=100000, noise=0.1):
+    ac = $param()
+    ac_targ = copy.deepcopy(ac)
+    pi_optimizer = torch.optim.Adam(ac.pi.parameters(), lr=1e-3)
+
+    def get_action(o, noise_scale):
+        a = ac.act(torch.as_tensor(o, dtype=torch.float32))
+        a += noise_scale * np.random.randn(1)
+        return np.clip(a, -1, 1)
+
+    o = env.reset()
+    for t in range(steps):
+        a = get_action(o, noise)
+        o, r, d, _ = env.step(a)
+        with torch.no_grad():
+            for p, p_targ in zip(ac.parameters(), ac_targ.parameters()):
+                p_targ.data.mul_(0.995)
+                p_targ.data.add_(0.005 * p.data)
+"""
+DEFAULT_SLOTS = {"cls": ("MLPActorCritic", "ActorCritic"), "param": ("actor_critic", "policy_cls")}
+NEAR_SHAPES_DEFAULT = [
+    Shape(name="policy-class-default-acting-under-no-grad/module-attribute", select=SELECT,
+          files={"core.py": CORE, "algo.py": ALGO},
+          slots={**DEFAULT_SLOTS, "import": ("import core",), "default": ("core.$cls",)}),
+    Shape(name="policy-class-default-acting-under-no-grad/imported-name", select=SELECT,
+          files={"core.py": CORE, "algo.py": ALGO},
+          slots={**DEFAULT_SLOTS, "import": ("from core import $cls",), "default": ("$cls",)}),
+]
+
+
+@pytest.mark.parametrize("shape", params(NEAR_SHAPES_DEFAULT, {}))
+def test_a_policy_class_given_as_a_default_is_read_for_its_grad_mode(shape: Shape) -> None:
+    message = differing(shape, LIMIT)
+    assert message is None, message

@@ -90,6 +90,15 @@ NEAR_SHAPES = [
     # already under no-grad
     Shape(name="target-network-in-the-step/no-grad", files={"main.py": PROGRAM}, select=SELECT, slots={
         **SLOTS, "mark": ("",), "target": tuple(f"with torch.no_grad():\n    {t}" for t in TARGET)}),
+    # both networks train themselves: each class builds an optimizer over its own parameters
+    Shape(name="target-network-in-the-step/class-builds-its-optimizer", select=("TL305",), slots={**SLOTS, "mark": ("",)},
+          files={"main.py": PROGRAM.replace(
+              "        self.body = nn.Sequential(nn.Linear(n_in, 64), nn.ReLU(), nn.Linear(64, n_out))\n",
+              "        self.body = nn.Sequential(nn.Linear(n_in, 64), nn.ReLU(), nn.Linear(64, n_out))\n"
+              "        self.optimizer = torch.optim.Adam(self.parameters(), lr=1e-3)\n",
+          ).replace("        self.optimizer = torch.optim.Adam($trained, lr=1e-3)\n", "").replace(
+              "self.optimizer.zero_grad()", "self.$online.optimizer.zero_grad()\n        self.$frozen.optimizer.zero_grad()"
+          ).replace("self.optimizer.step()", "self.$online.optimizer.step()\n        self.$frozen.optimizer.step()")}),
     # given the online network's output: the gradient flows back through it
     Shape(name="target-network-in-the-step/fed-by-the-online-network", files={"main.py": PROGRAM}, select=("TL305",),
           slots={**SLOTS, "mark": ("",), "given": ("self.$online(next_states)",)}),

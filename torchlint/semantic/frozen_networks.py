@@ -253,6 +253,15 @@ def class_freezes(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
     return False
 
 
+def class_optimises_itself(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
+    """The class the network `expr` is built from (when it can be read) hands its own parameters to something
+    (`self.optimizer = optim.Adam(self.parameters(), lr=alpha)`): it is trained, by its own optimizer."""
+    return any(_OWN_PARAMETERS.search(owner.context.code(cls)) for owner, cls in network_methods.receiver_classes(facts, expr))
+
+
+_OWN_PARAMETERS = re.compile(r"\bself\s*\.\s*(named_)?parameters\s*\(")
+
+
 def input_is_data(facts: "FileFacts", call: "CallFact") -> bool:
     """Every argument of the forward pass `call` derives from loop variables (batches) or new tensors built from
     host values (`torch.FloatTensor(next_states)`) through copies and moves only."""

@@ -155,7 +155,8 @@ def receiver_classes(
     """The classes (with the grad facts of the file that defines each) `expr` is built from: a name or a
     `self.<attr>` assigned `Cls(...)` (through `.to(device)`-style chains and `.module` of a data-parallel
     wrapper), a class of this file or one imported from a project module; a value returned by a helper of the
-    project (`model = create_model(opt)`), or a parameter whose callers pass such an object."""
+    project (`model = create_model(opt)`), a deep copy of such an object, or a parameter whose callers pass one
+    (or whose default is a class: `actor_critic=core.MLPActorCritic`)."""
     context = facts.context
     while isinstance(expr, cst.Attribute) and expr.attr.value == "module":
         expr = expr.value  # `model.module.encode(x)`: the network inside `nn.DataParallel(model)`
@@ -184,6 +185,9 @@ def receiver_classes(
             value = value.func.value
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
             found.extend(c for c in _built_by(facts, value.func, depth) if c not in found)
+        elif isinstance(value, cst.Call) and value.args and context.qualname(value.func) == "copy.deepcopy" and depth < _MAX_DEPTH:
+            # `self.target = copy.deepcopy(self.online)`: an instance of the copied network's class
+            found.extend(c for c in receiver_classes(facts, value.args[0].value, depth + 1) if c not in found)
     return found
 
 
@@ -193,6 +197,9 @@ def _built_by(facts: "FileFacts", func: cst.Name, depth: int) -> list[tuple["Fil
     local = objects(context).classes().get(func.value)
     if local is not None:
         return [(facts, local)]
+    default = _class_default(context, func)
+    if default is not None:  # `def ddpg(env_fn, actor_critic=core.MLPActorCritic)`, then `ac = actor_critic(...)`
+        return _class_named(facts, default, depth)
     definition: Optional[cst.CSTNode] = None
     owner = facts
     origin = project.imported(context, func, (func.value,))
@@ -211,6 +218,24 @@ def _built_by(facts: "FileFacts", func: cst.Name, depth: int) -> list[tuple["Fil
                 found.extend(c for c in receiver_classes(owner, returned.value, depth + 1) if c not in found)
         return found
     return []
+
+
+def _class_default(context: "Context", func: cst.Name) -> Optional[cst.BaseExpression]:
+    """The default of the parameter `func` names, when it is a class written by name (`actor_critic=core.MLPActorCritic`)."""
+    bindings = context.lookup(func) or ()
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return None
+    default = bindings[0].node.default
+    return default if isinstance(default, (cst.Name, cst.Attribute)) else None
+
+
+def _class_named(facts: "FileFacts", expr: cst.BaseExpression, depth: int) -> list[tuple["FileFacts", cst.ClassDef]]:
+    """The class `expr` names: a class or helper of this file, or one of a project module (`core.MLPActorCritic`)."""
+    if isinstance(expr, cst.Name):
+        return _built_by(facts, expr, depth + 1) if depth < _MAX_DEPTH else []
+    origin = project.imported(facts.context, expr)
+    definition = origin[0].definition(origin[1]) if origin is not None else None
+    return [(origin[0].model.grad, definition)] if origin is not None and isinstance(definition, cst.ClassDef) else []
 
 
 def _built_by_library(context: "Context", expr: cst.BaseExpression) -> bool:

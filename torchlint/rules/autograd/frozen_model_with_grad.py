@@ -59,7 +59,7 @@ class FrozenModelWithGrad(GradRule):
         "builds an optimizer but never takes this network's `.parameters()`, never calls its `.train()`, "
         "never touches `requires_grad` and never hands the network to another constructor or container (where "
         "it could be part of a trained model) or to a helper that builds an optimizer from it; its class, when it can be read in the project, does not freeze "
-        "its own parameters; what it is given derives from loop variables (a batch) or from new tensors built "
+        "its own parameters nor build an optimizer over them (`self.optimizer = Adam(self.parameters())`); what it is given derives from loop variables (a batch) or from new tensors built "
         "from host values (`torch.FloatTensor(next_states)`) through copies and moves only; and its output reaches "
         "the backward pass.\n\n"
         "Last, it reports the pretrained feature extractor of a perceptual loss whose weights nobody freezes: "
@@ -163,6 +163,8 @@ class FrozenModelWithGrad(GradRule):
             return False
         if not frozen_networks.input_is_data(facts, call) or frozen_networks.class_freezes(facts, func):
             return False
+        if frozen_networks.class_optimises_itself(facts, func):
+            return False  # `self.optimizer = Adam(self.parameters())` in its own class
         if parameter_free.receivers_hold_no_parameters(facts, func):
             return False  # no weights: nothing for the backward pass to compute
         return BACKWARD in facts.result_reaches(scope, call.node, follow_callers=False)

@@ -378,6 +378,17 @@ def returned_elements(function: cst.FunctionDef, seeds: list[cst.Call], drops: T
     return tuple(found) if found is not None else None
 
 
+def given_reaches(
+    function: cst.FunctionDef, names: set[str], trains: Trains, opaque: Trains, kept: Kept, drops: Trains
+) -> set[str]:
+    """Where what `names` (parameters of `function`) hold on entry goes inside it: a method that keeps what it is
+    given in lists of its object (`memory.push(state, action, log_prob)`) stores it there, judged by `kept`."""
+    flow = _Flow(function, function, trains, opaque, kept=kept, drops=drops)
+    body = function.body
+    flow.block(body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else [], set(names))
+    return flow.reached
+
+
 def returns_given(function: cst.FunctionDef, names: set[str]) -> bool:
     """`function` returns something computed from what `names` (its parameters) hold on entry, graph and all: a
     loss built from the log probabilities it is given; not an action read off them with `.item()`."""

@@ -148,6 +148,7 @@ class FileFacts:
         self._reached: dict[tuple[cst.Call, bool, frozenset], frozenset[str]] = {}  # where a forward's result goes, here
         self._stores: CycleSafeMemo[str, bool] = CycleSafeMemo(True, stack)  # attributes whose values may be trained on
         self._elements: CycleSafeMemo[cst.Call, forward_flow.Elements] = CycleSafeMemo(None, stack)
+        self._given: CycleSafeMemo[cst.CSTNode, frozenset[str]] = CycleSafeMemo(frozenset({"stored"}), stack)
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -684,7 +685,29 @@ class FileFacts:
         func = call.func
         if isinstance(func, cst.Attribute) and network_methods.takes_to_host(self, call):
             return False  # `stats.append_torch(features)`: a method of the project that keeps host copies only
+        if isinstance(func, cst.Attribute) and self._keeps_untrained(call):
+            return False  # `memory.push(s, a, log_prob)`: kept in lists the update reads back detached
         return not (isinstance(func, cst.Attribute) and func.attr.value in _RECORDING_METHODS)
+
+    def _keeps_untrained(self, call: cst.Call) -> bool:
+        """`call` runs a method of the project (read in the receiver's class) that trains nothing and sends what it
+        is given nowhere a backward pass may reach: into attributes whose every read drops the graph
+        (`stored_reads`), host values, logs."""
+        found = network_methods.method_scope(self, call)
+        if found is None or not isinstance(found[1].node, cst.FunctionDef):
+            return False
+        owner, scope = found
+        return owner._given_stays(scope)
+
+    def _given_stays(self, scope: ScopeFacts) -> bool:
+        function = scope.node
+        assert isinstance(function, cst.FunctionDef)
+        if scope.training or not scope.is_method:
+            return False
+        names = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)} - {"self"}
+        return not self._given.ask(function, lambda _: frozenset(forward_flow.given_reaches(
+            function, names, self._trains, self._opaque, self._kept, self.drops_graph
+        )))
 
     def _may_train(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """The function of this file trains, or hands what it is given to code that may (any depth we can
@@ -735,7 +758,18 @@ class FileFacts:
             inner = self.by_node.get(function) if function is not None else None
             if inner is not None and inner is not scope and self._steps(inner, 0):
                 through.append(call.order)
+            elif function is None and self._object_trains(call.node, scope):
+                through.append(call.order)  # `agent.update()`, `ppo.learn(memory)`: a method of a project class
         return sorted((*scope.training, *through))
+
+    def _object_trains(self, call: cst.Call, scope: ScopeFacts) -> bool:
+        """`call` runs a method of another object, read in its class (of this file or a project module), that
+        runs a backward pass or an optimizer step."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or (isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        found = network_methods.method_scope(self, call)
+        return found is not None and found[1] is not scope and found[0]._steps(found[1], 0)
 
     def _steps(self, scope: ScopeFacts, depth: int) -> bool:
         """The function runs a backward pass, an optimizer step or `torch.autograd.grad`, itself or through
@@ -975,11 +1009,13 @@ class FileFacts:
         return found
 
     def stepped_before(self, scope: ScopeFacts, order: int) -> bool:
-        """A backward pass or an optimizer step runs before `order` in the function."""
+        """A backward pass or an optimizer step runs before `order` in the function, itself or in a function or
+        method it calls that we can read (`agent.update()`)."""
+        through = set(self.training_orders(scope)) - set(scope.training)
         for call in scope.calls:
             if call.order >= order:
                 break
-            if step_kind(self.context, call.node) is not None:
+            if step_kind(self.context, call.node) is not None or call.order in through:
                 return True
         return False
 

@@ -177,17 +177,20 @@ def receiver_classes(
         cls = context.enclosing(expr, cst.ClassDef)
         if cls is not None:
             values = [(facts, v) for v in objects(context).self_assignments(cls).get(expr.attr.value, ())]  # type: ignore[misc]
+    elif isinstance(expr, cst.Attribute) and depth < _MAX_DEPTH:  # `ppo.memory`: what the holder's class assigns
+        for owner, cls in receiver_classes(facts, expr.value, depth + 1):
+            values += [(owner, v) for v in objects(owner.context).self_assignments(cls).get(expr.attr.value, ())]
     found: list[tuple["FileFacts", cst.ClassDef]] = []
     for owner, argument in passed:  # an argument a caller passes: resolved where it is written
         found.extend(c for c in receiver_classes(owner, argument, depth + 1) if c not in found)
-    for _, value in values:
+    for where, value in values:  # (each value resolved in the file that writes it)
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
             value = value.func.value
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-            found.extend(c for c in _built_by(facts, value.func, depth) if c not in found)
-        elif isinstance(value, cst.Call) and value.args and context.qualname(value.func) == "copy.deepcopy" and depth < _MAX_DEPTH:
+            found.extend(c for c in _built_by(where, value.func, depth) if c not in found)
+        elif isinstance(value, cst.Call) and value.args and where.context.qualname(value.func) == "copy.deepcopy" and depth < _MAX_DEPTH:
             # `self.target = copy.deepcopy(self.online)`: an instance of the copied network's class
-            found.extend(c for c in receiver_classes(facts, value.args[0].value, depth + 1) if c not in found)
+            found.extend(c for c in receiver_classes(where, value.args[0].value, depth + 1) if c not in found)
     return found
 
 

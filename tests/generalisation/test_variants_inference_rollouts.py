@@ -221,3 +221,64 @@ NEAR_SHAPES_DEFAULT = [
 def test_a_policy_class_given_as_a_default_is_read_for_its_grad_mode(shape: Shape) -> None:
     message = differing(shape, LIMIT)
     assert message is None, message
+
+
+# -- a driver loop that acts, hands the step to a memory object's method, and calls the agent's update ----------
+DRIVER = PROGRAM.split("class Agent:")[0] + """
+class Memory:
+    def __init__(self):
+        self.$lp, self.$vals, self.rewards = [], [], []
+
+    def $push(self, log_prob, value, reward):
+        self.$lp.append(log_prob)
+        self.$vals.append(value)
+        self.rewards.append(reward)
+
+
+class Agent:
+    def __init__(self):
+        self.memory = Memory()
+        self.policy = ActorCritic().to(device)
+        self.policy_old = ActorCritic().to(device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=3e-4)
+
+    def $update(self, states, actions):
+        returns = torch.tensor(self.memory.rewards, dtype=torch.float32).to(device)
+        old_lp = torch.stack(self.memory.$lp)$cut
+        old_v = torch.stack(self.memory.$vals).squeeze(-1)$cut
+        logprobs, values = self.policy.evaluate(states, actions)
+        loss = -(torch.exp(logprobs - old_lp) * (returns - old_v)).mean() + (values - returns).pow(2).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+
+
+def main(env, batches, episodes=1000):
+    agent = Agent()
+    for episode in range(episodes):
+        state = env.reset()
+        for t in range(300):
+            s = torch.FloatTensor(state).to(device)
+            $unpack = agent.policy_old.$act(s)  $mark
+            state, reward, done, _ = env.step(a.item())
+            agent.$holder.$push(lp, v, reward)
+            if done:
+                break
+        agent.$update(*batches.next())
+"""
+DRIVER_SLOTS = {**{k: SLOTS[k] for k in ("lp", "vals", "act", "dist", "returned", "unpack", "mark")},
+                "push": ("push", "store", "add"), "update": ("update", "learn", "train_step"),
+                "holder": ("memory",), "cut": (".detach()",)}
+SHAPES_DRIVER = [Shape(name="driver-loop-keeps-the-step-in-a-memory-object", files={"agent.py": DRIVER},
+                       slots=DRIVER_SLOTS, select=SELECT)]
+NEAR_SHAPES_DRIVER = [
+    # the stored log probabilities and values are the graph the loss backpropagates through
+    Shape(name="driver-loop-keeps-the-step-for-the-loss", files={"agent.py": DRIVER}, select=SELECT,
+          slots={**DRIVER_SLOTS, "mark": ("",), "cut": ("",)}),
+]
+
+
+@pytest.mark.parametrize("shape", params(SHAPES_DRIVER + NEAR_SHAPES_DRIVER, {}))
+def test_a_driver_loop_is_judged_by_the_memory_method_and_the_update_it_calls(shape: Shape) -> None:
+    message = differing(shape, LIMIT)
+    assert message is None, message

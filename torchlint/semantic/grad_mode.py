@@ -737,6 +737,8 @@ class FileFacts:
             return False
         if isinstance(call.func, cst.Attribute) and network_methods.takes_to_host(self, call):
             return False
+        if isinstance(call.func, cst.Attribute) and self._keeps_untrained(call):
+            return False
         function = self.local_function(call)
         if function is not None and function in self.by_node:
             return self._may_train(self.by_node[function])

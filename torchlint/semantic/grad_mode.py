@@ -771,20 +771,20 @@ class FileFacts:
         if not isinstance(func, cst.Attribute) or (isinstance(func.value, cst.Name) and func.value.value == "self"):
             return False
         found = network_methods.method_scope(self, call)
-        return found is not None and found[1] is not scope and found[0]._steps(found[1], 0)
+        return found is not None and found[1] is not scope and found[0]._steps(found[1], 0, gradients=False)
 
-    def _steps(self, scope: ScopeFacts, depth: int) -> bool:
-        """The function runs a backward pass, an optimizer step or `torch.autograd.grad`, itself or through
-        the functions of this file it calls (not a mere `requires_grad` flag on the tensors it builds)."""
+    def _steps(self, scope: ScopeFacts, depth: int, gradients: bool = True) -> bool:
+        """The function runs a backward pass, an optimizer step or (`gradients`) `torch.autograd.grad`, itself or
+        through the functions of this file it calls (not a mere `requires_grad` flag on the tensors it builds)."""
         for call in scope.calls:
             if step_kind(self.context, call.node) in ("backward", "optimizer"):
                 return True
-            if call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
+            if gradients and call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
                 return True
             if depth < 2:
                 function = self.local_function(call.node)
                 inner = self.by_node.get(function) if function is not None else None
-                if inner is not None and inner is not scope and self._steps(inner, depth + 1):
+                if inner is not None and inner is not scope and self._steps(inner, depth + 1, gradients):
                     return True
         return False
 
@@ -1011,14 +1011,16 @@ class FileFacts:
         return found
 
     def stepped_before(self, scope: ScopeFacts, order: int) -> bool:
-        """A backward pass or an optimizer step runs before `order` in the function, itself or in a function or
-        method it calls that we can read (`agent.update()`)."""
+        """A backward pass or an optimizer step runs before `order` in the function, itself or in a method of
+        another object it calls that we can read (`agent.update()`)."""
         through = set(self.training_orders(scope)) - set(scope.training)
         for call in scope.calls:
             if call.order >= order:
                 break
-            if step_kind(self.context, call.node) is not None or call.order in through:
+            if step_kind(self.context, call.node) is not None:
                 return True
+            if call.order in through and self.local_function(call.node) is None:
+                return True  # `agent.update()`: a method of another object that steps its optimizer
         return False
 
     def statement_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:

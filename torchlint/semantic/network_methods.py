@@ -96,7 +96,9 @@ def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
         scope = owner.by_node.get(method) if method is not None else None
         if scope is None:
             continue
-        inner = [c for c in scope.calls if not c.covered and owner.is_network_call(c)]
+        inner = [
+            c for c in scope.calls if not c.covered and (c.callee in ("self", "self.forward") or owner.is_network_call(c))
+        ]
         if inner and not any("returned" in owner.result_reaches(scope, c.node, follow_callers=False) for c in inner):
             return True  # (a method that runs `self(x)` or `self.forward(x)` is judged where it is called)
     return False
@@ -273,8 +275,8 @@ def _method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0)
 def _runs_itself(facts: "FileFacts", scope: "ScopeFacts", depth: int) -> bool:
     """The method runs its own module (`self(x)`, `self.forward(x)`, a sub-module, another such method)
     outside no-grad and trains nothing."""
-    if scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
-        return False
+    if facts.training_orders(scope) or scope.decorated_grad_off is not None or scope.decorated_other_grad:
+        return False  # (it trains itself, or through the methods it calls: `update()` calling `self.a_train(...)`)
     for inner in scope.calls:
         callee = inner.callee
         if inner.covered or not callee or not inner.node.args:

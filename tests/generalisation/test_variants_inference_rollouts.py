@@ -271,6 +271,26 @@ DRIVER_SLOTS = {**{k: SLOTS[k] for k in ("lp", "vals", "act", "dist", "returned"
                 "holder": ("memory",), "cut": (".detach()",)}
 SHAPES_DRIVER = [Shape(name="driver-loop-keeps-the-step-in-a-memory-object", files={"agent.py": DRIVER},
                        slots=DRIVER_SLOTS, select=SELECT)]
+# the update delegates its optimizer step to another method: the driver's call of it is training, no forward pass
+DELEGATED = DRIVER.replace("""        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+""", """        self._apply(loss)
+
+    def _apply(self, loss):
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+
+    def _baseline(self, states):  # expect: TL301
+        return self.policy.critic(states).squeeze(-1).detach()
+""").replace("""        logprobs, values = self.policy.evaluate(states, actions)
+""", """        states, actions = torch.FloatTensor(states).to(device), torch.LongTensor(actions).to(device)
+        returns = returns - self._baseline(states)
+        logprobs, values = self.policy.evaluate(states, actions)
+""")
+SHAPES_DRIVER.append(Shape(name="driver-loop-update-delegates-its-step", files={"agent.py": DELEGATED},
+                           slots=DRIVER_SLOTS, select=SELECT))
 NEAR_SHAPES_DRIVER = [
     # the stored log probabilities and values are the graph the loss backpropagates through
     Shape(name="driver-loop-keeps-the-step-for-the-loss", files={"agent.py": DRIVER}, select=SELECT,
@@ -280,5 +300,63 @@ NEAR_SHAPES_DRIVER = [
 
 @pytest.mark.parametrize("shape", params(SHAPES_DRIVER + NEAR_SHAPES_DRIVER, {}))
 def test_a_driver_loop_is_judged_by_the_memory_method_and_the_update_it_calls(shape: Shape) -> None:
+    message = differing(shape, LIMIT)
+    assert message is None, message
+
+
+# -- an acting method that runs `self.forward` and hands back NumPy: reported at its `def`, not again at the call --
+ACTOR = """
+import numpy as np
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda")
+
+
+class PolicyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 64), nn.ReLU(), nn.Linear(64, 1), nn.Tanh())
+
+    def forward(self, state):
+        return self.body(state)
+
+    def $act(self, state):  # expect: TL301
+        state = torch.FloatTensor(state).unsqueeze(0).to(device)
+        mean = $run
+        return mean.detach().cpu().numpy()[0]
+
+
+class Trainer:
+    def __init__(self):
+        self.policy_net = PolicyNet().to(device)
+        self.optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=3e-4)
+
+    def update(self, batch):
+        states = torch.FloatTensor(batch).to(device)
+        loss = -self.policy_net(states).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+
+
+trainer = Trainer()
+
+
+def worker(env, buffer, episodes=1000):
+    for episode in range(episodes):
+        state = env.reset()
+        for step in range(200):
+            action = trainer.policy_net.$act(state)
+            state, reward, done, _ = env.step(action)
+            buffer.push(state, action, reward)
+            trainer.update(buffer.sample(64))
+"""
+SHAPES_ACTOR = [Shape(name="acting-method-of-a-held-network", files={"main.py": ACTOR}, select=SELECT,
+                      slots={"act": ("get_action", "act", "pick"), "run": ("self.forward(state)", "self.body(state)")})]
+
+
+@pytest.mark.parametrize("shape", params(SHAPES_ACTOR, {}))
+def test_an_acting_method_is_reported_once_at_its_def(shape: Shape) -> None:
     message = differing(shape, LIMIT)
     assert message is None, message

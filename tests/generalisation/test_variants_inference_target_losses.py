@@ -104,6 +104,36 @@ NEAR_SHAPES = [
           slots={**SLOTS, "mark": ("",), "given": ("self.$online(next_states)",)}),
 ]
 
+# a loss module of torch.nn holds no weights: it is no network the backward pass runs through for nothing
+LOSS_PROGRAM = """
+import torch
+import torch.nn as nn
+
+policy = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
+optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+$crit = $loss_cls()
+
+
+def finish_episode(states, rewards):
+    values = [policy(torch.FloatTensor(s).cuda()) for s in states]
+    loss = 0
+    for value, r in zip(values, rewards):
+        loss += $crit(value, $target)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def run(env, episodes=1000):
+    for episode in range(episodes):
+        states, rewards = env.rollout()
+        finish_episode(states, rewards)
+"""
+NEAR_SHAPES.append(Shape(name="torch-loss-module-in-the-step", files={"main.py": LOSS_PROGRAM}, select=("TL305",), slots={
+    "crit": ("mse", "criterion", "value_loss_fn"), "loss_cls": ("nn.MSELoss", "nn.SmoothL1Loss", "nn.L1Loss"),
+    "target": ("torch.Tensor([r]).cuda()", "torch.tensor([r], dtype=torch.float32).cuda()", "torch.FloatTensor([r]).cuda()"),
+}))
+
 LIMIT = 10
 XFAIL: dict[str, str] = {}
 

@@ -96,9 +96,7 @@ def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
         scope = owner.by_node.get(method) if method is not None else None
         if scope is None:
             continue
-        inner = [  # (the forward passes its own judgement sees: networks, and helpers such as `self.forward(x)`)
-            c for c in scope.calls if not c.covered and (owner.is_network_call(c) or owner.helper_forward(c) is not None)
-        ]
+        inner = [c for c in scope.calls if not c.covered and owner.is_network_call(c)]
         if inner and not any("returned" in owner.result_reaches(scope, c.node, follow_callers=False) for c in inner):
             return True  # (a method that runs `self(x)` or `self.forward(x)` is judged where it is called)
     return False

@@ -8,7 +8,9 @@ followed twice), and reports where it ends up:
 - `BACKWARD`: a backward pass (`loss.backward()`, `scaler.scale(loss).backward()`, `torch.autograd.grad`,
   a function of this file that trains, given the result);
 - `RETURNED`: the function returns or yields it (its callers decide);
-- `STORED`: it is stored where other code can reach it (`self.out = ...`, a nested function reads it).
+- `STORED`: it is stored where other code can reach it (`self.out = ...`, a nested function reads it),
+  unless the caller knows that what is stored there is never trained on (`kept`: a rollout buffer whose
+  lists are read back only through `.detach()`).
 
 An empty answer means the result only reaches host values, detached copies, metrics, logs and plots.
 Reads that drop the graph stop the flow: `.detach()`, `.data`, `.item()`, `.numpy()`, `.tolist()`,
@@ -46,14 +48,21 @@ _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 Trains = Callable[[cst.Call], bool]
+Kept = Callable[[cst.Attribute], bool]  # what is stored at `X.attr` (assigned, appended) may be trained on
+Elements = Optional[tuple[bool, ...]]  # which elements of a returned tuple carry a graph (None: unknown)
 
 
 class _Flow:
     def __init__(
         self, scope: cst.CSTNode, seed: cst.CSTNode, trains: Trains, opaque: Trains, values: bool = False,
-        dead: frozenset = frozenset(),
+        dead: frozenset = frozenset(), kept: Kept = lambda target: True, drops: Trains = lambda call: False,
+        elements: Elements = None,
     ) -> None:
         self.seed = seed
+        self.kept = kept
+        self.drops = drops  # a call whose result carries no graph whatever it is given (`torch.tensor(x)`)
+        self.elements = elements  # which elements of the seed's tuple carry its graph
+        self.returned: list[Elements] = []  # per return of a tuple: which of its elements carry the graph
         self.dead = dead  # blocks that never run (an `if train:` body when the flag is off)
         self.path = _path_to(scope, seed)  # the statements (and blocks) that hold the forward pass
         self.values = values  # follow the values themselves, through reads that drop the graph
@@ -89,6 +98,8 @@ class _Flow:
             if isinstance(func, cst.Attribute) and func.attr.value in _CUT_METHODS:
                 return False
             if isinstance(func, cst.Name) and func.value in _CUT_FUNCTIONS:
+                return False
+            if self.drops(expr):
                 return False
             return self.live(func, held) or any(self.live(arg.value, held) for arg in expr.args)
         if isinstance(expr, cst.Comparison):
@@ -145,7 +156,7 @@ class _Flow:
             if isinstance(receiver, cst.Name):
                 held.add(receiver.value)
             else:
-                self.reached.add(STORED)
+                self._store(receiver)
 
     def _reads_held(self, scope: cst.CSTNode, held: set[str]) -> bool:
         stack = list(semantic_children(scope))
@@ -231,6 +242,10 @@ class _Flow:
         if isinstance(small, cst.Return):
             if small.value is not None and self.live(small.value, held):
                 self.reached.add(RETURNED)
+                value = small.value
+                self.returned.append(
+                    tuple(self.live(e.value, held) for e in value.elements) if isinstance(value, cst.Tuple) else None
+                )
             return held
         if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             value = small.value
@@ -240,9 +255,21 @@ class _Flow:
             targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
             held = set(held)
             for target in targets:
+                if value is self.seed and self._unpacks_elements(target):
+                    for element, live in zip(target.elements, self.elements):  # type: ignore[attr-defined, arg-type]
+                        self._assign(element.value, live, held, augmented=False)
+                    continue
                 self._assign(target, carries, held, augmented=isinstance(small, cst.AugAssign))
             return held
         return held
+
+    def _unpacks_elements(self, target: cst.BaseExpression) -> bool:
+        """`a, logp, v = seed`: the seed's elements, known one by one, go to names one by one."""
+        return (
+            self.elements is not None and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == len(self.elements)
+            and not any(isinstance(e, cst.StarredElement) for e in target.elements)
+        )
 
     def _assign(self, target: cst.BaseExpression, carries: bool, held: set[str], augmented: bool) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -259,7 +286,7 @@ class _Flow:
         if isinstance(target, cst.Attribute):
             text = dotted(target)
             if carries:
-                self.reached.add(STORED)
+                self._store(target)
                 if text:
                     held.add(text)
             elif text and not augmented:
@@ -270,7 +297,12 @@ class _Flow:
             if isinstance(base, cst.Name):
                 held.add(base.value)
             else:
-                self.reached.add(STORED)
+                self._store(base)
+
+    def _store(self, target: cst.BaseExpression) -> None:
+        """The result is put where other code can read it: stored, unless `kept` knows it is never trained on."""
+        if not isinstance(target, cst.Attribute) or self.kept(target):
+            self.reached.add(STORED)
 
 
 def _path_to(scope: cst.CSTNode, seed: cst.CSTNode) -> set[cst.CSTNode]:
@@ -311,16 +343,49 @@ def result_reaches(
     trains: Trains = lambda call: False,
     opaque: Trains = lambda call: False,
     dead: frozenset = frozenset(),
+    kept: Kept = lambda target: True,
+    drops: Trains = lambda call: False,
+    elements: Elements = None,
 ) -> set[str]:
     """Where the result of `call` (a forward pass in `scope`, a function or the module's top level) goes:
     a subset of {BACKWARD, RETURNED, STORED}; empty when only host values, metrics and logs see it.
     `trains`: a call of a function known to train on what it is given; `opaque`: a call statement whose
     code may train on what it is given, out of sight (the result then counts as STORED); `dead`: blocks
-    (an `if`'s body or `else`) that do not run."""
-    flow = _Flow(scope, call, trains, opaque, dead=dead)
+    (an `if`'s body or `else`) that do not run; `kept`: what is stored at an attribute may be trained on;
+    `drops`: a call whose result carries no graph; `elements`: which elements of the tuple `call` returns carry
+    its graph (`action, logp, v = policy.act(s)`: the sampled action carries none)."""
+    flow = _Flow(scope, call, trains, opaque, dead=dead, kept=kept, drops=drops, elements=elements)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     statements = body.body if isinstance(body, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)) else []
     flow.block(statements, set())
+    return flow.reached
+
+
+def returned_elements(function: cst.FunctionDef, seeds: list[cst.Call], drops: Trains) -> Elements:
+    """Which elements of the tuple `function` returns carry the graph of one of its forward passes `seeds`
+    (`return action, log_prob, value`: the sampled action carries none), or None when some return is no tuple
+    of one length."""
+    found: Optional[list[bool]] = None
+    body = function.body
+    statements = body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else []
+    for seed in seeds:
+        flow = _Flow(function, seed, lambda call: False, lambda call: False, drops=drops)
+        flow.block(statements, set())
+        for elements in flow.returned:
+            if elements is None or (found is not None and len(found) != len(elements)):
+                return None
+            found = [a or b for a, b in zip(found, elements)] if found is not None else list(elements)
+    return tuple(found) if found is not None else None
+
+
+def given_reaches(
+    function: cst.FunctionDef, names: set[str], trains: Trains, opaque: Trains, kept: Kept, drops: Trains
+) -> set[str]:
+    """Where what `names` (parameters of `function`) hold on entry goes inside it: a method that keeps what it is
+    given in lists of its object (`memory.push(state, action, log_prob)`) stores it there, judged by `kept`."""
+    flow = _Flow(function, function, trains, opaque, kept=kept, drops=drops)
+    body = function.body
+    flow.block(body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else [], set(names))
     return flow.reached
 
 

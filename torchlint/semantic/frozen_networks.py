@@ -24,10 +24,11 @@ import libcst as cst
 
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants
-from torchlint.semantic import call_arguments, network_methods, network_values, project
+from torchlint.semantic import call_arguments, graph_free, network_methods, network_values, project
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.functions import called_function
 from torchlint.semantic.objects import MODULE, objects
+from torchlint.semantic.values import value_kinds
 
 if TYPE_CHECKING:
     from torchlint.lint.context import Context
@@ -252,9 +253,18 @@ def class_freezes(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
     return False
 
 
+def class_optimises_itself(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
+    """The class the network `expr` is built from (when it can be read) hands its own parameters to something
+    (`self.optimizer = optim.Adam(self.parameters(), lr=alpha)`): it is trained, by its own optimizer."""
+    return any(_OWN_PARAMETERS.search(owner.context.code(cls)) for owner, cls in network_methods.receiver_classes(facts, expr))
+
+
+_OWN_PARAMETERS = re.compile(r"\bself\s*\.\s*(named_)?parameters\s*\(")
+
+
 def input_is_data(facts: "FileFacts", call: "CallFact") -> bool:
-    """Every argument of the forward pass `call` derives from loop variables (batches) through copies and
-    moves only."""
+    """Every argument of the forward pass `call` derives from loop variables (batches) or new tensors built from
+    host values (`torch.FloatTensor(next_states)`) through copies and moves only."""
     args = call.node.args
     return bool(args) and all(_from_data(facts, arg.value, set(), 0) for arg in args)
 
@@ -275,12 +285,15 @@ def _from_data(facts: "FileFacts", expr: cst.BaseExpression, seen: set, depth: i
             return _from_data(facts, func.value, seen, depth)
         if (context.qualname(func) or context.code(func)) in _DATA_FUNCTIONS and expr.args:
             return _from_data(facts, expr.args[0].value, seen, depth)
-        return False
+        return graph_free.drops_graph(context, expr)  # `torch.FloatTensor(batch.next_state)`: a new leaf tensor
     if not isinstance(expr, cst.Name):
         return False
     bindings = context.lookup(expr) or ()
     if not bindings:
         return False
+    reaching = value_kinds(context).reaching_binding(expr, list(bindings))
+    if reaching is not None:  # `next_s = torch.FloatTensor(next_s)` after `s, a, r, next_s = memory.sample()`
+        bindings = [reaching]
     for binding in bindings:
         if binding.kind == "loop":
             continue  # a loop variable: a batch, or part of one

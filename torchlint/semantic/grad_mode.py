@@ -24,7 +24,8 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import dotted
 from torchlint.lint.walk import descendants, semantic_children
 from torchlint.semantic import (
-    forward_flow, frozen_networks, host_sinks, network_items, network_methods, network_values, parameter_free,
+    forward_flow, frozen_networks, graph_free, host_sinks, network_items, network_methods, network_values, parameter_free,
+    stored_reads,
 )
 from torchlint.semantic.file_kind import is_test_file
 from torchlint.semantic.functions import called_function
@@ -145,6 +146,9 @@ class FileFacts:
         self._function_names: tuple[int, set[str]] = (-1, set())
         self._helpers: CycleSafeMemo[cst.Call, Optional[ScopeFacts]] = CycleSafeMemo(None, stack)
         self._reached: dict[tuple[cst.Call, bool, frozenset], frozenset[str]] = {}  # where a forward's result goes, here
+        self._stores: CycleSafeMemo[str, bool] = CycleSafeMemo(True, stack)  # attributes whose values may be trained on
+        self._elements: CycleSafeMemo[cst.Call, forward_flow.Elements] = CycleSafeMemo(None, stack)
+        self._given: CycleSafeMemo[cst.CSTNode, frozenset[str]] = CycleSafeMemo(frozenset({"stored"}), stack)
         self._values: Optional[set[str]] = None  # names handed around as values
         self._call_facts: Optional[dict[cst.Call, tuple[ScopeFacts, CallFact]]] = None
         # walk state
@@ -551,7 +555,8 @@ class FileFacts:
         key = (node, strict, dead)
         if key not in self._reached:
             self._reached[key] = frozenset(forward_flow.result_reaches(
-                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque, dead
+                scope.node, node, self._trains, self._opaque_strict if strict else self._opaque, dead, self._kept,
+                self.drops_graph, self.returned_elements(node),
             ))
         reached = set(self._reached[key])
         if forward_flow.RETURNED not in reached or not follow_callers or isinstance(scope.node, cst.Module):
@@ -567,6 +572,34 @@ class FileFacts:
                 continue
             reached |= facts.result_reaches(caller, call.node, True, depth + 1)
         return reached
+
+    def drops_graph(self, call: cst.Call) -> bool:
+        """`call` builds a value with no graph whatever it is given (`graph_free`): `torch.tensor(x)`, NumPy,
+        a distribution's `sample()`."""
+        return graph_free.drops_graph(self.context, call)
+
+    def returned_elements(self, node: cst.CSTNode) -> forward_flow.Elements:
+        """Which elements of the tuple the forward pass `node` returns carry its graph, read in the method it runs
+        (`action, log_prob, value = policy.act(s)`: the sampled action carries none); None when unknown."""
+        if not isinstance(node, cst.Call):
+            return None
+        return self._elements.ask(node, lambda _: self._returned_elements(node))
+
+    def _returned_elements(self, node: cst.Call) -> forward_flow.Elements:
+        found = network_methods.method_scope(self, node)
+        if found is None:
+            return None
+        owner, scope = found
+        seeds = [
+            c.node for c in scope.calls
+            if not c.covered and (c.callee in ("self", "self.forward") or owner.is_network_call(c))
+        ]
+        assert isinstance(scope.node, cst.FunctionDef)
+        return forward_flow.returned_elements(scope.node, seeds, owner.drops_graph) if seeds else None
+
+    def _kept(self, target: cst.Attribute) -> bool:
+        """What is stored at `target` may be trained on: some read of that attribute carries it on (`stored_reads`)."""
+        return self._stores.ask(target.attr.value, lambda name: stored_reads.may_be_trained_on(self, name))
 
     def helper_feeds_backward(self, helper: ScopeFacts) -> bool:
         """Some caller of `helper` (a function that returns a forward's result) backpropagates through it, or
@@ -652,7 +685,29 @@ class FileFacts:
         func = call.func
         if isinstance(func, cst.Attribute) and network_methods.takes_to_host(self, call):
             return False  # `stats.append_torch(features)`: a method of the project that keeps host copies only
+        if isinstance(func, cst.Attribute) and self._keeps_untrained(call):
+            return False  # `memory.push(s, a, log_prob)`: kept in lists the update reads back detached
         return not (isinstance(func, cst.Attribute) and func.attr.value in _RECORDING_METHODS)
+
+    def _keeps_untrained(self, call: cst.Call) -> bool:
+        """`call` runs a method of the project (read in the receiver's class) that trains nothing and sends what it
+        is given nowhere a backward pass may reach: into attributes whose every read drops the graph
+        (`stored_reads`), host values, logs."""
+        found = network_methods.method_scope(self, call)
+        if found is None or not isinstance(found[1].node, cst.FunctionDef):
+            return False
+        owner, scope = found
+        return owner._given_stays(scope)
+
+    def _given_stays(self, scope: ScopeFacts) -> bool:
+        function = scope.node
+        assert isinstance(function, cst.FunctionDef)
+        if scope.training or not scope.is_method:
+            return False
+        names = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)} - {"self"}
+        return not self._given.ask(function, lambda _: frozenset(forward_flow.given_reaches(
+            function, names, self._trains, self._opaque, self._kept, self.drops_graph
+        )))
 
     def _may_train(self, scope: ScopeFacts, depth: int = 0) -> bool:
         """The function of this file trains, or hands what it is given to code that may (any depth we can
@@ -682,6 +737,8 @@ class FileFacts:
             return False
         if isinstance(call.func, cst.Attribute) and network_methods.takes_to_host(self, call):
             return False
+        if isinstance(call.func, cst.Attribute) and self._keeps_untrained(call):
+            return False
         function = self.local_function(call)
         if function is not None and function in self.by_node:
             return self._may_train(self.by_node[function])
@@ -703,20 +760,31 @@ class FileFacts:
             inner = self.by_node.get(function) if function is not None else None
             if inner is not None and inner is not scope and self._steps(inner, 0):
                 through.append(call.order)
+            elif function is None and self._object_trains(call.node, scope):
+                through.append(call.order)  # `agent.update()`, `ppo.learn(memory)`: a method of a project class
         return sorted((*scope.training, *through))
 
-    def _steps(self, scope: ScopeFacts, depth: int) -> bool:
-        """The function runs a backward pass, an optimizer step or `torch.autograd.grad`, itself or through
-        the functions of this file it calls (not a mere `requires_grad` flag on the tensors it builds)."""
+    def _object_trains(self, call: cst.Call, scope: ScopeFacts) -> bool:
+        """`call` runs a method of another object, read in its class (of this file or a project module), that
+        runs a backward pass or an optimizer step."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or (isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        found = network_methods.method_scope(self, call)
+        return found is not None and found[1] is not scope and found[0]._steps(found[1], 0, gradients=False)
+
+    def _steps(self, scope: ScopeFacts, depth: int, gradients: bool = True) -> bool:
+        """The function runs a backward pass, an optimizer step or (`gradients`) `torch.autograd.grad`, itself or
+        through the functions of this file it calls (not a mere `requires_grad` flag on the tensors it builds)."""
         for call in scope.calls:
             if step_kind(self.context, call.node) in ("backward", "optimizer"):
                 return True
-            if call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
+            if gradients and call.order in scope.training and call.callee and call.callee.rsplit(".", 1)[-1] in _GRADIENT_CALLS:
                 return True
             if depth < 2:
                 function = self.local_function(call.node)
                 inner = self.by_node.get(function) if function is not None else None
-                if inner is not None and inner is not scope and self._steps(inner, depth + 1):
+                if inner is not None and inner is not scope and self._steps(inner, depth + 1, gradients):
                     return True
         return False
 
@@ -943,12 +1011,16 @@ class FileFacts:
         return found
 
     def stepped_before(self, scope: ScopeFacts, order: int) -> bool:
-        """A backward pass or an optimizer step runs before `order` in the function."""
+        """A backward pass or an optimizer step runs before `order` in the function, itself or in a method of
+        another object it calls that we can read (`agent.update()`)."""
+        through = set(self.training_orders(scope)) - set(scope.training)
         for call in scope.calls:
             if call.order >= order:
                 break
             if step_kind(self.context, call.node) is not None:
                 return True
+            if call.order in through and self.local_function(call.node) is None:
+                return True  # `agent.update()`: a method of another object that steps its optimizer
         return False
 
     def statement_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:

@@ -254,9 +254,10 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
     if training and not facts.stepped_before(scope, scope.end + 1):
         return []  # no backward pass or optimizer step here: the training happens where we cannot see it
     found = []
+    steps = set(facts.training_orders(scope))
     for call in scope.calls:
-        if call.covered or call.node in judged or not facts.is_network_call(call):
-            continue
+        if call.covered or call.node in judged or call.order in steps or not facts.is_network_call(call):
+            continue  # (a call that trains, `agent.update(batch)`, is no forward pass to wrap)
         if facts.method_network(call) and network_methods.judged_where_defined(facts, call):
             continue  # an agent's `select_action(state)`: judged at its own `def`
         if not training and not call.loops:

@@ -65,6 +65,25 @@ def runs_network(
     return inference_named(name) and is_network(receiver, func.value)
 
 
+def method_scope(facts: "FileFacts", call: cst.Call) -> Optional[tuple["FileFacts", "ScopeFacts"]]:
+    """The method `call` runs (`receiver.method(...)` read in the receiver's class, or a function of this file),
+    with the grad facts of its file; None when it cannot be found or more than one may run."""
+    func = call.func
+    function = facts.local_function(call)
+    if function is not None:
+        scope = facts.by_node.get(function)
+        return (facts, scope) if scope is not None else None
+    if not isinstance(func, cst.Attribute):
+        return None
+    found = []
+    for owner, cls in receiver_classes(facts, func.value):
+        method = _method_of(owner, cls, func.attr.value)
+        scope = owner.by_node.get(method) if method is not None else None
+        if scope is not None and (owner, scope) not in found:
+            found.append((owner, scope))
+    return found[0] if len(found) == 1 else None
+
+
 def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
     """`call` runs a method that hands back no graph (an agent's `select_action`, a network's
     `encode_features` that returns NumPy arrays): the method is judged at its own `def`, not again at every
@@ -136,7 +155,8 @@ def receiver_classes(
     """The classes (with the grad facts of the file that defines each) `expr` is built from: a name or a
     `self.<attr>` assigned `Cls(...)` (through `.to(device)`-style chains and `.module` of a data-parallel
     wrapper), a class of this file or one imported from a project module; a value returned by a helper of the
-    project (`model = create_model(opt)`), or a parameter whose callers pass such an object."""
+    project (`model = create_model(opt)`), a deep copy of such an object, or a parameter whose callers pass one
+    (or whose default is a class: `actor_critic=core.MLPActorCritic`)."""
     context = facts.context
     while isinstance(expr, cst.Attribute) and expr.attr.value == "module":
         expr = expr.value  # `model.module.encode(x)`: the network inside `nn.DataParallel(model)`
@@ -157,14 +177,20 @@ def receiver_classes(
         cls = context.enclosing(expr, cst.ClassDef)
         if cls is not None:
             values = [(facts, v) for v in objects(context).self_assignments(cls).get(expr.attr.value, ())]  # type: ignore[misc]
+    elif isinstance(expr, cst.Attribute) and depth < _MAX_DEPTH:  # `ppo.memory`: what the holder's class assigns
+        for owner, cls in receiver_classes(facts, expr.value, depth + 1):
+            values += [(owner, v) for v in objects(owner.context).self_assignments(cls).get(expr.attr.value, ())]
     found: list[tuple["FileFacts", cst.ClassDef]] = []
     for owner, argument in passed:  # an argument a caller passes: resolved where it is written
         found.extend(c for c in receiver_classes(owner, argument, depth + 1) if c not in found)
-    for _, value in values:
+    for where, value in values:  # (each value resolved in the file that writes it)
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_OBJECT:
             value = value.func.value
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-            found.extend(c for c in _built_by(facts, value.func, depth) if c not in found)
+            found.extend(c for c in _built_by(where, value.func, depth) if c not in found)
+        elif isinstance(value, cst.Call) and value.args and where.context.qualname(value.func) == "copy.deepcopy" and depth < _MAX_DEPTH:
+            # `self.target = copy.deepcopy(self.online)`: an instance of the copied network's class
+            found.extend(c for c in receiver_classes(where, value.args[0].value, depth + 1) if c not in found)
     return found
 
 
@@ -174,6 +200,9 @@ def _built_by(facts: "FileFacts", func: cst.Name, depth: int) -> list[tuple["Fil
     local = objects(context).classes().get(func.value)
     if local is not None:
         return [(facts, local)]
+    default = _class_default(context, func)
+    if default is not None:  # `def ddpg(env_fn, actor_critic=core.MLPActorCritic)`, then `ac = actor_critic(...)`
+        return _class_named(facts, default, depth)
     definition: Optional[cst.CSTNode] = None
     owner = facts
     origin = project.imported(context, func, (func.value,))
@@ -192,6 +221,24 @@ def _built_by(facts: "FileFacts", func: cst.Name, depth: int) -> list[tuple["Fil
                 found.extend(c for c in receiver_classes(owner, returned.value, depth + 1) if c not in found)
         return found
     return []
+
+
+def _class_default(context: "Context", func: cst.Name) -> Optional[cst.BaseExpression]:
+    """The default of the parameter `func` names, when it is a class written by name (`actor_critic=core.MLPActorCritic`)."""
+    bindings = context.lookup(func) or ()
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return None
+    default = bindings[0].node.default
+    return default if isinstance(default, (cst.Name, cst.Attribute)) else None
+
+
+def _class_named(facts: "FileFacts", expr: cst.BaseExpression, depth: int) -> list[tuple["FileFacts", cst.ClassDef]]:
+    """The class `expr` names: a class or helper of this file, or one of a project module (`core.MLPActorCritic`)."""
+    if isinstance(expr, cst.Name):
+        return _built_by(facts, expr, depth + 1) if depth < _MAX_DEPTH else []
+    origin = project.imported(facts.context, expr)
+    definition = origin[0].definition(origin[1]) if origin is not None else None
+    return [(origin[0].model.grad, definition)] if origin is not None and isinstance(definition, cst.ClassDef) else []
 
 
 def _built_by_library(context: "Context", expr: cst.BaseExpression) -> bool:
@@ -226,8 +273,8 @@ def _method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0)
 def _runs_itself(facts: "FileFacts", scope: "ScopeFacts", depth: int) -> bool:
     """The method runs its own module (`self(x)`, `self.forward(x)`, a sub-module, another such method)
     outside no-grad and trains nothing."""
-    if scope.training or scope.decorated_grad_off is not None or scope.decorated_other_grad:
-        return False
+    if facts.training_orders(scope) or scope.decorated_grad_off is not None or scope.decorated_other_grad:
+        return False  # (it trains itself, or through the methods it calls: `update()` calling `self.a_train(...)`)
     for inner in scope.calls:
         callee = inner.callee
         if inner.covered or not callee or not inner.node.args:

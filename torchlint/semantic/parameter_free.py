@@ -77,6 +77,22 @@ def _held_attribute(func: cst.BaseExpression) -> "str | None":
 
 
 def receivers_hold_no_parameters(facts: "FileFacts", receiver: cst.BaseExpression) -> bool:
-    """Every class the network `receiver` is built from is found and holds no parameter."""
+    """Every class the network `receiver` is built from is found and holds no parameter, or it is a loss of
+    `torch.nn` (`mse = nn.MSELoss()`), which holds none either."""
+    if _torch_loss(facts.context, receiver):
+        return True
     classes = network_methods.receiver_classes(facts, receiver)
     return bool(classes) and all(holds_no_parameters(owner.context, cls) for owner, cls in classes)
+
+
+def _torch_loss(context: "Context", receiver: cst.BaseExpression) -> bool:
+    """`receiver` is a name every binding of which builds a loss module of `torch.nn` (`nn.MSELoss()`)."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    bindings = context.lookup(receiver) or ()
+    return bool(bindings) and all(
+        b.kind == "assign" and isinstance(b.value, cst.Call)
+        and (context.qualname(b.value.func) or "").startswith("torch.nn.")
+        and (context.qualname(b.value.func) or "").endswith("Loss")
+        for b in bindings
+    )

@@ -52,12 +52,16 @@ class FrozenModelWithGrad(GradRule):
         "CNN encoder in front of a captioning decoder that is the only thing the optimizer updates "
         "(`optimizer = Adam(decoder.parameters())`, then `features = encoder(images)` every step). The "
         "decoder's `loss.backward()` then runs back through the whole encoder to compute weight gradients no "
-        "optimizer reads. Reported when the network is called by a plain name that the file builds, the file "
+        "optimizer reads. The same holds for a target network an agent keeps (`self.target_net`, built from a "
+        "network class and never trained) whose output reaches the loss as the TD target without a detach. "
+        "Reported when the network is called by a plain name that the file builds (or an attribute of an object "
+        "that is no network itself), the file "
         "builds an optimizer but never takes this network's `.parameters()`, never calls its `.train()`, "
         "never touches `requires_grad` and never hands the network to another constructor or container (where "
         "it could be part of a trained model) or to a helper that builds an optimizer from it; its class, when it can be read in the project, does not freeze "
-        "its own parameters; what it is given derives from loop variables (a batch) through copies and moves "
-        "only; and its output reaches the backward pass.\n\n"
+        "its own parameters nor build an optimizer over them (`self.optimizer = Adam(self.parameters())`); what it is given derives from loop variables (a batch) or from new tensors built "
+        "from host values (`torch.FloatTensor(next_states)`) through copies and moves only; and its output reaches "
+        "the backward pass.\n\n"
         "Last, it reports the pretrained feature extractor of a perceptual loss whose weights nobody freezes: "
         "a torchvision or timm network built with pretrained weights and put in eval mode "
         "(`vgg19(weights=...).features[:36].eval()`), whose parameters the file never takes, trains or freezes, "
@@ -154,13 +158,26 @@ class FrozenModelWithGrad(GradRule):
     def _trained_through(facts: FileFacts, scope, call) -> bool:
         """`call` runs a network the file never trains, on data, and its result reaches the backward pass."""
         func = call.node.func
-        if not isinstance(func, cst.Name) or not frozen_networks.untrained(facts, func.value):
+        name = _plain_or_held(facts, func)
+        if name is None or not frozen_networks.untrained(facts, name):
             return False
         if not frozen_networks.input_is_data(facts, call) or frozen_networks.class_freezes(facts, func):
             return False
+        if frozen_networks.class_optimises_itself(facts, func):
+            return False  # `self.optimizer = Adam(self.parameters())` in its own class
         if parameter_free.receivers_hold_no_parameters(facts, func):
             return False  # no weights: nothing for the backward pass to compute
         return BACKWARD in facts.result_reaches(scope, call.node, follow_callers=False)
+
+
+def _plain_or_held(facts: FileFacts, func: cst.BaseExpression) -> "str | None":
+    """The name of the network `func` calls: a plain name, or `self.<attr>` that an object which is no network
+    itself holds (an agent's target network, built from a network class of the project); None otherwise."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and facts.context.code(func) in frozen_networks.module_instances(facts):
+        return func.attr.value
+    return None
 
 
 def _untrained_parameter(facts: FileFacts, func: cst.BaseExpression) -> bool:

@@ -71,7 +71,11 @@ class InferenceWithoutEval(GradRule):
         "hygiene only), and Monte-Carlo dropout deliberately evaluates in training mode. The rule stays silent "
         "when the function calls `.train(...)` itself, when the network is built inside the function, when the "
         "function has no caller in the file (the caller elsewhere may call `.eval()`), when any caller calls "
-        "`.eval()`, and for framework hooks (Lightning's `validation_step` runs in eval mode already)."
+        "`.eval()`, or a caller of a caller up to three levels (`evaluate()` calls `net.eval()`, then an evaluator "
+        "object whose methods reach the helper), or the chain of callers ends in a function nothing in the file "
+        "calls; when the network is a global bound to what a function of the file returns after switching its "
+        "mode (`net = get_model()` with `net.eval()` inside); and for framework hooks (Lightning's "
+        "`validation_step` runs in eval mode already)."
     )
     fix_safety = FixSafety.NONE
     requires = ("no_grad", "inference_mode", "set_grad_enabled")
@@ -119,7 +123,7 @@ class InferenceWithoutEval(GradRule):
                 if self._class_evals(facts, scope, target):
                     return
                 continue
-            if self._bound_locally(scope, root):
+            if self._bound_locally(scope, root) or self._built_in_eval_mode(facts, root):
                 return
         if training:
             # The function itself switched the network to training mode before the no-grad loop.
@@ -136,20 +140,54 @@ class InferenceWithoutEval(GradRule):
                 f"loop and {base}.train() after it",
             )
             return
-        callers = facts.callers(scope.name)
-        if not callers:
+        if not facts.callers(scope.name) or self._eval_upstream(facts, scope, 0, set()):
             return
-        for caller, _ in callers:
-            if caller.evals or caller.mode_unknown or facts.framework_hook(caller):
-                return
-            if caller.node is not facts.scopes[0].node and caller.name in ("__init__",):
-                return
         target = self._base(candidates[0].callee)
         self.report(
             scope.node.name,  # type: ignore[union-attr]
             f"`{scope.name}` evaluates `{target}` without `{target}.eval()` (nor does any caller in this file): "
             f"dropout and batch norm stay in training mode; call {target}.eval() first",
         )
+
+    def _eval_upstream(self, facts: FileFacts, scope: ScopeFacts, depth: int, seen: set[int]) -> bool:
+        """The network may already be in eval mode when `scope` runs: a caller, or a caller of a caller (up to
+        three levels: `evaluate()` calls `net.eval()`, then an evaluator whose methods reach this helper), calls
+        `.eval()` or `.train(flag)`, is a framework hook or a constructor, or is itself called from nowhere in
+        this file (another file or an instance call runs it, and may have switched the mode)."""
+        seen.add(id(scope.node))
+        callers = self._callers(facts, scope)
+        if not callers:
+            return depth > 0
+        for caller in callers:
+            if caller.evals or caller.mode_unknown or facts.framework_hook(caller):
+                return True
+            if caller.node is facts.scopes[0].node or self._switches_to_training(facts, caller):
+                continue  # a call at module level, or next to training: nothing above it decides the mode
+            if caller.name == "__init__":
+                return True
+            if depth < 3 and id(caller.node) not in seen and self._eval_upstream(facts, caller, depth + 1, seen):
+                return True
+        return False
+
+    @staticmethod
+    def _switches_to_training(facts: FileFacts, caller: ScopeFacts) -> bool:
+        """`caller` calls `.train()`, or a function of the file that does (`train(model, loader)` then
+        `test(model, loader)` in an epoch loop): the network is in training mode there, whoever called it."""
+        if caller.trains:
+            return True
+        called = {call.callee.rsplit(".", 1)[-1] for call in caller.calls if call.callee}
+        return any(other.trains and other.name in called for other in facts.scopes[1:] if other is not caller)
+
+    @staticmethod
+    def _callers(facts: FileFacts, scope: ScopeFacts) -> list[ScopeFacts]:
+        """The functions of the file that call `scope` by its name, a function of the same name included
+        (`def evaluate(): ... evaluator.evaluate()` calls the method, it does not recurse)."""
+        return [
+            caller
+            for caller in facts.scopes
+            if caller.node is not scope.node
+            and any(call.callee and call.callee.rsplit(".", 1)[-1] == scope.name for call in caller.calls)
+        ]
 
     @staticmethod
     def _base(callee: Optional[str]) -> str:
@@ -186,6 +224,18 @@ class InferenceWithoutEval(GradRule):
         if not bindings:
             return False  # a global
         return any(b.kind != "param" for b in bindings)
+
+    def _built_in_eval_mode(self, facts: FileFacts, root: str) -> bool:
+        """A global network bound to what a function of the file returns, where that function switches the
+        mode itself (`net = get_model()` with `net.eval()` inside `get_model`)."""
+        for binding in self.context.bindings(self.context.module).get(root) or []:
+            value = binding.value
+            if binding.kind != "assign" or not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+                continue
+            builders = [s for s in facts.scopes[1:] if s.name == value.func.value and s.cls is None]
+            if any(b.evals or b.mode_unknown for b in builders):
+                return True
+        return False
 
     def _class_evals(self, facts: FileFacts, scope: ScopeFacts, target: str) -> bool:
         """Another method of the class calls `.eval()` on the network (or on self)."""

@@ -12,6 +12,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.rule import Fix, FixSafety, Replace, Rule
 from torchlint.lint.walk import descendants
 from torchlint.rules.data._common import NUM_WORKERS_AT, set_argument
+from torchlint.semantic import project
 from torchlint.semantic.file_kind import has_main_guard, main_guarded
 from torchlint.semantic.loader_calls import MISSING
 
@@ -85,7 +86,8 @@ class DataloaderNumWorkersZero(Rule):
         "file returns), where an item is a row lookup in Arrow tables, unless the file shows items "
         "still decoded on read (image, audio or video columns, `set_transform`, `streaming=True`); a dataset "
         "built by a call that receives a CUDA device (`MyDataset(x, y, device)`, `device=device`), or a Dataset "
-        "class of the file whose `__getitem__` moves each item to the GPU: its items "
+        "class (of this or another project file) whose code puts tensors on the GPU, moving each item as it is read "
+        "or the data it indexes when it is built: its items "
         "live on the GPU, which worker processes cannot reach; a loader whose `collate_fn` (a function or lambda "
         "of the file, or a `partial` of one) moves the batch to the GPU, which a worker process cannot do; a loader only looked at: read by `next(iter(loader))` "
         "(also once per epoch in a loop: each fresh iterator yields one batch, and workers would start again for "
@@ -101,7 +103,8 @@ class DataloaderNumWorkersZero(Rule):
         "(`train_one_epoch(model, loader)` of engine.py), or of a notebook that shows none in it or the project files it imports: a CPU-only program, where "
         "workers would compete with the "
         "training threads for the same cores; "
-        "test modules; an explicit `num_workers=0` with a comment on "
+        "test modules; a `DataLoader` that is the project's own class or function (`from package.dataloader import *` "
+        "where that module defines `DataLoader`), which sets its workers in its own code; an explicit `num_workers=0` with a comment on "
         "its line, or a comment about workers, processes or the platform on the line above (a deliberate choice: an unpicklable dataset, an "
         "environment that cannot start processes). Silence other deliberate choices with `# noqa: TL101`."
     )
@@ -123,7 +126,7 @@ class DataloaderNumWorkersZero(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_dataloader(node):
             return
-        if self.semantic.is_test_module:
+        if self.semantic.is_test_module or self._project_loader(node):
             return
         if has_star_kwargs(node):
             # `DataLoader(ds, **params)`: reported where `params` is a dict of this file that provably leaves
@@ -151,15 +154,24 @@ class DataloaderNumWorkersZero(Rule):
             data = self.semantic.loaders
             if self.semantic.loads_from_memory(node) or data.only_peeked(node) or data.only_shown(node) or self._never_read(node):
                 continue
-            if self.semantic.loads_prepared_hf_data(node) or self.semantic.dataset_on_device(node):
+            if self.semantic.loads_prepared_hf_data(node):
                 continue
-            if data.collate_on_device(node):
-                continue  # a collate_fn that moves batches to the GPU cannot run in a worker process
+            if self.semantic.batches_on_device(node):
+                continue  # items or batches already on the GPU: a worker process cannot make them, nor decode
             if cpu_only and (self._consumed_here(node) or data.callers_on_accelerator(node) is False or data.cpu_program_trains()):
                 continue  # a CPU-only program: workers would compete with the training threads for the cores
             if cpu_only and self.context.source.is_notebook and data.cpu_program():
                 continue  # a notebook (run, never imported) whose program never puts anything on an accelerator
             self._report(node)
+
+    def _project_loader(self, node: cst.Call) -> bool:
+        """`DataLoader(opt)` where `DataLoader` is a class or function of the project, brought in by
+        `from package.dataloader import *`: its own loader type, whose settings live in its code."""
+        if not isinstance(node.func, cst.Name) or self.context.imports.origin(node.func.value) is not None:
+            return False
+        found = project.imported(self.context, node.func)
+        definition = found[0].definition(found[1]) if found is not None else None
+        return isinstance(definition, (cst.ClassDef, cst.FunctionDef))
 
     def _consumed_here(self, node: cst.Call) -> bool:
         """This file iterates the loader or trains: the whole program is here, not only its data module."""

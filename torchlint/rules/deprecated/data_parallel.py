@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.lint.calls import argument
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.names import last_name
 from torchlint.lint.rule import FixSafety, Rule
@@ -70,7 +71,9 @@ class DataParallel(Rule):
         "(`multi_gpu = False` ... `if multi_gpu:`); a model wrapped in an `if __name__ == \"__main__\":` block "
         "with no loop (to convert or save weights); and a wrapped model that is only ever given one sample "
         "(`model(img.unsqueeze(0))`), which DataParallel runs on a single replica anyway, as in a file whose "
-        "every DataLoader batches one sample; the CPU branch of `if torch.cuda.is_available():`; and a copy "
+        "every DataLoader batches one sample; `device_ids` that name one GPU as the program is set up (`[0]`, or "
+        "`range(n)` where `n` is 1 or a command-line option whose default is 1), a single replica; the CPU branch "
+        "of `if torch.cuda.is_available():`; and a copy "
         "wrapped under `if isinstance(model, nn.DataParallel):` (an EMA copy), where the choice was made, and is "
         "reported, where the model was first wrapped."
     )
@@ -113,6 +116,7 @@ class DataParallel(Rule):
                 or self._one_sample_at_a_time(call)
                 or self._rewraps(call)
                 or self._without_cuda(call)
+                or self._one_device(call)
                 or self._single_sample_loaders()
             ):
                 self.report(call)
@@ -145,6 +149,26 @@ class DataParallel(Rule):
                     return True
             child = ancestor
         return False
+
+    def _one_device(self, call: cst.Call) -> bool:
+        """`device_ids` names one GPU as the program is set up: `[0]`, or `range(n)` (also `list(range(n))`,
+        `[i for i in range(n)]`) where `n` is 1 or a command-line option whose default is 1. DataParallel then
+        runs a single replica."""
+        arg = argument(call, "device_ids", position=1)
+        value = arg.value if arg is not None else None
+        if isinstance(value, (cst.List, cst.Tuple)):
+            return len(value.elements) == 1 and not isinstance(value.elements[0], cst.StarredElement)
+        if isinstance(value, cst.ListComp) and isinstance(value.for_in.iter, cst.Call):
+            value = value.for_in.iter  # `[i for i in range(n)]`
+        if isinstance(value, cst.Call) and last_name(value.func) == "list" and len(value.args) == 1:
+            value = value.args[0].value  # `list(range(n))`
+        if not (isinstance(value, cst.Call) and last_name(value.func) == "range" and len(value.args) == 1):
+            return False
+        count = value.args[0].value
+        if self.context.literal(count) == 1:
+            return True
+        # `range(args.num_gpu)` with `parser.add_argument("--num_gpu", default=1)`
+        return isinstance(count, cst.Attribute) and self.semantic.loaders.argparse_default(count.attr.value) == 1
 
     def _single_sample_loaders(self) -> bool:
         """Every DataLoader of the file batches one sample (`batch_size=1`, or no batch size at all): each

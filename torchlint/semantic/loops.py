@@ -83,7 +83,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, flatten_targets, last_name
 from torchlint.lint.walk import is_a, semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
-from torchlint.semantic.functions import called_function
+from torchlint.semantic.functions import called_function, calls_named
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.objects import (
     DATASET,
@@ -117,10 +117,73 @@ def every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
     loop = per_step(context, node)
     if loop is not None:
         return None if runs_on_host(context, loop) else loop
-    forward = _module_forward(context, node)
+    forward = _module_forward(context, node) or framework_hook(context, node)
     if forward is None or gated(context, node, forward):  # type: ignore[arg-type]
         return None
     return forward
+
+
+# Methods a training framework calls once per batch: Lightning's steps and batch hooks, fastai's callback events.
+PER_BATCH_HOOKS = re.compile(
+    r"^(?:(?:training|validation|test|predict)_step"
+    r"|(?:before|after)_(?:batch|pred|loss|backward|step)|on_(?:train|validation|test|predict)_batch_(?:start|end))$"
+)
+
+
+def framework_hook(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The per-batch hook that runs `node` on each call: a method of a class with a base (`training_step` of a
+    `LightningModule`, `on_train_batch_end` of a callback) given the batch, whose body runs no step loop of its
+    own (a `validation_step(self)` that walks a whole loader is judged in that loop)."""
+    function = context.enclosing_function(node)
+    if function is None:
+        return None
+    if _engine_handler(context, function):
+        return function
+    if not PER_BATCH_HOOKS.match(function.name.value):
+        return None
+    cls = context.parent(context.parent(function) or function)
+    if not isinstance(cls, cst.ClassDef) or all(last_name(b.value) == "object" for b in cls.bases):
+        return None
+    params = [p for p in function.params.params if p.name.value != "self"]
+    if not params and function.params.star_arg is None:
+        return None
+    if any(is_a(n, _LOOPS) and is_hot(context, n) for n in _own_nodes(function.body, into_loops=True)):
+        return None
+    return function
+
+
+# Events of an ignite engine that fire on every iteration (`Events.ITERATION_COMPLETED`, not called with `every=`).
+_ITERATION_EVENTS = frozenset({"ITERATION_STARTED", "ITERATION_COMPLETED", "GET_BATCH_STARTED", "GET_BATCH_COMPLETED"})
+
+
+def _engine_handler(context: "Context", function: cst.FunctionDef) -> bool:
+    """An engine runs `function` on every iteration: its process function (`Engine(update)`), or a handler of
+    an iteration event (`@trainer.on(Events.ITERATION_COMPLETED)`, `add_event_handler(Events.ITERATION_COMPLETED,
+    log)`)."""
+    if "Events." not in context.source.text and "Engine(" not in context.source.text:
+        return False
+    for decorator in function.decorators:
+        call = decorator.decorator
+        if isinstance(call, cst.Call) and last_name(call.func) == "on" and call.args and _every_iteration(call.args[0].value):
+            return True
+    for call in calls_named(context, "add_event_handler"):
+        args = call.args
+        if len(args) > 1 and _every_iteration(args[0].value) and _names(context, args[1].value, function):
+            return True
+    return any(call.args and _names(context, call.args[0].value, function) for call in calls_named(context, "Engine"))
+
+
+def _names(context: "Context", expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    """`expr` is a name bound only to `function`."""
+    if not isinstance(expr, cst.Name) or expr.value != function.name.value:
+        return False
+    bindings = context.lookup(expr)
+    return bool(bindings) and len(bindings) == 1 and bindings[0].node is function
+
+
+def _every_iteration(event: cst.BaseExpression) -> bool:
+    """`Events.ITERATION_COMPLETED` itself; called (`(every=100)`, `(once=1)`) it fires on some iterations only."""
+    return isinstance(event, cst.Attribute) and event.attr.value in _ITERATION_EVENTS
 
 
 # A wrapper that scatters host batches to the devices itself, or a launcher that moves them.
@@ -466,7 +529,11 @@ def _runs_step_function(context: "Context", call: cst.Call) -> bool:
         found = project.imported(context, call.func, (".backward(",))
         summary = found[0].function_summary(found[1]) if found is not None else None
         return summary is not None and summary.one_step
-    return function is not None and context.enclosing_function(call) is not function and is_step_function(context, function)
+    if function is None:  # `loss = trainer.train_step(x, y)`: a one-step method of a project object
+        from torchlint.semantic.object_methods import methods_called
+
+        return any(is_step_function(owner, method) for owner, method in methods_called(context, call))
+    return context.enclosing_function(call) is not function and is_step_function(context, function)
 
 
 # torch functions that draw a fresh random batch (`z = torch.randn(n, 512, device=device)`).

@@ -65,9 +65,10 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) or (
-            isinstance(func, cst.Attribute) and (isinstance(func.value, cst.Name) or is_self_attribute(func.value))
-        ):
+        receiver = func.value if isinstance(func, cst.Attribute) else None
+        if isinstance(receiver, cst.Subscript):
+            receiver = receiver.value  # `meters["loss"].update(loss)`: an object held in a dict
+        if isinstance(func, cst.Name) or isinstance(receiver, cst.Name) or (receiver is not None and is_self_attribute(receiver)):
             if self.semantic.every_step(node) is not None:
                 self._candidates.append(node)
 

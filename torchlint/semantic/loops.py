@@ -123,7 +123,8 @@ def every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
     return forward
 
 
-# Methods a training framework calls once per batch: Lightning's steps and batch hooks, fastai's callback events.
+# Methods a training framework calls once per batch: Lightning's steps and batch hooks, fastai's callback events
+# (`framework_hook` counts those given the batch).
 PER_BATCH_HOOKS = re.compile(
     r"^(?:(?:training|validation|test|predict)_step"
     r"|(?:before|after)_(?:batch|pred|loss|backward|step)|on_(?:train|validation|test|predict)_batch_(?:start|end))$"

@@ -103,7 +103,7 @@ class ItemInTrainingLoop(SyncRule):
         "(`max_len = lengths.max().item()`), which runs on every step wherever the model is called, unless only "
         "the first call runs it (`if not self.initialized:`), and one in the `backward()` of a custom "
         "`torch.autograd.Function`, and one in a hook a framework runs once per batch: a Lightning module's "
-        "`training_step`/`validation_step` and its `on_*_batch_end` hooks, fastai's `after_batch`, an ignite engine's "
+        "`training_step`/`validation_step` and its `on_*_batch_end` hooks (given the batch), an ignite engine's "
         "process function and its handlers of `Events.ITERATION_COMPLETED` (not those called with `every=`), unless "
         "a logging interval guards it (`if batch_idx % 100 == 0:`). A loop that calls a project object's one-step "
         "method (`loss = trainer.train_step(x, y)`, a class that runs the backward pass) is a step loop, and the loss "

@@ -100,7 +100,7 @@ class FunctionSummaries:
                 if kind == T or (kind == UNK and not strict and read):
                     found = f"`.{name}()`"
                     break
-                if kind == UNK and read and self._from_parameters(func.value, function):
+                if kind == UNK and read and self._given(func.value, function, derived=name == "item"):
                     found = found or f"`.{name}()` of a tensor it is given"  # counted where a call passes one
                     continue
             elif isinstance(func, cst.Attribute) and name == "to" and _to_host(self.context, node):
@@ -246,9 +246,13 @@ class FunctionSummaries:
                         return found
         return None
 
-    def _from_parameters(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
-        """`value` is computed from the parameters of `function` alone (`pred`, `(pred.argmax(1) == y).sum()`,
-        `torch.sum(pred == y)`): every name it reads is a parameter never rebound there, or an imported module."""
+    def _given(self, value: cst.BaseExpression, function: cst.FunctionDef, *, derived: bool) -> bool:
+        """`value` is a parameter of `function` never rebound there (`pred`), or, when `derived`, a value computed
+        from its parameters alone (`(pred.argmax(1) == y).sum()`, `torch.sum(pred == y)`: every name it reads is
+        such a parameter or an imported module). A number a meter reads from what it is given (`.item()`) is
+        derived; a copy of an array computed from it is more often the input of a host algorithm."""
+        if not derived and not isinstance(value, cst.Name):
+            return False
         names = [n for n in (value, *scope_nodes(value)) if isinstance(n, cst.Name) and not self._is_attribute_name(n)]
         if not names or isinstance(value, cst.Lambda):
             return False

@@ -3,8 +3,7 @@ file shows it.
 
 A Lightning module's `training_step` / `validation_step` and its batch-end hooks, an ignite engine's process
 function and its iteration handlers run once per batch; a trainer object's step method (a class of another file
-that runs the backward pass and returns the loss) makes the loop that calls it a step loop, and the loss it
-returns is a device tensor there. Near misses stay silent: a hook under a logging interval, an epoch-end hook, a
+that runs the backward pass and returns the loss) returns a device tensor to the step loop that calls it. Near misses stay silent: a hook under a logging interval, an epoch-end hook, a
 handler of `Events.ITERATION_COMPLETED(every=100)`, a Python number a step method returns (its own read is
 reported in it, and at the call that runs it on every step)."""
 
@@ -153,11 +152,11 @@ import torch
 from trainer import $Trainer
 
 
-def main(model, optimizer, xs, ys, iterations):
+def main(model, optimizer, loader):
     $build
     history = []
-    for i in range(iterations):
-        loss = trainer.$step(xs[i], ys[i])
+    for x, y in loader:
+        loss = trainer.$step(x, y)
         $read
 """
 
@@ -180,7 +179,7 @@ STEP_METHOD = Shape(
 
 STEP_METHOD_NUMBER = Shape(
     "a trainer object's step method that returns a Python number",
-    {"trainer.py": TRAINER, "main.py": CALLER.replace("ys[i])", "ys[i])  # expect: TL207")},
+    {"trainer.py": TRAINER, "main.py": CALLER.replace("(x, y)", "(x, y)  # expect: TL207")},
     {
         "Trainer": ("Trainer", "Solver"),
         "step": ("train_step", "update"),

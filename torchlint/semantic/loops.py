@@ -530,11 +530,7 @@ def _runs_step_function(context: "Context", call: cst.Call) -> bool:
         found = project.imported(context, call.func, (".backward(",))
         summary = found[0].function_summary(found[1]) if found is not None else None
         return summary is not None and summary.one_step
-    if function is None:  # `loss = trainer.train_step(x, y)`: a one-step method of a project object
-        from torchlint.semantic.object_methods import methods_called
-
-        return any(is_step_function(owner, method) for owner, method in methods_called(context, call))
-    return context.enclosing_function(call) is not function and is_step_function(context, function)
+    return function is not None and context.enclosing_function(call) is not function and is_step_function(context, function)
 
 
 # torch functions that draw a fresh random batch (`z = torch.randn(n, 512, device=device)`).

@@ -3,7 +3,8 @@ file shows it.
 
 A Lightning module's `training_step` / `validation_step` and its batch-end hooks, an ignite engine's process
 function and its iteration handlers run once per batch; a trainer object's step method (a class of another file
-that runs the backward pass and returns the loss) returns a device tensor to the step loop that calls it. Near misses stay silent: a hook under a logging interval, an epoch-end hook, a
+that runs the backward pass and returns the loss) returns a device tensor to the step loop that calls it. Near misses stay silent: a hook under a logging interval or on its first call
+only, a hook given no batch (fastai's `after_batch(self)`), an epoch-end hook, a
 handler of `Events.ITERATION_COMPLETED(every=100)`, a Python number a step method returns (its own read is
 reported in it, and at the call that runs it on every step)."""
 
@@ -65,6 +66,48 @@ HOOKS_GATED = Shape(
             'if batch_idx % 100 == 0:\n    self.log("loss", loss.item())',
             "if batch_idx == 0:\n    self.preds.append(out.argmax(1).cpu())",
         ),
+    },
+    SELECT,
+)
+
+FIRST_BATCH = Shape(
+    "a Lightning step hook reads on its first call only",
+    {"model.py": LIGHTNING.replace("super().__init__()\n", "super().__init__()\n        self.logged = False\n")},
+    {
+        "Model": ("LitClassifier",),
+        "hook": ("training_step", "validation_step"),
+        "read": (
+            "if not self.logged and batch_idx >= 0:\n    self.logged = True\n    self.preds.append(out.argmax(1).cpu())",
+            "if batch_idx >= 0 and not self.logged:\n    self.logged = True\n    self.log(\"loss\", loss.item())",
+        ),
+    },
+    SELECT,
+)
+
+STATE_HOOK = Shape(
+    "a callback hook given no batch, reading the learner's state",
+    {
+        "callback.py": """
+import torch
+
+
+class $Model(Callback):
+    def __init__(self, learn):
+        self.learn = learn
+        self.learn.model.cuda()
+
+    def before_batch(self):
+        self.learn.xb = self.learn.xb.cuda()
+
+    def $hook(self):
+        loss = self.learn.loss
+        $read
+"""
+    },
+    {
+        "Model": ("ProgressCallback",),
+        "hook": ("after_batch", "after_step"),
+        "read": (HOOK_READS[0].replace("  # expect: TL201", "").replace("self.log", "print"),),
     },
     SELECT,
 )
@@ -193,7 +236,7 @@ STEP_METHOD_NUMBER = Shape(
 
 @pytest.mark.parametrize(
     "shape",
-    [HOOKS, HOOKS_GATED, EPOCH_HOOK, IGNITE_HANDLERS, IGNITE_SOME, STEP_METHOD, STEP_METHOD_NUMBER],
+    [HOOKS, HOOKS_GATED, FIRST_BATCH, STATE_HOOK, EPOCH_HOOK, IGNITE_HANDLERS, IGNITE_SOME, STEP_METHOD, STEP_METHOD_NUMBER],
     ids=lambda s: s.name,
 )
 def test_every_spelling(shape: Shape) -> None:

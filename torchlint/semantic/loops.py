@@ -146,8 +146,8 @@ def framework_hook(context: "Context", node: cst.CSTNode) -> Optional[cst.Functi
     if not isinstance(cls, cst.ClassDef) or all(last_name(b.value) == "object" for b in cls.bases):
         return None
     params = [p for p in function.params.params if p.name.value != "self"]
-    if not params and function.params.star_arg is None:
-        return None
+    if not params and not isinstance(function.params.star_arg, cst.Param):
+        return None  # fastai's `after_batch(self)` reads the learner's state, not a batch it is given
     if any(is_a(n, _LOOPS) and is_hot(context, n) for n in _own_nodes(function.body, into_loops=True)):
         return None
     return function
@@ -959,7 +959,13 @@ def _first_trip(statement: cst.If) -> bool:
     """`if loss_ema is None: loss_ema = loss.item()`, `if not self.initialized: ...; self.initialized = True`:
     the body sets the very name it tests for None (or for false), so it runs on the first trip only (the
     `else:` runs on the others)."""
-    test = statement.test
+    return _first_trip_test(statement, statement.test)
+
+
+def _first_trip_test(statement: cst.If, test: cst.BaseExpression) -> bool:
+    """`_first_trip` for one test, or for either side of an `and` (`if not self.logged and not args.dry_run:`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _first_trip_test(statement, test.left) or _first_trip_test(statement, test.right)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         tested = test.expression
     elif (

@@ -4,7 +4,9 @@ A segmentation metric's `add_batch(target, output)`, a confusion-matrix builder,
 reads a value computed from its parameters (`pred.argmax(1).cpu().numpy()`, `correct = pred.eq(t).sum();
 correct.item()`), so each call that hands it device tensors syncs, wherever the object was built (an attribute set in `__init__`, a local, a class imported from a module).
 A metric logger's `update` that reads what it is given only when it is a tensor syncs where it is handed a name
-bound to a tensor on one path and to None on the other. Near misses stay silent: the same helpers handed NumPy
+bound to a tensor on one path and to None on the other. A meter held in a dict of meters, or one whose `update`
+reads a value it computes from what it is given (`(output.argmax(1) == target).sum().item()`), syncs the same way.
+Near misses stay silent: the same helpers handed NumPy
 arrays the loop already copied, a helper that reads only its own host state, a logger handed numbers or None."""
 
 from __future__ import annotations
@@ -197,9 +199,71 @@ NEVER_TENSOR = Shape(
 )
 
 
+METERS = """
+import torch
+
+
+class $Meter:
+    def __init__(self):
+        self.total = 0.0
+
+    def update(self, output, target):
+        self.total += $read
+"""
+
+METER_READS = (
+    "(output.argmax(1) == target).sum().item()",
+    "torch.sum(output.argmax(dim=1) == target).item()",
+    "(output - target).abs().mean().item() * len(target)",
+)
+
+LOOP = """
+import torch
+from meters import $Meter
+
+
+def train(model, loader, optimizer, device):
+    model.to(device)
+    $build
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        $call
+"""
+
+METER_SLOTS = {
+    "Meter": ("Accuracy", "AverageMeter"),
+    "read": METER_READS,
+    "build": ('meters = {"acc": $Meter(), "err": $Meter()}\nacc = $Meter()',),
+    "call": ('meters["acc"].update(out, y)  # expect: TL207', "acc.update(out, y)  # expect: TL207"),
+}
+
+METER_GIVEN = Shape(
+    "a meter of another file reads a value computed from the tensors it is given",
+    {"meters.py": METERS, "train.py": LOOP},
+    METER_SLOTS,
+    SELECT,
+)
+
+METER_HOST = Shape(
+    "the same meter handed host copies",
+    {"meters.py": METERS, "train.py": LOOP},
+    {
+        **METER_SLOTS,
+        "read": ("(output.argmax(1) == target).sum()",),
+        "call": ('meters["acc"].update(out.argmax(1), y)', "acc.update(out, y)"),
+    },
+    SELECT,
+)
+
+
 @pytest.mark.parametrize(
     "shape",
-    [GIVEN_TENSORS, MODULE_ATTRIBUTE, LOCAL, HOST_VALUES, OWN_STATE, MAYBE_TENSOR, NEVER_TENSOR],
+    [GIVEN_TENSORS, MODULE_ATTRIBUTE, LOCAL, HOST_VALUES, OWN_STATE, MAYBE_TENSOR, NEVER_TENSOR, METER_GIVEN, METER_HOST],
     ids=lambda s: s.name,
 )
 def test_every_spelling(shape: Shape) -> None:

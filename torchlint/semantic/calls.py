@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.context import Context
+from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import scope_nodes
 from torchlint.semantic import host_use, project
@@ -100,7 +100,7 @@ class FunctionSummaries:
                 if kind == T or (kind == UNK and not strict and read):
                     found = f"`.{name}()`"
                     break
-                if kind == UNK and read and self._is_parameter(func.value, function):
+                if kind == UNK and read and self._given(func.value, function, derived=name == "item"):
                     found = found or f"`.{name}()` of a tensor it is given"  # counted where a call passes one
                     continue
             elif isinstance(func, cst.Attribute) and name == "to" and _to_host(self.context, node):
@@ -246,18 +246,45 @@ class FunctionSummaries:
                         return found
         return None
 
-    def _is_parameter(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
-        """`value` is a parameter of `function`, never rebound there."""
-        if not isinstance(value, cst.Name):
+    def _given(self, value: cst.BaseExpression, function: cst.FunctionDef, *, derived: bool) -> bool:
+        """`value` is a parameter of `function` never rebound there (`pred`), or, when `derived`, a value computed
+        from its parameters alone (`(pred.argmax(1) == y).sum()`, `torch.sum(pred == y)`: every name it reads is
+        such a parameter or an imported module). A number a meter reads from what it is given (`.item()`) is
+        derived; a copy of an array computed from it is more often the input of a host algorithm."""
+        if not derived and not isinstance(value, cst.Name):
             return False
-        bindings = self.context.lookup(value)
-        return bool(bindings) and all(
-            b.kind == "param" and self.context.enclosing(b.node, cst.FunctionDef) is function for b in bindings
+        names = [n for n in (value, *scope_nodes(value)) if isinstance(n, cst.Name) and not self._is_attribute_name(n)]
+        if not names or isinstance(value, cst.Lambda):
+            return False
+        given = False
+        for name in names:
+            bindings = self.context.lookup(name)
+            if not bindings:
+                return False
+            if all(b.kind == "param" and self.context.enclosing(b.node, cst.FunctionDef) is function for b in bindings):
+                given = True
+            elif not all(b.kind == "import" for b in bindings):
+                return False
+        return given
+
+    def _is_attribute_name(self, name: cst.Name) -> bool:
+        """`sum` of `x.sum`, `dim` of `f(dim=1)`: a name that is not a variable."""
+        parent = self.context.parent(name)
+        return (isinstance(parent, cst.Attribute) and parent.attr is name) or (
+            isinstance(parent, cst.Arg) and parent.keyword is name
         )
 
     def _instance_built(self, holder: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """What built the object `holder` names: `metric` after `metric = Metric(...)`, or `self.metric`
-        assigned once in its class (`self.metric = Metric(...)` in `__init__`)."""
+        assigned once in its class (`self.metric = Metric(...)` in `__init__`), or `meters["loss"]` after
+        `meters = {"loss": AverageMeter(), ...}`."""
+        if isinstance(holder, cst.Subscript) and len(holder.slice) == 1 and isinstance(holder.slice[0].slice, cst.Index):
+            key = self.context.literal(holder.slice[0].slice.value)
+            built = self._instance_built(holder.value)
+            if key is UNKNOWN or not isinstance(built, cst.Dict):
+                return None
+            found = [e.value for e in built.elements if isinstance(e, cst.DictElement) and self.context.literal(e.key) == key]
+            return found[0] if len(found) == 1 else None
         if isinstance(holder, cst.Name):
             return self.context.assigned_value(holder)
         if is_self_attribute(holder):

@@ -46,11 +46,8 @@ if TYPE_CHECKING:
     from torchlint.lint.context import Context
 
 # Methods run once per batch: a module's forward, a transform's __call__, the per-batch hooks of training
-# frameworks (Lightning's `training_step`, fastai's `before_batch`, `on_train_batch_end`).
-_PER_CALL_METHODS = re.compile(
-    r"^(?:forward|__call__|(?:training|validation|test|predict)_step"
-    r"|(?:before|after)_(?:batch|pred|loss|backward|step)|on_(?:train|validation|test|predict)_batch_(?:start|end))$"
-)
+# frameworks (`loops.PER_BATCH_HOOKS`).
+_PER_CALL_METHODS = re.compile(rf"^(?:forward|__call__)$|{loops.PER_BATCH_HOOKS.pattern}")
 
 # Receivers whose `.device` is configuration, not the device of a batch.
 _CONFIG_ROOTS = frozenset({"self", "args", "cfg", "config", "opt", "opts", "hparams", "params", "FLAGS"})

@@ -27,8 +27,67 @@ _LOADERS = frozenset(
 
 
 def is_dataloader(context: Context, node: cst.CSTNode) -> bool:
-    """`node` is a call of torch's `DataLoader` (through any import spelling)."""
-    return isinstance(node, cst.Call) and context.qualname(node) in _LOADERS
+    """`node` is a call of torch's `DataLoader` (through any import spelling), or of a project subclass that
+    hands its arguments to it unchanged (`AudioDataLoader(dataset, batch_size=32, num_workers=4)`)."""
+    if not isinstance(node, cst.Call):
+        return False
+    return context.qualname(node) in _LOADERS or _loader_subclass_call(context, node)
+
+
+def _loader_subclass_call(context: Context, call: cst.Call) -> bool:
+    """A call of a class of this file or of a project module that subclasses `DataLoader` and either defines no
+    `__init__` or passes its `*args, **kwargs` straight to the base's (`super().__init__(*args, **kwargs)`,
+    keyword-only options of its own aside): the call's arguments are the loader's settings."""
+    from torchlint.semantic import project
+    from torchlint.semantic.objects import objects
+
+    func = call.func
+    if isinstance(func, cst.Name):
+        local = objects(context).classes().get(func.value)
+        if local is not None:
+            return _transparent_loader_class(context, local)
+    if not isinstance(func, (cst.Name, cst.Attribute)) or context.qualname(func) is None:
+        return False  # neither imported nor defined here: no project class
+    found = project.imported(context, func, ("DataLoader",))
+    definition = found[0].definition(found[1]) if found is not None else None
+    return isinstance(definition, cst.ClassDef) and _transparent_loader_class(found[0].context, definition)  # type: ignore[index]
+
+
+def _transparent_loader_class(context: Context, cls: cst.ClassDef) -> bool:
+    from torchlint.semantic.functions import method_named
+
+    if not any(context.qualname(base.value) in _LOADERS for base in cls.bases if base.keyword is None):
+        return False
+    init = method_named(cls, "__init__")
+    if init is None:
+        return True
+    params = init.params
+    star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else None
+    double = params.star_kwarg.name.value if params.star_kwarg is not None else None
+    if [p.name.value for p in params.params] != ["self"] or star is None or double is None:
+        return False
+    for node in _calls_in(init):
+        if last_name(node.func) == "__init__" and isinstance(node.func, cst.Attribute) and _is_super(node.func.value):
+            stars = [a for a in node.args if a.star]
+            return (
+                len(node.args) == 2
+                and len(stars) == 2
+                and isinstance(stars[0].value, cst.Name)
+                and stars[0].value.value == star
+                and isinstance(stars[1].value, cst.Name)
+                and stars[1].value.value == double
+            )
+    return False
+
+
+def _calls_in(function: cst.FunctionDef) -> list[cst.Call]:
+    from torchlint.lint.walk import descendants
+
+    return [n for n in descendants(function.body) if isinstance(n, cst.Call)]
+
+
+def _is_super(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
 def is_builtin(context: Context, func: cst.BaseExpression, name: str) -> bool:

@@ -286,18 +286,20 @@ class LoaderCopies:
                 held = root_name(receiver, conversions=True) in batch or (read is not None and _root(receiver) is read)
                 if held and self.to_accelerator(node) and not self._already_moved(node):
                     found.append(node)
+            elif depth < 2 and batch and (moved := self._handed_to_function(node, batch, depth)):
+                found.extend(moved)  # a helper of this file (`batch_to_device(batch, device)`): its own copies
+            elif self._helper_transfer(node, batch):
+                found.append(node)
+                if depth < 2:
+                    self._moved_by_imported_function(node, batch, depth)  # keeps its copies for `helper_copies`
             elif (
-                self._helper_transfer(node, batch)
-                or self._cast_transfer(node, batch)
+                self._cast_transfer(node, batch)
                 or self._copy_transfer(node, batch)
                 or self._scattered(node, batch)
             ):
                 found.append(node)
-            elif depth < 2 and batch:
-                moved = self._handed_to_function(node, batch, depth)
-                found.extend(moved)
-                if not moved and self._moved_by_imported_function(node, batch, depth):
-                    found.append(node)
+            elif depth < 2 and batch and self._moved_by_imported_function(node, batch, depth):
+                found.append(node)
         return found
 
     def _on_imported_module(self, call: cst.Call) -> bool:
@@ -310,7 +312,8 @@ class LoaderCopies:
 
     def _moved_by_imported_function(self, call: cst.Call, batch: set[str], depth: int) -> bool:
         """A function of another project file moves the batch parts it is given: `x, y = to_device(batch)`
-        with `def to_device(batch): return [b.to(device) for b in batch]` in utils.py."""
+        with `def to_device(batch): return [b.to(device) for b in batch]` in utils.py. Its copies are kept for
+        `helper_copies`."""
         if has_star_args(call) or has_star_kwargs(call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
             return False
         if not any(_holds_batch(arg.value, batch) for arg in call.args):
@@ -321,7 +324,14 @@ class LoaderCopies:
             return False
         names = _parameters_given(found[0].context, call, function, batch)  # type: ignore[index]
         there = found[0].model.loaders  # type: ignore[index]
-        return bool(names) and bool(there._find_transfers(function.body, names, None, depth + 1))
+        copies = there._find_transfers(function.body, names, None, depth + 1) if names else []
+        self._helper_copies[id(call)] = [(found[0].context, c) for c in copies]  # type: ignore[index]
+        return bool(copies)
+
+    def helper_copies(self, call: cst.Call) -> list[tuple[Context, cst.Call]]:
+        """The copies that a helper of another project file, which `batch_copies` found moving the batch at
+        `call`, makes inside (each with the context of its file)."""
+        return self._helper_copies.get(id(call), [])
 
     def _already_moved(self, call: cst.Call) -> bool:
         """`target_var = target.cuda()` after `target = target.cuda()` in the same block: the name already

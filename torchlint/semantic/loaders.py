@@ -42,6 +42,7 @@ class Flow(LoaderValues, LoaderEntries, LoaderSettings, LoaderParameters, Loader
         self._memo: CycleSafeMemo[cst.BaseExpression, Optional[frozenset]] = CycleSafeMemo(None, question_stack(context))
         self._loops_memo: dict[int, list[tuple[cst.For, cst.BaseExpression]]] = {}
         self._transfers_memo: dict[int, list[cst.Call]] = {}
+        self._helper_copies: dict[int, list[tuple[Context, cst.Call]]] = {}
         self.getitem_moves: Optional[bool] = None
         self._cpu_program: Optional[bool] = None
         self._program_sources: Optional[list[str]] = None

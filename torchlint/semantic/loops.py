@@ -83,7 +83,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import dotted, flatten_targets, last_name
 from torchlint.lint.walk import is_a, semantic_children
 from torchlint.semantic.devices import is_device_name, is_device_string
-from torchlint.semantic.functions import called_function
+from torchlint.semantic.functions import called_function, calls_named
 from torchlint.semantic.memo import CycleSafeMemo, question_stack
 from torchlint.semantic.objects import (
     DATASET,
@@ -117,10 +117,74 @@ def every_step(context: "Context", node: cst.CSTNode) -> Optional[cst.CSTNode]:
     loop = per_step(context, node)
     if loop is not None:
         return None if runs_on_host(context, loop) else loop
-    forward = _module_forward(context, node)
+    forward = _module_forward(context, node) or framework_hook(context, node)
     if forward is None or gated(context, node, forward):  # type: ignore[arg-type]
         return None
     return forward
+
+
+# Methods a training framework calls once per batch: Lightning's steps and batch hooks, fastai's callback events
+# (`framework_hook` counts those given the batch).
+PER_BATCH_HOOKS = re.compile(
+    r"^(?:(?:training|validation|test|predict)_step"
+    r"|(?:before|after)_(?:batch|pred|loss|backward|step)|on_(?:train|validation|test|predict)_batch_(?:start|end))$"
+)
+
+
+def framework_hook(context: "Context", node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The per-batch hook that runs `node` on each call: a method of a class with a base (`training_step` of a
+    `LightningModule`, `on_train_batch_end` of a callback) given the batch, whose body runs no step loop of its
+    own (a `validation_step(self)` that walks a whole loader is judged in that loop)."""
+    function = context.enclosing_function(node)
+    if function is None:
+        return None
+    if _engine_handler(context, function):
+        return function
+    if not PER_BATCH_HOOKS.match(function.name.value):
+        return None
+    cls = context.parent(context.parent(function) or function)
+    if not isinstance(cls, cst.ClassDef) or all(last_name(b.value) == "object" for b in cls.bases):
+        return None
+    params = [p for p in function.params.params if p.name.value != "self"]
+    if not params and not isinstance(function.params.star_arg, cst.Param):
+        return None  # fastai's `after_batch(self)` reads the learner's state, not a batch it is given
+    if any(is_a(n, _LOOPS) and is_hot(context, n) for n in _own_nodes(function.body, into_loops=True)):
+        return None
+    return function
+
+
+# Events of an ignite engine that fire on every iteration (`Events.ITERATION_COMPLETED`, not called with `every=`).
+_ITERATION_EVENTS = frozenset({"ITERATION_STARTED", "ITERATION_COMPLETED", "GET_BATCH_STARTED", "GET_BATCH_COMPLETED"})
+
+
+def _engine_handler(context: "Context", function: cst.FunctionDef) -> bool:
+    """An engine runs `function` on every iteration: its process function (`Engine(update)`), or a handler of
+    an iteration event (`@trainer.on(Events.ITERATION_COMPLETED)`, `add_event_handler(Events.ITERATION_COMPLETED,
+    log)`)."""
+    if "Events." not in context.source.text and "Engine(" not in context.source.text:
+        return False
+    for decorator in function.decorators:
+        call = decorator.decorator
+        if isinstance(call, cst.Call) and last_name(call.func) == "on" and call.args and _every_iteration(call.args[0].value):
+            return True
+    for call in calls_named(context, "add_event_handler"):
+        args = call.args
+        if len(args) > 1 and _every_iteration(args[0].value) and _names(context, args[1].value, function):
+            return True
+    return any(call.args and _names(context, call.args[0].value, function) for call in calls_named(context, "Engine"))
+
+
+def _names(context: "Context", expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    """`expr` is a name bound only to `function`."""
+    if not isinstance(expr, cst.Name) or expr.value != function.name.value:
+        return False
+    bindings = context.lookup(expr)
+    return bool(bindings) and len(bindings) == 1 and bindings[0].node is function
+
+
+def _every_iteration(event: cst.BaseExpression) -> bool:
+    """`Events.ITERATION_COMPLETED` itself; called (`(every=100)`, `(once=1)`) it fires on some iterations only."""
+    return isinstance(event, cst.Attribute) and event.attr.value in _ITERATION_EVENTS
 
 
 # A wrapper that scatters host batches to the devices itself, or a launcher that moves them.
@@ -895,7 +959,13 @@ def _first_trip(statement: cst.If) -> bool:
     """`if loss_ema is None: loss_ema = loss.item()`, `if not self.initialized: ...; self.initialized = True`:
     the body sets the very name it tests for None (or for false), so it runs on the first trip only (the
     `else:` runs on the others)."""
-    test = statement.test
+    return _first_trip_test(statement, statement.test)
+
+
+def _first_trip_test(statement: cst.If, test: cst.BaseExpression) -> bool:
+    """`_first_trip` for one test, or for either side of an `and` (`if not self.logged and not args.dry_run:`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _first_trip_test(statement, test.left) or _first_trip_test(statement, test.right)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         tested = test.expression
     elif (

@@ -50,7 +50,7 @@ def runs_network(
     name = func.attr.value
     found = None
     for owner, cls in receiver_classes(facts, func.value):
-        method = _method_of(owner, cls, name)
+        method = method_of(owner, cls, name)
         if method is None:
             continue
         scope = owner.by_node.get(method)
@@ -92,7 +92,7 @@ def judged_where_defined(facts: "FileFacts", call: "CallFact") -> bool:
     if not isinstance(func, cst.Attribute):
         return False
     for owner, cls in receiver_classes(facts, func.value):
-        method = _method_of(owner, cls, func.attr.value)
+        method = method_of(owner, cls, func.attr.value)
         scope = owner.by_node.get(method) if method is not None else None
         if scope is None:
             continue
@@ -114,7 +114,7 @@ def takes_to_host(facts: "FileFacts", call: cst.Call) -> bool:
         return False  # a parameter: what its callers pass is not followed here (it costs more than it finds)
     found = False
     for owner, cls in receiver_classes(facts, func.value):
-        method = _method_of(owner, cls, func.attr.value)
+        method = method_of(owner, cls, func.attr.value)
         scope = owner.by_node.get(method) if method is not None else None
         if scope is None or owner.training_orders(scope) or not scope.host or _keeps_parameter(method):
             return False
@@ -256,7 +256,7 @@ def _built_by_library(context: "Context", expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+def method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
     """The method `name` of `cls` or of its bases defined in the same file."""
     method = method_named(cls, name)
     if method is not None or depth >= 3:
@@ -264,7 +264,7 @@ def _method_of(facts: "FileFacts", cls: cst.ClassDef, name: str, depth: int = 0)
     classes = objects(facts.context).classes()
     for base in cls.bases:
         if isinstance(base.value, cst.Name) and base.value.value in classes:
-            found = _method_of(facts, classes[base.value.value], name, depth + 1)
+            found = method_of(facts, classes[base.value.value], name, depth + 1)
             if found is not None:
                 return found
     return None
@@ -289,7 +289,7 @@ def _runs_itself(facts: "FileFacts", scope: "ScopeFacts", depth: int) -> bool:
             return True  # `self.net(x)`, `self.model.classifier(x)`
         if callee.count(".") != 1:
             continue
-        method = _method_of(facts, scope.cls, callee[5:]) if scope.cls is not None else None
+        method = method_of(facts, scope.cls, callee[5:]) if scope.cls is not None else None
         if method is not None and depth < _MAX_DEPTH and method in facts.by_node and method is not scope.node:
             if _runs_itself(facts, facts.by_node[method], depth + 1):
                 return True

@@ -243,17 +243,41 @@ class ValueKinds:
         # a plain name
         if name in _PY_BUILTINS:
             return PY
+        if name == "self" and self._in_module_class(call):
+            return T  # `out = self(x)` in a module's `training_step`: its own forward
         if _LOSS_NAME.match(name) or loops.is_forward_call(context, call):
             return T
         return self._returned(call)
 
+    def _in_module_class(self, node: cst.CSTNode) -> bool:
+        from torchlint.semantic.objects import objects
+
+        cls = self.context.enclosing(node, cst.ClassDef)
+        return cls is not None and objects(self.context).is_module_class(cls)
+
     def _returned(self, call: cst.Call) -> str:
         """What a function of this file returns, when `call` runs one."""
         function = called_function(self.context, call)
-        if function is None or is_generator(function):
+        if function is None:
+            return self._returned_by_method(call)
+        if is_generator(function):
             return UNK
         kinds = [self.kind(r.value) for r in returns_of(function) if r.value is not None]
         return _combine(kinds) if kinds else PY
+
+    def _returned_by_method(self, call: cst.Call) -> str:
+        """What the method of a project object returns (`loss = trainer.train_step(x, y)`, a class of this file
+        or of another): a device or host tensor when every definition it may run returns one."""
+        from torchlint.semantic.model import semantic_model
+        from torchlint.semantic.object_methods import methods_called
+
+        found = set()
+        for context, method in methods_called(self.context, call):
+            if is_generator(method):
+                return UNK
+            values = semantic_model(context).values
+            found.add(_combine([values.kind(r.value) for r in returns_of(method) if r.value is not None] or [PY]))
+        return found.pop() if len(found) == 1 and found <= {T, CPU} else UNK
 
     def _returned_elsewhere(self, func: cst.BaseExpression) -> str:
         """What a function of another project file returns (`loss = train_step(...)`): a device or host tensor."""

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from torchlint.lint.calls import has_star_args, has_star_kwargs, keyword, positional
+from torchlint.lint.context import Context
+from torchlint.lint.names import last_name
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.rules.data._common import with_keyword_fix
 from torchlint.semantic.loader_copies import is_transfer
+
+
+_HELPER = (
+    "This batch comes from a pinned DataLoader but `{name}()` copies it synchronously (`{copy}` in `{file}`): "
+    "pass non_blocking=True there so the copy overlaps the work already queued on the GPU"
+)
 
 
 _CHOSEN = (
@@ -48,7 +58,11 @@ class CopyWithoutNonBlocking(Rule):
         "yield its batches and functions of the file the batch is handed to), and across files: a loader "
         "built in another project file and passed to a function of this one, returned to this file by a "
         "function of another, imported by name from another (`from data import train_loader`), handed to the `__call__` of an evaluator object (`evaluate(model, loader)`), or built by a "
-        "helper of another file given `**kwargs` that pin it, counts with the settings it was built with. "
+        "helper of another file given `**kwargs` that pin it, or built from a project subclass of `DataLoader` that passes its "
+        "arguments through (`AudioDataLoader(dataset, pin_memory=True)`), counts with the settings it was built with. A "
+        "batch handed to a helper that copies it (`batch = to_device(batch, device)`, a recursive mover of lists and "
+        "dicts) is followed into the helper: one of this file is reported at its own copy, one of another project "
+        "file at the call that hands it the batch (without a fix: the copy to change is in the helper). "
         "A host-to-device copy with `non_blocking=True` is ordered on the stream before the kernels that "
         "use it, so the batch's values are the same. It would matter only if the code wrote to the pinned "
         "CPU batch in place after the copy was queued, which the fix cannot see. Device-to-host copies are "
@@ -81,7 +95,13 @@ class CopyWithoutNonBlocking(Rule):
             if data.batches_on_device(loader):
                 continue  # its batches are already on the GPU: the copy is a no-op
             for transfer in data.batch_copies(loader):
-                if id(transfer) in seen or not is_transfer(transfer) or self._non_blocking_given(transfer):
+                if id(transfer) in seen:
+                    continue
+                if not is_transfer(transfer):
+                    self._check_helper(transfer, data.helper_copies(transfer))
+                    seen.add(id(transfer))
+                    continue
+                if _non_blocking_given(self.context, transfer):
                     continue
                 seen.add(id(transfer))
                 if keyword(transfer, "non_blocking") is not None:
@@ -91,14 +111,23 @@ class CopyWithoutNonBlocking(Rule):
                 fix = with_keyword_fix(self.context, transfer, "non_blocking", "True", "Pass non_blocking=True")
                 self.report(transfer, fix=fix)
 
-    def _non_blocking_given(self, call: cst.Call) -> bool:
-        arg = keyword(call, "non_blocking")
-        if arg is not None:
-            return self.context.literal(arg.value) is not False
-        if has_star_kwargs(call) or has_star_args(call):
-            return True
-        # `.cuda(0, True)` / `.to(device, torch.float, True)`: a positional flag
-        limit = 1 if call.func.attr.value == "cuda" else 2  # type: ignore[attr-defined]
-        return len(positional(call)) > limit or any(
-            isinstance(self.context.literal(a.value), bool) for a in positional(call)
-        )
+    def _check_helper(self, call: cst.Call, copies: list[tuple[Context, cst.Call]]) -> None:
+        """`batch = to_device(batch, device)` where the helper, in another project file, copies the pinned batch
+        without `non_blocking=True`: reported at the call (the copy is written there, the batch comes from here)."""
+        blocking = [(c, t) for c, t in copies if is_transfer(t) and not _non_blocking_given(c, t)]
+        if blocking:
+            where, copy = blocking[0]
+            self.report(call, _HELPER.format(
+                name=last_name(call.func), copy=where.code(copy), file=os.path.basename(where.source.path)
+            ))
+
+
+def _non_blocking_given(context: Context, call: cst.Call) -> bool:
+    arg = keyword(call, "non_blocking")
+    if arg is not None:
+        return context.literal(arg.value) is not False
+    if has_star_kwargs(call) or has_star_args(call):
+        return True
+    # `.cuda(0, True)` / `.to(device, torch.float, True)`: a positional flag
+    limit = 1 if call.func.attr.value == "cuda" else 2  # type: ignore[attr-defined]
+    return len(positional(call)) > limit or any(isinstance(context.literal(a.value), bool) for a in positional(call))

@@ -53,7 +53,10 @@ class DataloaderWithoutPinMemory(Rule):
         "builds the loader (`def loader(path, pin_memory=False)`) takes the values its calls pass, or its default. Pinning pays without worker processes too: the "
         "loader pins each batch as it collates it, and the copy then runs at full bus speed and can overlap "
         "the step with `non_blocking=True` (TL103), the pairing PyTorch's tuning guide recommends; so does a loader "
-        "over tensors already in memory (a `TensorDataset`) whose batches feed a training step on the GPU."
+        "over tensors already in memory (a `TensorDataset`) whose batches feed a training step on the GPU. A "
+        "project subclass of `DataLoader` that passes its arguments through (no `__init__`, or "
+        "`super().__init__(*args, **kwargs)`) is a loader with the settings of each call that builds it "
+        "(`AudioDataLoader(dataset, batch_size=1, num_workers=4)`)."
     )
     bad = (
         "loader = DataLoader(dataset, batch_size=64, num_workers=4)\n"

@@ -54,8 +54,10 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
         "value goes to a host structure (`memory.update_priorities(idx, td.cpu().numpy())`), and a read right after "
         "such a read with no device work queued between (the GPU is already idle). A helper that runs a whole "
         "evaluation (its own loop runs a model on each batch) is judged in that loop, per batch, not at the call. "
-        "A helper that reads only the tensors it is given is reported where it is handed one, or a name bound to a "
-        "tensor on one path and to `None` on the others. "
+        "A helper that reads only the tensors it is given, or values it computes from them alone (a meter's "
+        "`self.correct += (pred.argmax(1) == y).sum().item()`), is reported where it is handed one, or a name bound to a "
+        "tensor on one path and to `None` on the others; a meter held in a dict (`meters[\"acc\"].update(out, y)` after "
+        "`meters = {\"acc\": Accuracy()}`) is followed to its class. "
         "One finding per sync: where this call is reported, the read inside the helper is not reported again "
         "(TL201). Silence a deliberate call with `# noqa: TL207`."
     )
@@ -65,9 +67,10 @@ class SyncInHelperCalledInTrainingLoop(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) or (
-            isinstance(func, cst.Attribute) and (isinstance(func.value, cst.Name) or is_self_attribute(func.value))
-        ):
+        receiver = func.value if isinstance(func, cst.Attribute) else None
+        if isinstance(receiver, cst.Subscript):
+            receiver = receiver.value  # `meters["loss"].update(loss)`: an object held in a dict
+        if isinstance(func, cst.Name) or isinstance(receiver, cst.Name) or (receiver is not None and is_self_attribute(receiver)):
             if self.semantic.every_step(node) is not None:
                 self._candidates.append(node)
 

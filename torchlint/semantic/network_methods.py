@@ -77,7 +77,7 @@ def method_scope(facts: "FileFacts", call: cst.Call) -> Optional[tuple["FileFact
         return None
     found = []
     for owner, cls in receiver_classes(facts, func.value):
-        method = _method_of(owner, cls, func.attr.value)
+        method = method_of(owner, cls, func.attr.value)
         scope = owner.by_node.get(method) if method is not None else None
         if scope is not None and (owner, scope) not in found:
             found.append((owner, scope))

@@ -36,9 +36,16 @@ def may_be_trained_on(facts: "FileFacts", name: str) -> bool:
     return False
 
 
+# Methods that add to a container: `X.<name>.append(v)` stores `v`, it reads nothing back.
+_ADDERS = frozenset({"append", "extend", "insert", "appendleft"})
+
+
 def _stored_into(facts: "FileFacts", node: cst.Attribute) -> bool:
-    """`X.<name> = ...`, `X.<name>, y = ...`: a store, not a read (`X.<name> += ...` reads it too)."""
+    """`X.<name> = ...`, `X.<name>, y = ...`, `X.<name>.append(...)`: a store, not a read (`X.<name> += ...`
+    reads it too)."""
     parent = facts.parents.get(node)
+    if isinstance(parent, cst.Attribute) and parent.attr.value in _ADDERS and isinstance(facts.parents.get(parent), cst.Call):
+        return True
     while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
         parent = facts.parents.get(parent)
     return isinstance(parent, (cst.AssignTarget, cst.AnnAssign))

@@ -161,7 +161,7 @@ def _engine_handler(context: "Context", function: cst.FunctionDef) -> bool:
     """An engine runs `function` on every iteration: its process function (`Engine(update)`), or a handler of
     an iteration event (`@trainer.on(Events.ITERATION_COMPLETED)`, `add_event_handler(Events.ITERATION_COMPLETED,
     log)`)."""
-    if "Events." not in context.source.text and "Engine(" not in context.source.text:
+    if not context.shared(_MentionsEngines).value:
         return False
     for decorator in function.decorators:
         call = decorator.decorator
@@ -172,6 +172,14 @@ def _engine_handler(context: "Context", function: cst.FunctionDef) -> bool:
         if len(args) > 1 and _every_iteration(args[0].value) and _names(context, args[1].value, function):
             return True
     return any(call.args and _names(context, call.args[0].value, function) for call in calls_named(context, "Engine"))
+
+
+class _MentionsEngines:
+    """Whether the file's text mentions ignite's engines or events at all (asked for every call: read once)."""
+
+    def __init__(self, context: "Context") -> None:
+        text = context.source.text
+        self.value = "Events." in text or "Engine(" in text
 
 
 def _names(context: "Context", expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:

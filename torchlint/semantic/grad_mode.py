@@ -126,6 +126,7 @@ class FileFacts:
 
     def __init__(self, context: Context) -> None:
         self.context = context
+        self.receivers: dict = {}  # `network_methods.receiver_classes`, remembered by (node, depth)
         self.scopes: list[ScopeFacts] = []
         self.by_node: dict[cst.CSTNode, ScopeFacts] = {}
         self.classes: dict[str, cst.ClassDef] = {}

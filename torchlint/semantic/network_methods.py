@@ -157,6 +157,15 @@ def receiver_classes(
     wrapper), a class of this file or one imported from a project module; a value returned by a helper of the
     project (`model = create_model(opt)`), a deep copy of such an object, or a parameter whose callers pass one
     (or whose default is a class: `actor_critic=core.MLPActorCritic`)."""
+    # Asked for the receiver of most method calls by several rules: remembered per file, node and depth.
+    memo = facts.receivers
+    key = (expr, depth)
+    if key not in memo:
+        memo[key] = _receiver_classes(facts, expr, depth)
+    return memo[key]
+
+
+def _receiver_classes(facts: "FileFacts", expr: cst.BaseExpression, depth: int) -> list[tuple["FileFacts", cst.ClassDef]]:
     context = facts.context
     while isinstance(expr, cst.Attribute) and expr.attr.value == "module":
         expr = expr.value  # `model.module.encode(x)`: the network inside `nn.DataParallel(model)`

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.lint.calls import argument
 from torchlint.lint.context import UNKNOWN
 from torchlint.lint.names import last_name
 from torchlint.lint.rule import FixSafety, Rule
 from torchlint.lint.walk import descendants
+from torchlint.semantic.single_replica import (
+    batch_of_one,
+    moves,
+    names_one_device,
+    one_sample,
+)
 
 # Wrappers that show a script already runs one process per GPU.
 _DISTRIBUTED = frozenset(
@@ -116,7 +121,7 @@ class DataParallel(Rule):
                 or self._one_sample_at_a_time(call)
                 or self._rewraps(call)
                 or self._without_cuda(call)
-                or self._one_device(call)
+                or names_one_device(self.context, self.semantic.loaders, call)
                 or self._single_sample_loaders()
             ):
                 self.report(call)
@@ -150,26 +155,6 @@ class DataParallel(Rule):
             child = ancestor
         return False
 
-    def _one_device(self, call: cst.Call) -> bool:
-        """`device_ids` names one GPU as the program is set up: `[0]`, or `range(n)` (also `list(range(n))`,
-        `[i for i in range(n)]`) where `n` is 1 or a command-line option whose default is 1. DataParallel then
-        runs a single replica."""
-        arg = argument(call, "device_ids", position=1)
-        value = arg.value if arg is not None else None
-        if isinstance(value, (cst.List, cst.Tuple)):
-            return len(value.elements) == 1 and not isinstance(value.elements[0], cst.StarredElement)
-        if isinstance(value, cst.ListComp) and isinstance(value.for_in.iter, cst.Call):
-            value = value.for_in.iter  # `[i for i in range(n)]`
-        if isinstance(value, cst.Call) and last_name(value.func) == "list" and len(value.args) == 1:
-            value = value.args[0].value  # `list(range(n))`
-        if not (isinstance(value, cst.Call) and last_name(value.func) == "range" and len(value.args) == 1):
-            return False
-        count = value.args[0].value
-        if self.context.literal(count) == 1:
-            return True
-        # `range(args.num_gpu)` with `parser.add_argument("--num_gpu", default=1)`
-        return isinstance(count, cst.Attribute) and self.semantic.loaders.argparse_default(count.attr.value) == 1
-
     def _single_sample_loaders(self) -> bool:
         """Every DataLoader of the file batches one sample (`batch_size=1`, or no batch size at all): each
         forward gets a batch of one, which DataParallel runs on a single replica."""
@@ -177,7 +162,7 @@ class DataParallel(Rule):
             n for n in descendants(self.context.module)
             if isinstance(n, cst.Call) and self.context.qualname(n) == "torch.utils.data.DataLoader"
         ]
-        return bool(loaders) and all(_batch_of_one(self.context, loader) for loader in loaders)
+        return bool(loaders) and all(batch_of_one(self.context, loader) for loader in loaders)
 
     def _wraps_once(self, call: cst.Call) -> bool:
         """In an `if __name__ == "__main__":` block with no loop: the model is wrapped to save or convert
@@ -219,7 +204,7 @@ class DataParallel(Rule):
         """`expr`, as it reaches `forward`, is one sample: the last assignments to the name before the
         forward, in the same block (`img = transform(img).unsqueeze(0)`, then `img = img.to(device)`)."""
         if not isinstance(expr, cst.Name):
-            return _one_sample(self.context, expr)
+            return one_sample(self.context, expr)
         statement = self.context.enclosing_statement(forward)
         block = self.context.parent(statement) if statement is not None else None
         if not isinstance(block, (cst.IndentedBlock, cst.Module)):
@@ -231,9 +216,9 @@ class DataParallel(Rule):
                 continue
             target = small.targets[0].target
             if isinstance(target, cst.Name) and target.value == expr.value:
-                if _one_sample(self.context, small.value):
+                if one_sample(self.context, small.value):
                     return True
-                if not _moves(small.value, expr.value):
+                if not moves(small.value, expr.value):
                     return False
         return False
 
@@ -255,52 +240,6 @@ class DataParallel(Rule):
             return self._false(test.left) or self._false(test.right)
         value = self.context.literal(test)
         return value is not UNKNOWN and isinstance(value, (bool, int, type(None))) and not value
-
-
-_SAME_DATA = frozenset({"to", "cuda", "float", "half", "contiguous"})
-
-
-def _one_sample(context, expr: cst.BaseExpression, _depth: int = 0) -> bool:
-    """`x.unsqueeze(0)`, `x[None]`, or a name every assignment of which is one (or a move of it)."""
-    if _depth > 4:
-        return False
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        attr = expr.func.attr.value
-        if attr == "unsqueeze" and expr.args and context.literal(expr.args[0].value) == 0:
-            return True
-        if attr in _SAME_DATA:
-            return _one_sample(context, expr.func.value, _depth + 1)
-        return False
-    if isinstance(expr, cst.Subscript):
-        first = expr.slice[0].slice if expr.slice else None
-        return isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value == "None"
-    if isinstance(expr, cst.Name):
-        bindings = context.lookup(expr) or []
-        values = [b.value for b in bindings]
-        if not bindings or any(b.kind != "assign" or v is None for b, v in zip(bindings, values)):
-            return False
-        # `img = transform(img).unsqueeze(0)` then `img = img.to(device)`: one sample, moved
-        return any(_one_sample(context, v, _depth + 1) for v in values) and all(  # type: ignore[arg-type]
-            _one_sample(context, v, _depth + 1) or _moves(v, expr.value) for v in values  # type: ignore[arg-type]
-        )
-    return False
-
-
-def _batch_of_one(context, loader: cst.Call) -> bool:
-    """A DataLoader call whose batch size is the literal 1 or the default (1), with no batch sampler."""
-    keywords = {a.keyword.value: a.value for a in loader.args if a.keyword is not None}
-    if any(a.star for a in loader.args) or "batch_sampler" in keywords:
-        return False
-    positional = [a.value for a in loader.args if a.keyword is None]
-    size = keywords.get("batch_size", positional[1] if len(positional) > 1 else None)
-    return size is None or context.literal(size) == 1
-
-
-def _moves(value: cst.BaseExpression, name: str) -> bool:
-    """`name.to(device)`, `name.cuda()`: the same data, moved or cast."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_DATA:
-        value = value.func.value
-    return isinstance(value, cst.Name) and value.value == name
 
 
 def _bound_name(context, call: cst.Call):

@@ -59,3 +59,14 @@ EXPLANATION_COMMON = (
     "aside), and in one that moves only its model and never a batch (the script then runs on the CPU). A test "
     "suite's loops check behaviour, not speed: the rules stay silent there."
 )
+
+
+def chained_from(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`images[i]` in `images[i].detach().data`: what the methods and `.data` chained on it start from."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value
+        else:
+            return expr

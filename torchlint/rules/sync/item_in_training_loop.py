@@ -8,7 +8,12 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.lint.names import last_name
-from torchlint.rules.sync._common import ADVICE, EXPLANATION_COMMON, SyncRule
+from torchlint.rules.sync._common import (
+    ADVICE,
+    EXPLANATION_COMMON,
+    SyncRule,
+    chained_from,
+)
 from torchlint.semantic import loops
 from torchlint.semantic.host_use import whole_value
 from torchlint.semantic.placement import is_cpu_literal
@@ -41,17 +46,6 @@ _PER_ELEMENT = (
     "{what} of each element of a device tensor waits for the GPU once per element: copy the whole tensor to "
     "the host once before the loop (`.tolist()`, `.cpu()`)"
 )
-
-
-def _receiver(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`images[i]` in `images[i].detach().data`: what the methods and `.data` chained on it start from."""
-    while True:
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            expr = expr.value
-        else:
-            return expr
 
 
 class ItemInTrainingLoop(SyncRule):
@@ -150,7 +144,7 @@ class ItemInTrainingLoop(SyncRule):
                 return
         elif kind != T and not (method == "cpu" and kind == UNK and self._copies_a_tensor(node)):
             return
-        receiver = _receiver(node.func.value)  # type: ignore[attr-defined]
+        receiver = chained_from(node.func.value)  # type: ignore[attr-defined]
         collection = self.semantic.element_read(receiver)
         walked = collection is not None and self.walks_device_tensor(collection)
         per_element = walked or self._indexed_per_trip(receiver, loop)

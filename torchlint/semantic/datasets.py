@@ -89,8 +89,10 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
         bindings = context.lookup(expr)
         if not bindings or len(bindings) > 2:
             return False
-        # `test_ds = None` on a path without a test set builds no loader from it
-        present = [b for b in bindings if not (b.kind == "assign" and _is_none(b.value))]
+        # `test_ds = None` on a path without a test set builds no loader from it; in `imgs = imgs[:n]` the `imgs`
+        # read is the earlier binding, not this one
+        within = set(map(id, context.ancestors(expr)))
+        present = [b for b in bindings if not (b.kind == "assign" and _is_none(b.value)) and id(b.node) not in within]
         return bool(present) and all(_binding_in_memory(context, b, expr.value, depth) for b in present)
     return False
 
@@ -107,6 +109,8 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         values = _param_values(context, binding.node, depth) if binding.kind == "param" else _imported_value(context, name)
         return bool(values) and all(_in_memory_dataset(there, value, depth + 1) for there, value in values)
     node = binding.node
+    if isinstance(node, cst.AugAssign):  # `imgs += [...]`: adds to what the name's other bindings hold
+        return _in_memory_dataset(context, node.value, depth + 1)
     paired = _paired_value(node, name)
     if paired is not None:
         # `train_set, valid_set = LibriDataset(x_train, y_train), LibriDataset(x_valid, y_valid)`

@@ -372,8 +372,9 @@ class CallSite:
 MAX_CALLER_FILES = 16
 
 
-def call_sites(path: str, name: str) -> list[CallSite]:
-    """Calls, in the files that import `path`, of the top-level function or class `name` it defines."""
+def call_sites(path: str, name: str, depth: int = 0) -> list[CallSite]:
+    """Calls, in the files that import `path`, of the top-level function or class `name` it defines (also
+    through a package's `__init__.py` that re-exports it: `from pkg.metrics import score`)."""
     target = os.path.realpath(path)
     found: list[CallSite] = []
     for caller in _caller_summaries(target, name):
@@ -381,6 +382,24 @@ def call_sites(path: str, name: str) -> list[CallSite]:
             for node in caller.calls_named(local):
                 if _names_definition(caller.context, node.func, target, name):
                     found.append(CallSite(caller, node))
+    if depth < 2:
+        for package in _re_exporters(target, name):
+            found.extend(call_sites(package, name, depth + 1))
+    return found
+
+
+def _re_exporters(target: str, name: str) -> list[str]:
+    """The package `__init__.py` files importing `target` that bind `name` only by importing it from there."""
+    found = []
+    for file in importers(target)[:MAX_CALLER_FILES]:
+        if os.path.basename(file) != "__init__.py" or file == target or name not in _text(file):
+            continue
+        package = summary(file)
+        if package is None or package.definition(name) is not None:
+            continue
+        origin = package.context.imports.origin(name)
+        if origin is not None and origin[2] == name and module_file(file, origin[0], origin[1]) == target:
+            found.append(file)
     return found
 
 

@@ -48,6 +48,9 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
     if isinstance(expr, (cst.List, cst.ListComp, cst.Tuple)):
         return True
     if isinstance(expr, cst.Subscript):
+        items = _list_items(context, expr)
+        if items is not None:  # `datasets[0]` of a list of datasets: that element
+            return bool(items) and all(_in_memory_dataset(context, v, depth + 1) for v in items)
         return _in_memory_dataset(context, expr.value, depth + 1)  # `data[:n_train]` of a tensor or list
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Multiply)):
         # `[item] * 100`, `train_items + extra_items`
@@ -95,6 +98,26 @@ def _in_memory_dataset(context: Context, expr: Optional[cst.BaseExpression], dep
         present = [b for b in bindings if not (b.kind == "assign" and _is_none(b.value)) and id(b.node) not in within]
         return bool(present) and all(_binding_in_memory(context, b, expr.value, depth) for b in present)
     return False
+
+
+def _list_items(context: Context, expr: cst.Subscript) -> Optional[list[cst.BaseExpression]]:
+    """`sets[0]` where `sets` is bound only to list displays: what any element may be (the displays' items and
+    what `sets.append(...)` adds in its scope); None for a slice or another container."""
+    index = expr.slice[0].slice if len(expr.slice) == 1 else None
+    if not isinstance(index, cst.Index) or not isinstance(expr.value, cst.Name):
+        return None
+    bindings = context.lookup(expr.value)
+    if not bindings or not all(b.kind == "assign" and isinstance(b.value, cst.List) for b in bindings):
+        return None
+    items = [e.value for b in bindings for e in b.value.elements]  # type: ignore[union-attr]
+    scope = context.enclosing(expr, cst.FunctionDef) or context.module
+    for node in descendants(scope):
+        if (
+            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append"
+            and isinstance(node.func.value, cst.Name) and node.func.value.value == expr.value.value and node.args
+        ):
+            items.append(node.args[0].value)
+    return items
 
 
 def _is_none(expr: Optional[cst.BaseExpression]) -> bool:

@@ -27,7 +27,7 @@ from torchlint.lint.walk import descendants
 from torchlint.semantic import call_arguments, graph_free, network_methods, network_values, project
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.functions import called_function
-from torchlint.semantic.objects import MODULE, objects
+from torchlint.semantic.objects import MODULE, assigned_pairs, objects
 from torchlint.semantic.values import value_kinds
 
 if TYPE_CHECKING:
@@ -85,8 +85,10 @@ def module_instances(facts: "FileFacts") -> set[str]:
     for node in descendants(facts.context.module):
         if not isinstance(node, cst.Assign):
             continue
-        if _builds_network(facts, node.value):
-            found.update(_bound_names(facts, node))
+        for target in node.targets:  # `self.online, self.target = Net(), Net()`: each target with its value
+            for bound, value in assigned_pairs(target.target, node.value):
+                if _builds_network(facts, value):
+                    found.update(_bound_names(facts, node, bound))
     return found
 
 
@@ -108,18 +110,16 @@ def _builds_network(facts: "FileFacts", value: cst.BaseExpression) -> bool:
     )
 
 
-def _bound_names(facts: "FileFacts", node: cst.Assign) -> list[str]:
-    """The names an assignment binds that a call can name: `net`, and `self.net` of an object that is no network
-    itself (an agent holding its target network; a module's sub-module is trained with the module)."""
-    names = []
-    for target in node.targets:
-        t = target.target
-        if isinstance(t, cst.Name):
-            names.append(t.value)
-        elif isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-            if not facts.is_module_class(facts.context.enclosing(node, cst.ClassDef)):
-                names.append(f"self.{t.attr.value}")
-    return names
+def _bound_names(facts: "FileFacts", node: cst.Assign, t: cst.BaseExpression) -> list[str]:
+    """The name the target `t` of an assignment binds, when a call can name it: `net`, and `self.net` of an
+    object that is no network itself (an agent holding its target network; a module's sub-module is trained
+    with the module)."""
+    if isinstance(t, cst.Name):
+        return [t.value]
+    if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+        if not facts.is_module_class(facts.context.enclosing(node, cst.ClassDef)):
+            return [f"self.{t.attr.value}"]
+    return []
 
 
 def frozen_where_built(facts: "FileFacts", expr: cst.BaseExpression) -> bool:

@@ -165,7 +165,8 @@ class Objects:
             cls = context.enclosing(expr, cst.ClassDef)
             if cls is None:
                 return None
-            kinds = {self._kind(v, depth + 1) for v in self.self_assignments(cls).get(expr.attr.value, [])}
+            values = self.self_assignments(cls).get(expr.attr.value, [])
+            kinds = {self._kind(v, depth + 1) for v in values if not _hands_back(context, v, expr)}
             return kinds.pop() if len(kinds) == 1 else None
         return None
 
@@ -301,7 +302,7 @@ class Objects:
             for node in descendants(cls.body):
                 if type(node) is cst.Assign:  # exact type: see `walk.is_a`
                     for target in node.targets:
-                        for t, value in _pairs(target.target, node.value):
+                        for t, value in assigned_pairs(target.target, node.value):
                             if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
                                 found.setdefault(t.attr.value, []).append(value)
         return found
@@ -354,7 +355,7 @@ def _bound_once(context: "Context", name: cst.Name) -> bool:
     return bool(bindings) and len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef)
 
 
-def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+def assigned_pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """Target and value, each target of `self.a, self.b = a, b` with its own value."""
     if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
         if len(target.elements) == len(value.elements) and not any(
@@ -362,6 +363,31 @@ def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[
         ):
             return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
     return [(target, value)]
+
+
+def _hands_back(context: "Context", value: cst.BaseExpression, held: cst.Attribute) -> bool:
+    """`value` calls a function of this file that returns one of its parameters, and the call passes `held` for
+    it (`self.target = self.soft_update(self.net, self.target, tau)` where the helper ends `return target`):
+    assigning the result keeps the object the attribute held, so it says nothing new about its kind."""
+    if not isinstance(value, cst.Call):
+        return False
+    function = called_function(context, value)
+    if function is None or is_generator(function):
+        return False
+    returned = {r.value.value if isinstance(r.value, cst.Name) else None for r in returns_of(function)}
+    if len(returned) != 1 or None in returned:
+        return False
+    name = returned.pop()
+    positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if isinstance(value.func, cst.Attribute):
+        positional = positional[1:]  # `self.helper(a)`: `a` fills the parameter after `self`
+    for position, arg in enumerate(value.args):
+        if arg.star:
+            return False
+        bound = arg.keyword.value if arg.keyword is not None else (positional[position] if position < len(positional) else None)
+        if bound == name:
+            return context.code(arg.value) == context.code(held)
+    return False
 
 
 def objects(context: "Context") -> Objects:

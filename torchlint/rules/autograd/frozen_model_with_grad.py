@@ -13,6 +13,7 @@ from torchlint.semantic.file_kind import uses_torch
 from torchlint.semantic.forward_flow import BACKWARD
 from torchlint.semantic.grad_mode import FileFacts
 from torchlint.semantic.modules import is_model_like
+from torchlint.semantic.objects import assigned_pairs
 
 
 class FrozenModelWithGrad(GradRule):
@@ -195,12 +196,16 @@ def _handed_in(context, func: cst.BaseExpression) -> bool:
 
 
 def _bound_names(module: cst.Module) -> set[str]:
-    """Names (and attribute names) assigned somewhere in the file from a call: `x = Net()`, `self.x = f()`."""
+    """Names (and attribute names) assigned somewhere in the file from a call: `x = Net()`, `self.x = f()`,
+    `self.a, self.b = Net(), Net()`."""
     names: set[str] = set()
     for node in descendants(module):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-            for target in node.targets:
-                t = target.target
+        if not isinstance(node, cst.Assign):
+            continue
+        for target in node.targets:  # `self.online, self.target = Net(), Net()`: each target with its value
+            for t, value in assigned_pairs(target.target, node.value):
+                if not isinstance(value, cst.Call):
+                    continue
                 if isinstance(t, cst.Name):
                     names.add(t.value)
                 elif isinstance(t, cst.Attribute):

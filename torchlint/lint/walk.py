@@ -129,17 +129,17 @@ def is_a(node: object, types: tuple[type, ...]) -> bool:
 
 
 # Children of the nodes of the file being linted: rules and analyses walk the same tree several times.
-# Keyed by id (libcst's __hash__ is slow); the node is kept in the value so its id cannot be reused.
-_CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+# Keyed by the node itself (hashed in C, see `_hash_nodes_in_c`).
+_CHILDREN: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
 
 
 # Every meaningful node below a module, class, function or block that was walked whole before in the file
 # being linted, in the order `descendants` yields them: analyses walk the same module and function bodies
 # again and again, and reading a list costs a fraction of walking the tree. A node's list is kept from its
-# second walk on, so that a walk cut short (`any(...)`) builds none. Keyed like `_CHILDREN`.
+# second walk on, so that a walk cut short (`any(...)`) builds none.
 _FLAT_TYPES = frozenset({cst.Module, cst.ClassDef, cst.FunctionDef, cst.IndentedBlock})
-_FLAT: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
-_WALKED: dict[int, cst.CSTNode] = {}
+_FLAT: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+_WALKED: set[cst.CSTNode] = set()
 
 
 def forget_children() -> None:
@@ -151,9 +151,9 @@ def forget_children() -> None:
 
 def semantic_children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The meaningful direct children of `node`, in source order."""
-    cached = _CHILDREN.get(id(node))
+    cached = _CHILDREN.get(node)
     if cached is not None:
-        return cached[1]
+        return cached
     children: list[cst.CSTNode] = []
     kinds = _KIND
     for name in _fields(type(node)):
@@ -171,22 +171,20 @@ def semantic_children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
                 if item_kind == 1:
                     children.append(item)
     result = tuple(children)
-    _CHILDREN[id(node)] = (node, result)
+    _CHILDREN[node] = result
     return result
 
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every meaningful node below `node` (not `node` itself), depth first, in source order."""
     if type(node) in _FLAT_TYPES:
-        key = id(node)
-        flat = _FLAT.get(key)
+        flat = _FLAT.get(node)
         if flat is not None:
-            return iter(flat[1])
-        if key in _WALKED:
-            nodes = list(_walk_below(node))
-            _FLAT[key] = (node, nodes)
+            return iter(flat)
+        if node in _WALKED:
+            nodes = _FLAT[node] = list(_walk_below(node))
             return iter(nodes)
-        _WALKED[key] = node  # kept in the value so that its id cannot be reused
+        _WALKED.add(node)
     return _walk_below(node)
 
 
@@ -196,8 +194,9 @@ def _walk_below(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        cached = cache.get(id(current))
-        children = cached[1] if cached is not None else semantic_children(current)
+        children = cache.get(current)
+        if children is None:
+            children = semantic_children(current)
         if children:
             stack.extend(reversed(children))
 
@@ -214,7 +213,8 @@ def scope_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         if type(current) not in _SCOPE_TYPES:
-            cached = cache.get(id(current))
-            children = cached[1] if cached is not None else semantic_children(current)
+            children = cache.get(current)
+            if children is None:
+                children = semantic_children(current)
             if children:
                 stack.extend(reversed(children))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import gc
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable, Mapping, Optional, Sequence, Union
@@ -90,29 +89,10 @@ def _parser_nodes_unchecked():
         cst.CSTNode.__post_init__ = _validate_node  # type: ignore[method-assign]
 
 
-@contextmanager
-def _tree_left_out_of_collections():
-    """A parsed tree holds no reference cycle and lives as long as its readers (its nodes are freed by their
-    reference counts): the garbage collector's young-generation passes, which scan every node of it at least
-    once, would free nothing. So no collection runs during the parse, and the tree is then set aside
-    (`gc.freeze`) until the file being linted is done (`lint_text` unfreezes). The young objects are
-    collected first, so that no garbage is set aside with it."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.collect(0)
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
-
-
 def _parse(source: SourceFile) -> cst.Module:
     _check_limits(source)
     try:
-        with _parser_nodes_unchecked(), _tree_left_out_of_collections():
+        with _parser_nodes_unchecked():
             return cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
         clearer = _python_syntax_error(source)
@@ -527,7 +507,6 @@ def lint_text(source: SourceFile, rule_classes: Sequence[type[Rule]]) -> FileRes
         # than at the next full garbage collection, so a worker's memory stays flat across files.
         context.release()
         forget_children()
-        gc.unfreeze()  # the trees set aside while parsing go back to the oldest generation
     return result
 
 

@@ -3,8 +3,8 @@
 in sight fills, what an unknown call returns. Near misses: the same loops over a value only `.shape` or `len()`
 describe (a list or an array fits too), over one rebound to a list or moved with `.to()` alone (a module or a
 batch object has it too), over the rows of a NumPy array the value was turned into before the loop, over a grid
-of values a factory builds, pieces cut from a tensor or a copy on the host, and loops that read the row
-beside their own (a scan)."""
+of values a factory builds, pieces cut from a tensor or a copy on the host, loops that read the row beside
+their own (a scan), and a beam search run image by image."""
 
 from __future__ import annotations
 
@@ -73,6 +73,28 @@ NEIGHBOUR_LOOPS = (
 HOST_ROWS = "$x = $x.detach().cpu().numpy()\nreturn sum($x[i] / $x.shape[0] for i in range($x.shape[0]))"
 
 
+# near miss: each image decoded by a beam search of its own, whatever the decoder's name ends with
+BEAM = """
+import torch
+import torch.nn as nn
+
+
+class Captioner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def $decoder(self, feat):
+        return torch.softmax(self.proj(feat), -1)
+
+    def sample(self, feats):
+        seqs = []
+        for k in range(feats.size(0)):
+            seqs.append(self.$decoder(feats[k:k + 1]))
+        return torch.cat(seqs)
+"""
+
+
 def _shape(name: str, sources: tuple[str, ...], marked: bool, loops: tuple[str, ...] = LOOPS) -> Shape:
     if not marked:
         loops = tuple(loop.replace("  # expect: TL401", "") for loop in loops)
@@ -88,6 +110,12 @@ SHAPES = [
     _shape("first-dimension-of-a-list-or-array", NOT_TENSOR_SOURCES, False, _by_shape(LOOPS)),
     _shape("first-dimension-of-a-grid-pieces-or-host-copy", BUILT_OR_CUT_SOURCES, False),
     _shape("neighbouring-rows-or-host-rows", SOURCES, False, (*NEIGHBOUR_LOOPS, HOST_ROWS)),
+    Shape(
+        name="beam-search-per-image",
+        files={"captioner.py": BEAM},
+        slots={"decoder": ("old_beam_search", "beam_search", "_diverse_beam_search")},
+        select=("TL401",),
+    ),
 ]
 
 

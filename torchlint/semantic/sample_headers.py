@@ -15,6 +15,7 @@ from torchlint.lint.names import flatten_targets
 from torchlint.lint.walk import descendants
 from torchlint.semantic.batches import Batches
 from torchlint.semantic.sample_scopes import Scope, Scopes
+from torchlint.semantic.tensor_evidence import host_array, shown_tensor
 from torchlint.semantic.values import value_kinds
 
 # A count of time steps or positions (`n_step = len(enc_outputs)`, `seq_len = x.size(0)`): a loop over it
@@ -82,8 +83,10 @@ class LoopHeaders:
                 if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "zip":
                     return self._zip_loop(node, scope, index.value, item, inner)  # enumerate(zip(x, y))
                 rows = weak = False
-                if not self.batches.is_batch(scope, inner, sequence=True):
-                    if self.batches.is_matrix(scope, inner):
+                if host_array(self.context, inner) or (
+                    not self.batches.is_batch(scope, inner, sequence=True) and not shown_tensor(self.context, scope, inner)
+                ):
+                    if host_array(self.context, inner) or self.batches.is_matrix(scope, inner):
                         rows = True
                     elif self._collection(inner):
                         weak = True
@@ -98,7 +101,9 @@ class LoopHeaders:
                 return self._zip_loop(node, scope, None, target, iterable)
             return None
         if isinstance(iterable, (cst.Name, cst.Attribute)) and isinstance(target, cst.Name):
-            if self.batches.is_batch(scope, iterable, sequence=True):
+            if host_array(self.context, iterable):
+                return SampleLoop(node, None, {target.value}, None, True, rows=True)
+            if self.batches.is_batch(scope, iterable, sequence=True) or shown_tensor(self.context, scope, iterable):
                 return SampleLoop(node, None, {target.value}, None, True)
             if self.batches.is_matrix(scope, iterable):
                 return SampleLoop(node, None, {target.value}, None, True, rows=True)
@@ -160,7 +165,12 @@ class LoopHeaders:
         args = positional(call)
         if len(args) != len(call.args) or len(args) < 2:
             return None
-        batch = [self.batches.is_batch(scope, arg.value, sequence=True) for arg in args]
+        if any(host_array(self.context, arg.value) for arg in args):
+            return None  # rows of a NumPy array: host work
+        batch = [
+            self.batches.is_batch(scope, arg.value, sequence=True) or shown_tensor(self.context, scope, arg.value)
+            for arg in args
+        ]
         if not any(batch):
             # `zip(sr, hr)`: a model's output on a batch zipped with labels drawn from the loader
             labels = [self.batches.loader_component(scope, arg.value) for arg in args]
@@ -209,10 +219,12 @@ class LoopHeaders:
             tensor, how = source
             if how == "inner" and not self.batches.batch_size_name(scope, bound):
                 return None  # past the first dimension only when the code says it holds the batch
+            if host_array(self.context, tensor) or self.batches.is_matrix(scope, tensor):
+                return SampleLoop(node, index, set(), tensor, True, rows=True)  # `x = x.cpu().numpy()`: host rows
             if self.batches.is_batch(scope, tensor, sequence=(how == "len")):
                 return SampleLoop(node, index, set(), tensor, True, inner=(how == "inner"))
-            if self.batches.is_matrix(scope, tensor):
-                return SampleLoop(node, index, set(), tensor, True, rows=True)
+            if how != "inner" and shown_tensor(self.context, scope, tensor):
+                return SampleLoop(node, index, set(), tensor, True)  # its first dimension, whatever made it
             if how != "inner" and self._collection(tensor):
                 return SampleLoop(node, index, set(), tensor, False, weak=True)
             return None

@@ -64,6 +64,23 @@ def _shaped_per_sample(call: cst.Call, names: set[str]) -> bool:
     return any(plain(d) and names_in(d) & names for d in dims)
 
 
+def _reads_neighbours(loop: SampleLoop, nodes: list[cst.CSTNode]) -> bool:
+    """`ret[i] += ret[i - 1] * m`, `x[i + 1] - x[i]`: a row read beside the loop's own, a scan or a window along
+    a dimension, not independent samples."""
+    if loop.index is None:
+        return False
+    for node in nodes:
+        if isinstance(node, cst.Subscript) and isinstance(node.slice[0].slice, cst.Index):
+            first = node.slice[0].slice.value
+            if isinstance(first, cst.BinaryOperation) and isinstance(first.operator, (cst.Add, cst.Subtract)):
+                sides = (first.left, first.right)
+                if any(isinstance(side, cst.Name) and side.value == loop.index for side in sides) and any(
+                    isinstance(side, cst.Integer) for side in sides
+                ):
+                    return True
+    return False
+
+
 class PerSampleLoops:
     """Decides, per loop of one file, whether it runs per sample of a batch (shared by the file's rules)."""
 
@@ -114,7 +131,7 @@ class PerSampleLoops:
         for node in nodes:
             if isinstance(node, cst.Call):
                 name = last_name(node.func)
-                if name in VARIABLE_LENGTH or name in ("step", "zero_grad", "generate", "beam_search", "decode"):
+                if name in VARIABLE_LENGTH or name in ("step", "zero_grad", "generate", "decode") or (name or "").endswith("beam_search"):
                     return False
                 if name == "where" and len(node.args) == 1:
                     return False
@@ -125,7 +142,7 @@ class PerSampleLoops:
             return False
         tainted = set(loop.samples)
         sample_roots = self._sample_roots(loop, scope, nodes)
-        if self._varying_size(loop, nodes):
+        if self._varying_size(loop, nodes) or _reads_neighbours(loop, nodes):
             return False
         if loop.index is not None and not sample_roots and not loop.samples and not loop.items:
             return False
@@ -280,11 +297,13 @@ class PerSampleLoops:
         roots = self._sample_roots(loop, scope, nodes)
         if loop.index is not None and not roots:
             return False
-        if self._varying_size(loop, nodes):
+        if self._varying_size(loop, nodes) or _reads_neighbours(loop, nodes):
             return False
         helper = SampleBody(self.context, self.callees, scope, loop, set(loop.samples), roots)
         if loop.weak and not self._shows_samples(loop, scope, nodes, helper, roots):
             return False
+        if loop.rows and not any(isinstance(n, cst.Call) and helper.runs_model_on_sample(n) for n in nodes):
+            return False  # rows of an array: only a model run per row is work to batch
         return helper.work(node.elt) and not helper.vetoed
 
     def _feeds_batch_result(self, node: cst.CSTNode) -> bool:

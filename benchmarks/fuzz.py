@@ -27,7 +27,6 @@ import json
 import os
 import queue
 import random
-import shutil
 import subprocess
 import sys
 import tempfile

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 from lint_testing import LOADER_ZERO, write
 from torchlint.cli import cli

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_testing import CLEAN, LOADER_ZERO, ROOT, write
+from lint_testing import CLEAN, LOADER_ZERO, write
 from torchlint.cli import cli
 
 

@@ -8,7 +8,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "fuzz.py"

@@ -18,7 +18,6 @@ from torchlint.cli import cli
 from torchlint.config import Settings
 from torchlint.lint import limits, runner
 from torchlint.lint.discovery import Discovered
-from torchlint.lint.finding import FileResult
 from torchlint.lint.runner import Job
 
 

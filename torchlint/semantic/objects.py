@@ -379,7 +379,7 @@ def _hands_back(context: "Context", value: cst.BaseExpression, held: cst.Attribu
         return False
     name = returned.pop()
     positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-    if isinstance(value.func, cst.Attribute):
+    if isinstance(value.func, cst.Attribute) and positional[:1] in (["self"], ["cls"]):
         positional = positional[1:]  # `self.helper(a)`: `a` fills the parameter after `self`
     for position, arg in enumerate(value.args):
         if arg.star:

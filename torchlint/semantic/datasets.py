@@ -16,6 +16,7 @@ from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
 from torchlint.semantic.functions import method_named, returns_of
+from torchlint.semantic.list_appends import appended
 from torchlint.semantic.loader_calls import element_at, is_builtin, is_dataloader
 from torchlint.semantic.loader_copies import SAME_TENSOR, is_transfer
 from torchlint.semantic.loaders import flow
@@ -109,15 +110,7 @@ def _list_items(context: Context, expr: cst.Subscript) -> Optional[list[cst.Base
     bindings = context.lookup(expr.value)
     if not bindings or not all(b.kind == "assign" and isinstance(b.value, cst.List) for b in bindings):
         return None
-    items = [e.value for b in bindings for e in b.value.elements]  # type: ignore[union-attr]
-    scope = context.enclosing(expr, cst.FunctionDef) or context.module
-    for node in descendants(scope):
-        if (
-            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append"
-            and isinstance(node.func.value, cst.Name) and node.func.value.value == expr.value.value and node.args
-        ):
-            items.append(node.args[0].value)
-    return items
+    return [e.value for b in bindings for e in b.value.elements] + appended(context, expr.value)  # type: ignore[union-attr]
 
 
 def _is_none(expr: Optional[cst.BaseExpression]) -> bool:

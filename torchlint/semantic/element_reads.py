@@ -24,6 +24,7 @@ import libcst as cst
 from torchlint.lint.context import Context
 from torchlint.lint.walk import descendants
 from torchlint.semantic.functions import called_function
+from torchlint.semantic.list_appends import appended
 from torchlint.semantic.loops import is_forward_call
 from torchlint.semantic.placement import is_device_argument
 from torchlint.semantic.sample_syntax import flatten_names
@@ -46,7 +47,6 @@ class ElementReads:
 
     def __init__(self, context: Context) -> None:
         self.context = context
-        self._appends: dict[cst.CSTNode, dict[str, list[cst.BaseExpression]]] = {}
 
     def loop(self, node: cst.For) -> Optional[str]:
         """READ or COMPARE when the loop reads a device tensor back element by element; None otherwise."""
@@ -99,7 +99,7 @@ class ElementReads:
             parts = value.args[0].value
             if isinstance(parts, cst.Name) and any(
                 self.context.enclosing(v, cst.For) is not None and not _moved_to_host(v) and self._device_evidence(v, 1)
-                for v in self._appended(parts)
+                for v in appended(self.context, parts)
             ):
                 return True
         return False
@@ -155,24 +155,9 @@ class ElementReads:
                     if value is not None and value is not expr and self._device_evidence(value, depth + 1):
                         return True
                 # a list gathered batch by batch (`preds.append(model(x))`) and then `torch.cat(preds)`
-                if any(not _moved_to_host(v) and self._device_evidence(v, depth + 1) for v in self._appended(node)):
+                if any(not _moved_to_host(v) and self._device_evidence(v, depth + 1) for v in appended(self.context, node)):
                     return True
         return False
-
-    def _appended(self, name: cst.Name) -> list[cst.BaseExpression]:
-        """What `name.append(v)` adds to the list `name` in the function (or module) that uses it."""
-        scope = self.context.enclosing_function(name) or self.context.module
-        found = self._appends.get(scope)
-        if found is None:
-            found = {}
-            for node in descendants(scope):
-                if (
-                    isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append"
-                    and isinstance(node.func.value, cst.Name) and len(node.args) == 1
-                ):
-                    found.setdefault(node.func.value.value, []).append(node.args[0].value)
-            self._appends[scope] = found
-        return found.get(name.value, [])
 
     def _row_names(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
         """The names bound to a row (or to the row's elements) of a device tensor iterated directly."""

@@ -43,7 +43,7 @@ cannot be compared (an __eq__ that raises) comes back unchanged, with the reason
 
 Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
 example_inputs, each group's result and the model before it (with dtype=..., only the final result, against the
-model as given under torch.autocast, what the user would otherwise run) run in alternation under no_grad (two warm-up calls
+model as given under torch.autocast, what the user would otherwise run) run in alternation under no_grad (one warm-up call
 each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
 round gives the ratio of two neighbouring runs, so load changes cancel, and the group is kept only when the median
 ratio shows a gain above 2% and above twice its standard error. So the result is never slower than the model given,
@@ -125,10 +125,10 @@ def optimize(
     measure: time each group of passes against the model before it on example_inputs (eval mode) and keep the
         group only if it is faster beyond noise, so the result is never slower than `model`. None (default) means
         True unless the environment variable TORCHLINT_MEASURE is "0" (for deterministic test suites).
-    time_limit: seconds of timing, at most, spent by `measure` (after two warm-up calls of each variant).
+    time_limit: seconds of timing, at most, spent by `measure` (after one warm-up call of each variant).
     time_budget: seconds optimize() may take in all (None: no bound). Once spent, no further pass is tried (the
         passes kept so far stay, verified), oneDNN fusion stops between layers, and the report says what was not
-        tried; timing stops at the budget too (after its minimum: two warm-up calls and three rounds of each
+        tried; timing stops at the budget too (after its minimum: one warm-up call and three rounds of each
         variant). Capture (torch.export) and a verification run are not interrupted. With dtype=..., a budget
         spent before the mixed-precision group gives the model as given under torch.autocast. The report's `seconds` (and its `time:` line) say where the time
         went: capture, each group of passes, verification, timing.

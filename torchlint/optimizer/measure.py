@@ -1,6 +1,8 @@
 """Timing two models on the same inputs in the same process, to keep a rewrite only when it pays.
 
-The two run in alternation (A B, then B A, ...) after a warm-up. Timing stops once the answer is clear (after
+The two run in alternation (A B, then B A, ...) after one warm-up call of each (a second-call effect shows in the
+first round only, and the median over at least MIN_ROUNDS rounds sets it aside; on a model whose call takes
+seconds, a second warm-up pair would cost as much as a round). Timing stops once the answer is clear (after
 CLEAR_ROUNDS rounds, a gain or loss beyond three times the noise), or after MAX_ROUNDS rounds, or when the time
 budget is spent (but never before MIN_ROUNDS rounds): a sub-millisecond model gets hundreds of rounds, a large one
 with a clear gain fifteen. Each round gives one ratio candidate time / baseline time, from two runs
@@ -24,7 +26,7 @@ MIN_GAIN = 0.02
 MIN_ROUNDS = 3
 CLEAR_ROUNDS = 15
 MAX_ROUNDS = 200
-WARMUP = 2
+WARMUP = 1
 
 # The clock timings read; tests replace it to check the decisions without timing anything.
 clock: Callable[[], float] = time.perf_counter

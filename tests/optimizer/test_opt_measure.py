@@ -279,3 +279,55 @@ def test_bf16_is_kept_only_when_faster_than_eager_autocast(fake_clock):
         eager = model(x)
     with torch.no_grad():
         assert fast(x).dtype == eager.dtype
+
+
+def sleep_for(x, seconds):
+    time.sleep(seconds)
+    return x
+
+
+fx.wrap("sleep_for")
+
+
+class Sleepy(nn.Module):
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return sleep_for(self.fc(x), self.seconds)
+
+
+def halve_sleep(gm, ctx):
+    node = next(n for n in gm.graph.nodes if n.target is sleep_for)
+    node.args = (node.args[0], node.args[1] / 2)
+    gm.recompile()
+    ctx.rewrote(node.name, "half the sleep")
+    return PassResult(gm, True)
+
+
+def test_timing_that_cannot_fit_in_the_time_budget_left_is_not_started():
+    # Each call takes 0.5 s: the minimum timing (a warm-up call and three rounds of both models) needs 4 s, more
+    # than a 4 s budget has left after the reference and verification runs. The rewrite is not kept unmeasured.
+    model, x = Sleepy(0.5).eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, passes=[halve_sleep], measure=True, time_budget=4.0)
+    report = optimizer.explain(fast)
+    assert not report.passes_applied
+    (line,) = [e.detail for e in report.entries if e.pass_name == "halve_sleep"]
+    assert line.startswith("not timed: timing needs about ") and "time_budget" in line, line
+    assert float(line.split("about ")[1].split(" s")[0]) >= 4.0  # 2 models x (1 warm-up + 3 rounds) x 0.5 s
+    assert report.seconds.get("timing", 0.0) < 0.5  # no model ran to time it
+    with torch.no_grad():
+        assert torch.equal(model(x), fast(x))
+
+
+def test_bf16_that_cannot_be_timed_in_the_budget_left_gives_the_model_under_autocast():
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no native bf16")
+    model, x = Sleepy(0.5).eval(), torch.randn(2, 4)
+    fast = optimizer.optimize(model, x, dtype="bf16", measure=True, time_budget=4.0)
+    report = optimizer.explain(fast)
+    assert isinstance(fast, AutocastForward) and type(fast.module) is Sleepy
+    notes = " ".join(e.detail for e in report.filter("note"))
+    assert "the model as given under torch.autocast (the rewrites could not be timed in the time budget left)" in notes

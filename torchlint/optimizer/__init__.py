@@ -128,8 +128,9 @@ def optimize(
     time_limit: seconds of timing, at most, spent by `measure` (after one warm-up call of each variant).
     time_budget: seconds optimize() may take in all (None: no bound). Once spent, no further pass is tried (the
         passes kept so far stay, verified), oneDNN fusion stops between layers, and the report says what was not
-        tried; timing stops at the budget too (after its minimum: one warm-up call and three rounds of each
-        variant). Capture (torch.export) and a verification run are not interrupted. With dtype=..., a budget
+        tried; timing starts only when its minimum (one warm-up call and three rounds of each variant, estimated
+        from the original model's call on the example inputs) fits in the budget left, else the group is not kept,
+        and it stops at the budget. Capture (torch.export) and a verification run are not interrupted. With dtype=..., a budget
         spent before the mixed-precision group gives the model as given under torch.autocast. The report's `seconds` (and its `time:` line) say where the time
         went: capture, each group of passes, verification, timing.
     autocast: the former name of `dtype`, still accepted.

@@ -59,6 +59,7 @@ class _Job:
     source: nn.Module | None = None  # the model before any pass, sharing its tensors (eval mode)
     started: float = 0.0  # time.perf_counter() when optimize() began
     budget: float | None = None  # seconds optimize() may take before it stops trying further passes
+    call_seconds: float = 0.0  # how long the original model took on the example inputs
 
     def budget_spent(self) -> bool:
         return self.budget is not None and time.perf_counter() - self.started > self.budget
@@ -132,6 +133,7 @@ def _capture_reference(work: nn.Module, example_inputs, job: _Job, options: Opti
     Returns why the model cannot be verified, when its outputs cannot be compared even with themselves."""
     job.args, job.kwargs = verify.as_call_arguments(example_inputs)
     recorder = ShapeRecorder(work)
+    began = time.perf_counter()
     try:
         reference = verify.run(work, job.args, job.kwargs, job.training)
     except Exception as error:  # noqa: BLE001 - the caller's inputs are wrong, not the optimizer
@@ -140,6 +142,7 @@ def _capture_reference(work: nn.Module, example_inputs, job: _Job, options: Opti
         raise ValueError(f"the model fails on example_inputs: {type(error).__name__}: {error}{hint}") from error
     finally:
         recorder.close()
+    job.call_seconds = time.perf_counter() - began
     job.recorder = recorder
     if not options.verify:
         return None
@@ -203,9 +206,11 @@ def _run_groups(traced: Traced, job: _Job) -> nn.Module:
         kept = _kept_passes(report, first_entry)
         # Timed against what the user would otherwise run: the model as given, under torch.autocast.
         eager_autocast = AutocastForward(job.baseline, job.device_type, job.dtype) if job.measure else None
+        unfit = _timing_unfit(job) if kept and job.measure else None
         if kept and job.measure and not _pays(eager_autocast, root, kept, job, first_entry,
                                               against="the model as given under torch.autocast"):
-            root = _eager_autocast(job, "the rewrites did not beat it") or before
+            why = "the rewrites could not be timed in the time budget left" if unfit else "the rewrites did not beat it"
+            root = _eager_autocast(job, why) or before
     return root
 
 
@@ -248,8 +253,12 @@ def _pays(baseline: nn.Module, candidate: nn.Module, kept: list[str], job: _Job,
     groups_left = 2 if job.mixed_passes and kept[0] not in MIXED_PRECISION else 1
     began = time.perf_counter()
     allowed = job.time_left / groups_left
-    if job.budget is not None:  # timing never takes the whole budget past its end (beyond its minimum rounds)
-        allowed = min(allowed, max(0.0, job.budget - (began - job.started)))
+    unfit = _timing_unfit(job)
+    if unfit:
+        _undo_in_report(job.report, first_entry, kept, unfit)
+        return False
+    if job.budget is not None:
+        allowed = min(allowed, job.budget - (began - job.started))
     try:
         timing = measure.compare_speed(baseline, candidate, job.args, job.kwargs, allowed)
     except Exception as error:  # noqa: BLE001 - verified models should run; if not, keep the safe side
@@ -266,6 +275,19 @@ def _pays(baseline: nn.Module, candidate: nn.Module, kept: list[str], job: _Job,
         why = f"not faster: {timing.describe()}{versus}"
     _undo_in_report(job.report, first_entry, kept, why)
     return False
+
+
+def _timing_unfit(job: _Job) -> str | None:
+    """Why timing cannot start: it cannot stop before its minimum rounds, and on a model whose call takes seconds
+    they alone would overrun the time budget left. None when they fit (timing then stops at the budget)."""
+    if job.budget is None:
+        return None
+    left = job.budget - (time.perf_counter() - job.started)
+    needed = 2 * (measure.WARMUP + measure.MIN_ROUNDS) * job.call_seconds
+    if needed <= left:
+        return None
+    return (f"not timed: timing needs about {needed:.1f} s and {max(left, 0.0):.1f} s of the time budget is left "
+            "(optimize(time_budget=...) gives more)")
 
 
 def _undo_in_report(report: Report, first_entry: int, kept: list[str], why: str) -> None:

@@ -238,9 +238,9 @@ class FunctionSummaries:
                 return f"{cls.name.value}.{method}", how
         bindings = self.context.lookup(holder) or ()
         if depth < 1 and len(bindings) == 1 and bindings[0].kind == "param" and isinstance(bindings[0].node, cst.Param):
-            for facts, argument in passed_for(semantic_model(self.context).grad, bindings[0].node):
+            for there, argument in passed_for(self.context, bindings[0].node):
                 if isinstance(argument, cst.Name):
-                    summaries = semantic_model(facts.context).calls
+                    summaries = semantic_model(there).calls
                     found = summaries._method_of_passed_object(argument, method, strict, depth + 1)
                     if found is not None:
                         return found

@@ -15,6 +15,7 @@ from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
+from torchlint.semantic.call_arguments import passed_for
 from torchlint.semantic.functions import method_named, returns_of
 from torchlint.semantic.list_appends import appended
 from torchlint.semantic.loader_calls import element_at, is_builtin, is_dataloader
@@ -122,7 +123,10 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
         return _in_memory_dataset(context, binding.value, depth + 1)
     if binding.kind in ("param", "import"):
         # `def make_loader(dataset)` called with in-memory data; `from data import train_set` built in memory
-        values = _param_values(context, binding.node, depth) if binding.kind == "param" else _imported_value(context, name)
+        if binding.kind == "param":
+            values = passed_for(context, binding.node, every=True) if depth <= 3 else []  # type: ignore[arg-type]
+        else:
+            values = _imported_value(context, name)
         return bool(values) and all(_in_memory_dataset(there, value, depth + 1) for there, value in values)
     node = binding.node
     if isinstance(node, cst.AugAssign):  # `imgs += [...]`: adds to what the name's other bindings hold
@@ -200,29 +204,6 @@ def _unpacked_returns(context: Context, assign: cst.Assign, name: str) -> list[t
     if index is None:
         return []
     return _returned(context, assign.value, (index, len(target.elements)))
-
-
-def _param_values(context: Context, param: cst.CSTNode, depth: int) -> list[tuple[Context, cst.BaseExpression]]:
-    """What every call of the function passes for `param`: this file's calls or, where it has none, those
-    of the files importing it (with the file each value is in). Empty when any call leaves it unsaid."""
-    if depth > 3 or not isinstance(param, cst.Param):
-        return []
-    data = flow(context)
-    values = data.param_args(param)
-    if values is not None:
-        return [(context, v) for v in values]
-    function = context.enclosing(param, cst.FunctionDef)
-    if not isinstance(function, cst.FunctionDef) or function not in context.module.body or data.call_sites(function):
-        return []
-    ordered = [*function.params.posonly_params, *function.params.params]
-    position = ordered.index(param) if param in ordered else None
-    found = []
-    for site in project.call_sites(context.source.path, function.name.value):
-        arg = argument(site.call, param.name.value, position)
-        if arg is None or arg.star:
-            return []
-        found.append((site.summary.context, arg.value))
-    return found
 
 
 def _imported_value(context: Context, name: str) -> list[tuple[Context, cst.BaseExpression]]:
@@ -493,7 +474,7 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
                 found = found or (value is not None and _hf_prepared(context, value, depth + 1))
             elif binding.kind == "param":
                 # `def make_loader(dataset)`: every call passes a prepared dataset from a file without lazy columns
-                values = _param_values(context, node, depth)
+                values = passed_for(context, node, every=True) if depth <= 3 else []  # type: ignore[arg-type]
                 if not values or not all(
                     not _HF_LAZY.search(there.source.text) and _hf_prepared(there, value, depth + 1) for there, value in values
                 ):

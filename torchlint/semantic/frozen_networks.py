@@ -345,8 +345,10 @@ def untrained_where_passed(facts: "FileFacts", name: cst.Name) -> bool:
     bindings = facts.context.lookup(name)
     if not bindings or len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
         return False
-    passed = call_arguments.passed_for(facts, bindings[0].node)
-    return bool(passed) and all(_untrained_network(owner, argument) for owner, argument in passed)
+    from torchlint.semantic.model import semantic_model
+
+    passed = call_arguments.passed_for(facts.context, bindings[0].node)
+    return bool(passed) and all(_untrained_network(semantic_model(there).grad, argument) for there, argument in passed)
 
 
 def _untrained_network(facts: "FileFacts", argument: cst.BaseExpression) -> bool:

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import argument, has_star_args
+from torchlint.lint.calls import has_star_args
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
+from torchlint.semantic.call_arguments import passed_for
 from torchlint.semantic.functions import is_generator, method_named, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
@@ -401,33 +402,29 @@ class LoaderBatches:
     def _param_sources(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
         """`batch_sources` of what this file's calls pass for a parameter, or, when none does, the files
         that import this one."""
-        values = self.param_args(param)
-        if values is not None:
-            return strict_union([self.batch_sources(v, depth + 1) for v in values])
+        passed = passed_for(self.context, param, elsewhere=False, every=True)  # type: ignore[arg-type]
+        if passed:
+            return strict_union([self.batch_sources(v, depth + 1) for _, v in passed])
         return self._remote_param(param)
 
     def _remote_param(self, param: cst.CSTNode) -> Optional[frozenset]:
-        """The loaders that files importing this one pass for a parameter of a top-level function."""
+        """The loaders that files importing this one pass for a parameter of a top-level function or of the
+        constructor of a top-level class (`Trainer(model, loader)` runs `__init__(self, model, loader)`)."""
+        from torchlint.semantic.model import semantic_model
+
         function = self.context.enclosing(param, cst.FunctionDef) if isinstance(param, cst.Param) else None
-        called = self._called_from_importers(function) if isinstance(function, cst.FunctionDef) else None
-        if called is None:
+        if not isinstance(function, cst.FunctionDef) or not self._called_from_importers(function):
             return None
-        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:  # type: ignore[arg-type]
+        if not self._remote or self.call_sites(function) or _REMOTE_HOPS[0] >= 1:
             return None  # called here too (and that was not decided), or already one file away
-        name, skipped = called
-        ordered = [*function.params.posonly_params, *function.params.params]  # type: ignore[union-attr]
-        position = ordered.index(param) - skipped if param in ordered else None
-        if position is not None and position < 0:
-            return None  # `self`
         _REMOTE_HOPS[0] += 1
         try:
             parts: list[Optional[frozenset]] = []
-            for site in project.call_sites(self.context.source.path, name):
-                arg = argument(site.call, param.name.value, position)  # type: ignore[attr-defined]
-                caller = site.summary.model.loaders
+            for there, value in passed_for(self.context, param, every=True):  # type: ignore[arg-type]
+                caller = semantic_model(there).loaders
                 caller._remote = True
                 try:
-                    found = caller.batch_sources(arg.value) if arg is not None else None
+                    found = caller.batch_sources(value)
                 finally:
                     caller._remote = False
                 if found is None:
@@ -437,16 +434,12 @@ class LoaderBatches:
             _REMOTE_HOPS[0] -= 1
         return strict_union(parts)
 
-    def _called_from_importers(self, function: cst.FunctionDef) -> Optional[tuple[str, int]]:
-        """The name other files call to run `function` and how many leading parameters the call does not
-        pass: a top-level function (`train(model, loader)`: 0) or the constructor of a top-level class
-        (`Trainer(model, loader)` runs `__init__(self, model, loader)`: 1)."""
+    def _called_from_importers(self, function: cst.FunctionDef) -> bool:
+        """Other files may call `function`: a top-level function, or the constructor of a top-level class."""
         if function in self.context.module.body:
-            return function.name.value, 0
+            return True
         cls = self.context.enclosing(function, cst.ClassDef)
-        if function.name.value == "__init__" and cls in self.context.module.body:
-            return cls.name.value, 1  # type: ignore[union-attr]
-        return None
+        return function.name.value == "__init__" and cls in self.context.module.body
 
     def returned_by(self, loader: cst.Call) -> Optional[tuple[str, Optional[int]]]:
         """(name, index) when a top-level function of this file returns the loader (as element `index` of a

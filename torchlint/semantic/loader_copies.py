@@ -14,6 +14,7 @@ from torchlint.lint.context import UNKNOWN, Context
 from torchlint.lint.names import last_name, target_names
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
+from torchlint.semantic.call_arguments import passed_for
 from torchlint.semantic.devices import is_device_name
 from torchlint.semantic.functions import is_generator, method_named, returns_of
 from torchlint.semantic.loader_batches import HELD, CallResult, ImportedLoader
@@ -224,8 +225,8 @@ class LoaderCopies:
             for binding in bindings:
                 if binding.kind == "param":
                     # `def iteration(self, epoch, data_loader)` called as `self.iteration(epoch, self.train_data)`
-                    values = self.param_args(binding.node)
-                    if values and any(self._derives(v, param, depth + 1) for v in values):
+                    passed = passed_for(self.context, binding.node, elsewhere=False, every=True)
+                    if any(self._derives(v, param, depth + 1) for _, v in passed):
                         return True
             return any(b.kind == "assign" and b.value is not None and self._derives(b.value, param, depth + 1) for b in bindings)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":

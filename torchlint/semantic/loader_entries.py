@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint.lint.context import Context
+from torchlint.semantic.call_arguments import passed_for
 from torchlint.semantic.functions import returns_of
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class LoaderEntries:
             return None
         bindings = self.context.lookup(container) or []
         if len(bindings) == 1 and bindings[0].kind == "param":
-            values = self.param_args(bindings[0].node) or []
+            values = [v for _, v in passed_for(self.context, bindings[0].node, elsewhere=False, every=True)]
         elif bindings and all(b.kind == "assign" and b.value is not None for b in bindings):
             values = [b.value for b in bindings]
         else:

@@ -7,9 +7,9 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import argument
 from torchlint.lint.names import last_name
-from torchlint.semantic.functions import called_function, instance_call, is_static, returns_of
+from torchlint.semantic.call_arguments import passed_for
+from torchlint.semantic.functions import called_function, instance_call, returns_of
 from torchlint.semantic.loader_calls import (
     TQDM,
     element_at,
@@ -103,8 +103,8 @@ class LoaderValues:
             if not bindings:
                 return None
             if len(bindings) == 1 and bindings[0].kind == "param":
-                values = self.param_args(bindings[0].node)
-                return None if values is None else self._all_elements(values, depth)
+                passed = passed_for(self.context, bindings[0].node, elsewhere=False, every=True)  # type: ignore[arg-type]
+                return self._all_elements([v for _, v in passed], depth) if passed else None
             if any(b.kind != "assign" or b.value is None for b in bindings):
                 return None
             out = self._all_elements([b.value for b in bindings], depth)  # type: ignore[misc]
@@ -308,31 +308,6 @@ class LoaderValues:
         return bool(bindings) and len(bindings) == 1 and bindings[0].node is cls
 
     def _param_loaders(self, param: cst.CSTNode, depth: int) -> Optional[frozenset]:
-        values = self.param_args(param)
-        return None if values is None else self._union(values, depth)
-
-    def param_args(self, param: cst.CSTNode) -> Optional[list[cst.BaseExpression]]:
-        """The arguments every call site of this file passes for a parameter, or None."""
-        if not isinstance(param, cst.Param):
-            return None
-        function = self.context.enclosing(param, cst.FunctionDef)
-        if not isinstance(function, cst.FunctionDef):
-            return None
-        ordered = [*function.params.posonly_params, *function.params.params]
-        is_method = self.context.enclosing(function, cst.ClassDef) is not None and not is_static(function)
-        if param in ordered:
-            position: Optional[int] = ordered.index(param) - (1 if is_method else 0)
-        elif param in function.params.kwonly_params:
-            position = None
-        else:
-            return None
-        sites = self.call_sites(function)
-        if not sites:
-            return None
-        values = []
-        for site in sites:
-            arg = argument(site, param.name.value, position if position is not None and position >= 0 else None)
-            if arg is None:
-                return None
-            values.append(arg.value)
-        return values
+        """What every call of this file passes for a parameter, when each passes it."""
+        passed = passed_for(self.context, param, elsewhere=False, every=True)  # type: ignore[arg-type]
+        return self._union([v for _, v in passed], depth) if passed else None

@@ -181,7 +181,10 @@ def _receiver_classes(facts: "FileFacts", expr: cst.BaseExpression, depth: int) 
                     if isinstance(annotation, cst.Name):
                         values.append((facts, cst.Call(func=annotation)))
                 elif depth == 0:  # one hop into the callers: deeper chains cost more than they find
-                    passed.extend(call_arguments.passed_for(facts, binding.node))
+                    from torchlint.semantic.model import semantic_model
+
+                    for there, argument in call_arguments.passed_for(context, binding.node):
+                        passed.append((semantic_model(there).grad, argument))
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         cls = context.enclosing(expr, cst.ClassDef)
         if cls is not None:

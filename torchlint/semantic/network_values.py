@@ -41,8 +41,12 @@ def holds_network(facts: "FileFacts", name: cst.Name, hops: int = 0) -> bool:
     if binding.kind == "param" and isinstance(binding.node, cst.Param) and binding.node.annotation is None:
         if hops >= _MAX_HOPS:
             return False
-        passed = call_arguments.passed_for(facts, binding.node)
-        return bool(passed) and all(passes_network(owner, argument, hops + 1) for owner, argument in passed)
+        from torchlint.semantic.model import semantic_model
+
+        passed = call_arguments.passed_for(facts.context, binding.node)
+        return bool(passed) and all(
+            passes_network(semantic_model(there).grad, argument, hops + 1) for there, argument in passed
+        )
     if binding.kind == "assign" and binding.value is not None:
         return loads_model(facts, binding.value)
     return False
@@ -95,8 +99,8 @@ def holds_loss(facts: "FileFacts", expr: cst.BaseExpression) -> bool:
     bindings = facts.context.lookup(expr) if isinstance(expr, cst.Name) else None
     if not bindings or len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
         return False
-    passed = call_arguments.passed_for(facts, bindings[0].node)
-    return bool(passed) and all(is_loss(owner.context, argument) for owner, argument in passed)
+    passed = call_arguments.passed_for(facts.context, bindings[0].node)
+    return bool(passed) and all(is_loss(there, argument) for there, argument in passed)
 
 
 def loads_model(facts: "FileFacts", value: cst.BaseExpression, depth: int = 0) -> bool:

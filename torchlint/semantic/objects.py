@@ -214,11 +214,10 @@ class Objects:
         if depth > 2:
             return None
         from torchlint.semantic.call_arguments import passed_for
-        from torchlint.semantic.model import semantic_model
 
         # what the callers pass (`run_epoch(net, loader)` where `net = Net()`), when they all agree
-        passed = passed_for(semantic_model(self.context).grad, param)
-        kinds = {objects(facts.context)._kind(arg, depth + 1) for facts, arg in passed}
+        passed = passed_for(self.context, param)
+        kinds = {objects(there)._kind(arg, depth + 1) for there, arg in passed}
         return kinds.pop() if len(kinds) == 1 else None
 
     def classes(self) -> dict[str, cst.ClassDef]:

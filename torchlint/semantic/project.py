@@ -62,11 +62,11 @@ class ModuleSummary:
     """What a project module defines, worked out name by name when an importer first asks about it."""
 
     def __init__(self, path: str, context: "Context") -> None:
-        from torchlint.semantic.model import SemanticModel
+        from torchlint.semantic.model import semantic_model
 
         self.path = path
         self.context = context
-        self.model = SemanticModel(context)
+        self.model = semantic_model(context)  # the one an asker holding only the context gets too
         self._top = {
             s.name.value: s for s in context.module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef))
         }

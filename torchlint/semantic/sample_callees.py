@@ -8,12 +8,12 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.lint.calls import argument
 from torchlint.lint.context import Context
 from torchlint.lint.names import last_name
 from torchlint.lint.walk import descendants
 from torchlint.semantic import project
-from torchlint.semantic.functions import called_function, calls_named, method_named
+from torchlint.semantic.call_arguments import passed_for
+from torchlint.semantic.functions import called_function, method_named
 from torchlint.semantic.objects import MODULE, objects
 from torchlint.semantic.sample_scopes import Scope, Scopes
 
@@ -123,21 +123,17 @@ class Callees:
         function = scope.node
         if not isinstance(function, cst.FunctionDef) or function not in self.context.module.body:
             return False
-        params = [p.name.value for p in function.params.params]
-        position = params.index(name) if name in params else -1
-        calls = [n for n in calls_named(self.context, function.name.value) if isinstance(n.func, cst.Name)]
-        if position < 0 or not calls:
-            return False
-        for call in calls:
-            passed = argument(call, name, position)
-            if passed is None or not isinstance(passed.value, (cst.Name, cst.Attribute)):
+        param = next((p for p in function.params.params if p.name.value == name), None)
+        passed = passed_for(self.context, param, elsewhere=False, every=True) if param is not None else []
+        for _, value in passed:
+            if not isinstance(value, (cst.Name, cst.Attribute)):
                 return False
-            if objects(self.context).kind(passed.value) == MODULE:
+            if objects(self.context).kind(value) == MODULE:
                 continue
-            caller = self.context.enclosing(call, cst.FunctionDef)
-            if caller is None or (self.context.dotted(passed.value) or "") not in self._module_receivers(caller):
+            caller = self.context.enclosing(value, cst.FunctionDef)
+            if caller is None or (self.context.dotted(value) or "") not in self._module_receivers(caller):
                 return False
-        return True
+        return bool(passed)
 
     def _module_receivers(self, holder: cst.CSTNode) -> frozenset[str]:
         """The code of every receiver of a method only modules have, in `holder` (`m` in `m.train()`)."""
@@ -293,20 +289,12 @@ def _passed_instance(context: Context, receiver: cst.Name) -> Optional[tuple[pro
     bindings = context.lookup(receiver) or []
     if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
         return None
-    param = bindings[0].node
-    function = context.enclosing(param, cst.FunctionDef)
-    if not isinstance(function, cst.FunctionDef) or function not in context.module.body or param.star:
+    function = context.enclosing(bindings[0].node, cst.FunctionDef)
+    if function not in context.module.body:
         return None
-    names = [p.name.value for p in function.params.params]
-    if param.name.value not in names:
-        return None
-    position = names.index(param.name.value)
-    here = [(context, call) for call in calls_named(context, function.name.value) if isinstance(call.func, cst.Name)]
-    elsewhere = [(site.summary.context, site.call) for site in project.call_sites(context.source.path, function.name.value)]
     found: Optional[tuple[project.ModuleSummary, str]] = None
-    for caller, call in here + elsewhere:
-        passed = argument(call, param.name.value, position)
-        cls = imported_instance(caller, passed.value, follow_callers=False) if passed is not None else None
+    for caller, passed in passed_for(context, bindings[0].node, every=True):
+        cls = imported_instance(caller, passed, follow_callers=False)
         if cls is None or found is not None and (found[0].path, found[1]) != (cls[0].path, cls[1]):
             return None
         found = cls

@@ -256,28 +256,23 @@ class ValueKinds:
         return cls is not None and objects(self.context).is_module_class(cls)
 
     def _returned(self, call: cst.Call) -> str:
-        """What a function of this file returns, when `call` runs one."""
-        function = called_function(self.context, call)
-        if function is None:
-            return self._returned_by_method(call)
-        if is_generator(function):
-            return UNK
-        kinds = [self.kind(r.value) for r in returns_of(function) if r.value is not None]
-        return _combine(kinds) if kinds else PY
-
-    def _returned_by_method(self, call: cst.Call) -> str:
-        """What the method of a project object returns (`loss = trainer.train_step(x, y)`, a class of this file
-        or of another): a device or host tensor when every definition it may run returns one."""
+        """What the definitions `call` may run return, when they agree: a function or `self.` method of this
+        file, or the method of a project object (`loss = trainer.train_step(x, y)`, a class of this file or of
+        another)."""
         from torchlint.semantic.model import semantic_model
         from torchlint.semantic.object_methods import methods_called
 
+        function = called_function(self.context, call)
+        if function is not None:
+            definitions = [(self, function)]
+        else:
+            definitions = [(semantic_model(there).values, method) for there, method in methods_called(self.context, call)]
         found = set()
-        for context, method in methods_called(self.context, call):
-            if is_generator(method):
+        for values, definition in definitions:
+            if is_generator(definition):
                 return UNK
-            values = semantic_model(context).values
-            found.add(_combine([values.kind(r.value) for r in returns_of(method) if r.value is not None] or [PY]))
-        return found.pop() if len(found) == 1 and found <= {T, CPU} else UNK
+            found.add(_combine([values.kind(r.value) for r in returns_of(definition) if r.value is not None] or [PY]))
+        return found.pop() if len(found) == 1 else UNK
 
     def _returned_elsewhere(self, func: cst.BaseExpression) -> str:
         """What a function of another project file returns (`loss = train_step(...)`): a device or host tensor."""

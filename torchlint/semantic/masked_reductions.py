@@ -3,7 +3,10 @@ unless every use of it is reduced to one value, on the spot or after element-wis
 `torch.min(...)`, `pos.exp().sum()`, `(d[i][m[i]] - margin).clamp(min=0).mean()`). Then every sample gives a
 result of the same size, and one masked reduction over the batch (`masked_fill`, then a reduction along a
 dimension) does the loop's work: the hardest positive of each anchor, the mean similarity of each row's
-positives."""
+positives. The same holds where the loop itself collects only such values (`losses.append(cls_loss.sum())`,
+`total += term.mean() / n`): whatever size a sample's pieces had on the way (its real boxes cut from a padded
+batch, the anchors matched to them), the results are one value per sample, and padding with a mask does the
+batch at once (a detection loss computed image by image)."""
 
 from __future__ import annotations
 
@@ -54,6 +57,66 @@ def reduced(context: Context, selection: cst.BaseExpression, body: list[cst.CSTN
             return _uses_reduced(context, _one_name(parent), parent, body, depth)  # type: ignore[arg-type]
         else:
             return False
+
+
+# Methods that keep one value one value: a cast, a copy to a device, a detach, a reshape of a single element.
+_KEEPS_ONE = frozenset("float double half long int cuda cpu to detach clone view reshape squeeze unsqueeze".split())
+
+
+def collects_one_value(body: list[cst.CSTNode]) -> bool:
+    """Every result the loop body collects (`xs.append(v)`, `total += v`) is one value (a reduction, or a
+    number made a tensor: `torch.tensor(0.)`), and it collects at least one."""
+    bound: dict[str, list[cst.BaseExpression]] = {}
+    for node in body:
+        if isinstance(node, cst.Assign) and _one_name(node) is not None:
+            bound.setdefault(_one_name(node), []).append(node.value)  # type: ignore[arg-type]
+    collected = []
+    for node in body:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append":
+            if len(node.args) != 1:
+                return False
+            collected.append(node.args[0].value)
+        elif isinstance(node, cst.AugAssign):
+            collected.append(node.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("extend", "insert"):
+            return False
+    return bool(collected) and all(_one_value(value, bound, 0) for value in collected)
+
+
+def _one_value(expr: cst.BaseExpression, bound: dict[str, list[cst.BaseExpression]], depth: int) -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.Name):
+        values = bound.get(expr.value)
+        return bool(values) and depth < 4 and all(_one_value(v, bound, depth + 1) for v in values)
+    if isinstance(expr, cst.BinaryOperation):
+        sides = (expr.left, expr.right)
+        plain = [_plain(side) and not (isinstance(side, cst.Name) and side.value in bound) for side in sides]
+        return not all(plain) and all(p or _one_value(side, bound, depth) for p, side in zip(plain, sides))
+    if isinstance(expr, cst.UnaryOperation):
+        return _one_value(expr.expression, bound, depth)
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    if isinstance(func, cst.Attribute):
+        method = func.attr.value
+        if method in REDUCTIONS and not expr.args:
+            return True  # `loss.sum()`: whatever the size of `loss`
+        if method in _KEEPS_ONE or method in _ELEMENTWISE:
+            if isinstance(func.value, cst.Name) and func.value.value == "torch":
+                return bool(expr.args) and _one_value(expr.args[0].value, bound, depth)  # `torch.clamp(n, min=1)`
+            return _one_value(func.value, bound, depth)
+        if isinstance(func.value, cst.Name) and func.value.value == "torch":
+            if method in REDUCTIONS and len(expr.args) == 1:
+                return True  # `torch.sum(x)`
+            if method in ("tensor", "as_tensor") and expr.args:
+                return isinstance(expr.args[0].value, (cst.Integer, cst.Float))  # `torch.tensor(0.)`
+    return False
+
+
+def _plain(expr: cst.BaseExpression) -> bool:
+    """A number, or a name or attribute read as one (a weight, a count: `/ batch_size`, `* self.alpha`)."""
+    return isinstance(expr, (cst.Integer, cst.Float, cst.Name, cst.Attribute))
 
 
 def _one_name(assign: cst.Assign) -> str | None:

@@ -43,6 +43,31 @@ _BUILTIN_NOT_WORK = frozenset(
 )
 
 
+_SIZES = frozenset("shape numel size nelement".split())
+_COUNTS = frozenset("sum count_nonzero any".split())  # of a mask: how many it selects
+
+
+def _tests_size(test: cst.BaseExpression) -> bool:
+    """`x.shape[0] == 0`, `len(x) > 0`, `mask.sum() > 0`: a comparison of a value's size (or of what a mask
+    selects) with a number."""
+    if not isinstance(test, cst.Comparison):
+        return False
+
+    def size(expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Name):
+                return expr.func.value == "len"
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _COUNTS and not expr.args:
+                return True  # `positives.sum() > 0`: the mask selects something
+            expr = expr.func
+        return isinstance(expr, cst.Attribute) and expr.attr.value in _SIZES
+
+    operands = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(size(o) for o in operands) and all(size(o) or isinstance(o, cst.Integer) for o in operands)
+
+
 _ARITH = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power)
 
 
@@ -63,6 +88,9 @@ class SampleBody:
         self.roots = roots
         self.collected = False
         self.vetoed = False
+        # the loop collects one value per sample: a test of whether a sample's piece is empty is a guard a mask
+        # replaces, not control flow on its values
+        self.size_guards = False
         self.assigned_so_far: set[str] = set()
         # the loop's own targets: rebound by the header every iteration (`x = x.unsqueeze(0)` carries nothing)
         header = loop.node.for_in if isinstance(loop.node, (cst.ListComp, cst.GeneratorExp)) else loop.node
@@ -167,7 +195,9 @@ class SampleBody:
         assigned_in_body = assigned_names(statements)
         for statement in statements:
             if isinstance(statement, cst.If):
-                if self.mentions_sample(statement.test) or self.work(statement.test):
+                if (self.mentions_sample(statement.test) or self.work(statement.test)) and not (
+                    self.size_guards and _tests_size(statement.test)
+                ):
                     if self._counting_branch(statement):
                         self.collected = True
                         continue

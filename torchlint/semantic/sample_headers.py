@@ -217,6 +217,8 @@ class LoopHeaders:
         source = self.batches.size_source(scope, bound)
         if source is not None:
             tensor, how = source
+            if _keyed_by_index(node, index, tensor):
+                return None  # `output[i]["x"]`: each element is a record (the outputs of one layer), not a row
             if how == "inner" and not self.batches.batch_size_name(scope, bound):
                 return None  # past the first dimension only when the code says it holds the batch
             if host_array(self.context, tensor) or self.batches.is_matrix(scope, tensor):
@@ -242,3 +244,22 @@ def _keyed(node: cst.CSTNode, targets: list[cst.BaseExpression]) -> bool:
         and isinstance(n.slice[0].slice.value, (cst.SimpleString, cst.FormattedString))
         for n in descendants(node)
     )
+
+
+def _keyed_by_index(node: cst.CSTNode, index: str, sized: cst.BaseExpression) -> bool:
+    """The loop reads an element of the value whose size it runs over by its index and then by key
+    (`output[i]["x"]` over `range(len(output))`): a list of records; a tensor takes no string index."""
+    if not isinstance(sized, cst.Name):
+        return False
+    for n in descendants(node):
+        if not (isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)):
+            continue
+        if not isinstance(n.slice[0].slice.value, (cst.SimpleString, cst.FormattedString)):
+            continue
+        element = n.value
+        if isinstance(element, cst.Subscript) and len(element.slice) == 1 and isinstance(element.slice[0].slice, cst.Index):
+            position = element.slice[0].slice.value
+            if isinstance(position, cst.Name) and position.value == index and isinstance(element.value, cst.Name):
+                if element.value.value == sized.value:
+                    return True
+    return False

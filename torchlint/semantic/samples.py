@@ -149,6 +149,7 @@ class PerSampleLoops:
         if loop.index is not None and not loop.evidence and not sample_roots and not loop.samples:
             return False
         helper = SampleBody(self.context, self.callees, scope, loop, tainted, sample_roots)
+        helper.size_guards = masked_reductions.collects_one_value(nodes)
         if not helper.scan(statements):
             return False
         if loop.weak and not self._shows_samples(loop, scope, nodes, helper, sample_roots):
@@ -199,6 +200,7 @@ class PerSampleLoops:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
                     names.update(flatten_names(target.target))
+        one_per_sample = masked_reductions.collects_one_value(nodes)  # a loss term per image, say
         for node in nodes:
             if isinstance(node, cst.Call) and any(
                 arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS and names_in(arg.value) & names
@@ -223,7 +225,7 @@ class PerSampleLoops:
                 elif isinstance(part, cst.Index) and isinstance(part.value, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)):
                     operator = getattr(part.value, "operator", None)
                     if isinstance(part.value, cst.Comparison) or isinstance(operator, (cst.BitAnd, cst.BitOr, cst.BitInvert)):
-                        if not masked_reductions.reduced(self.context, node, nodes):
+                        if not masked_reductions.reduced(self.context, node, nodes) and not one_per_sample:
                             return True
         return False
 

@@ -160,15 +160,27 @@ def feeds_host_consumer(context: "Context", read: cst.Call) -> bool:
 
 
 def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.CSTNode) -> bool:
-    """`node` runs inside `loop` (a loop, or the function) whenever `read` does: no branch or inner loop of its
-    own (a file written only `if opts.save_val_results:` leaves the read that feeds the metrics a waste)."""
+    """`node` runs inside `loop` (a loop, or the function) whenever `read` does: no branch of its own (a file
+    written only `if opts.save_val_results:` leaves the read that feeds the metrics a waste). An inner `for`
+    over the batch's images (`for i in range(preds.shape[0]): cv2.imwrite(...)`) runs on every trip, and so
+    does a branch in it on the position alone (`if i == 0:`, the first image of each batch)."""
     around_read = {id(a) for a in context.ancestors(read)}
+    ancestors = [a for a in context.ancestors(node) if id(a) not in around_read]
+    positions = {n.value for a in ancestors if isinstance(a, cst.For) for n in (a.target, *scope_nodes(a.target)) if isinstance(n, cst.Name)}
     for ancestor in context.ancestors(node):
         if ancestor is loop:
             return True
-        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try)) and id(ancestor) not in around_read:
+        if isinstance(ancestor, cst.If) and id(ancestor) not in around_read and _on_position(ancestor.test, positions):
+            continue
+        if isinstance(ancestor, (cst.If, cst.While, cst.Try)) and id(ancestor) not in around_read:
             return False
     return False
+
+
+def _on_position(test: cst.BaseExpression, positions: set[str]) -> bool:
+    """`i == 0`: a test that reads only the targets of the inner loops (and constants)."""
+    names = [n for n in (test, *scope_nodes(test)) if isinstance(n, cst.Name)]
+    return bool(names) and all(n.value in positions for n in names)
 
 
 def _derived_names(scope: cst.CSTNode, name: str, hops: int = 3) -> set[str]:
@@ -176,11 +188,18 @@ def _derived_names(scope: cst.CSTNode, name: str, hops: int = 3) -> set[str]:
     `mask = get_color_pallete(predict)`)."""
     names = {name}
     assigns = [n for n in scope_nodes(scope) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    walks = [n for n in scope_nodes(scope) if isinstance(n, cst.For)]  # `for pred, path in zip(preds, paths)`
     for _ in range(hops):
         grown = {
             a.targets[0].target.value  # type: ignore[attr-defined]
             for a in assigns
             if isinstance(a.targets[0].target, cst.Name) and any(_names(a.value, n) for n in names)
+        } | {
+            target.value
+            for w in walks
+            if any(_names(w.iter, n) for n in names)
+            for target in (w.target, *scope_nodes(w.target))
+            if isinstance(target, cst.Name)
         }
         if grown <= names:
             break

@@ -755,15 +755,23 @@ class FileFacts:
         return self._training_orders.ask(scope.node, lambda _: self._training_orders_of(scope))
 
     def _training_orders_of(self, scope: ScopeFacts) -> list[int]:
-        through = []
-        for call in scope.calls:
-            function = self.local_function(call.node)
-            inner = self.by_node.get(function) if function is not None else None
-            if inner is not None and inner is not scope and self._steps(inner, 0):
-                through.append(call.order)
-            elif function is None and self._object_trains(call.node, scope):
-                through.append(call.order)  # `agent.update()`, `ppo.learn(memory)`: a method of a project class
+        through = [call.order for call in scope.calls if self._call_trains(call, scope)]
         return sorted((*scope.training, *through))
+
+    def calls_a_training_step(self, scope: ScopeFacts) -> bool:
+        """`scope` calls a function of this file or a method of a project class that runs a backward pass or an
+        optimizer step (`self.train_model()`, `update(batch)`, `agent.update()`); one that only takes gradients
+        of its own tensors (an attack, a sampler: `torch.autograd.grad`) does not count."""
+        return any(self._call_trains(call, scope, gradients=False) for call in scope.calls)
+
+    def _call_trains(self, call: CallFact, scope: ScopeFacts, gradients: bool = True) -> bool:
+        """`call` runs a function of this file that trains (`_steps`) or a method of a project class that steps
+        its optimizer (`agent.update()`, `ppo.learn(memory)`)."""
+        function = self.local_function(call.node)
+        inner = self.by_node.get(function) if function is not None else None
+        if inner is not None:
+            return inner is not scope and self._steps(inner, 0, gradients)
+        return function is None and self._object_trains(call.node, scope)
 
     def _object_trains(self, call: cst.Call, scope: ScopeFacts) -> bool:
         """`call` runs a method of another object, read in its class (of this file or a project module), that

@@ -251,8 +251,8 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
     training = bool(facts.training_orders(scope))
     if scope.input_grads:
         return []  # gradients of its own tensors (an attack, a saliency map): which forward needs grad is subtle
-    if training and not facts.stepped_before(scope, scope.end + 1):
-        return []  # no backward pass or optimizer step here: the training happens where we cannot see it
+    if training and not _steps_in_sight(facts, scope):
+        return []  # training signs here (`zero_grad`, a gradient flag), but the step runs where we cannot see it
     found = []
     steps = set(facts.training_orders(scope))
     for call in scope.calls:
@@ -274,6 +274,13 @@ def unused_forwards(facts: FileFacts, scope: ScopeFacts, judged: set[cst.Call], 
             continue
         found.append(call)
     return found
+
+
+def _steps_in_sight(facts: FileFacts, scope: ScopeFacts) -> bool:
+    """A backward pass or an optimizer step runs in the function or in one it calls that we can read: a method
+    of its own class (`self.train_model()`), a function of this file (`update(batch)`), a method of another
+    object (`agent.update()`). Where each forward's result goes then tells whether it is trained on."""
+    return facts.stepped_before(scope, scope.end + 1) or facts.calls_a_training_step(scope)
 
 
 def _left_to_tl305(facts: FileFacts, call: CallFact) -> bool:

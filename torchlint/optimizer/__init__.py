@@ -43,8 +43,8 @@ cannot be compared (an __eq__ that raises) comes back unchanged, with the reason
 
 Measurement (measure=True, the default; TORCHLINT_MEASURE=0 turns the default off): in eval mode with
 example_inputs, each group's result and the model before it (with dtype=..., only the final result, against the
-model as given under torch.autocast, what the user would otherwise run) run in alternation under no_grad (one warm-up call
-each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
+model as given under torch.autocast, what the user would otherwise run) run in alternation under no_grad (one
+warm-up call each, then rounds until the answer is clear after 15, at most 200, within time_limit seconds, at least 3); each
 round gives the ratio of two neighbouring runs, so load changes cancel, and the group is kept only when the median
 ratio shows a gain above 2% and above twice its standard error. So the result is never slower than the model given,
 on the example inputs. With dtype=..., the result is the model as given under torch.autocast when the rewrites do
@@ -130,9 +130,10 @@ def optimize(
         passes kept so far stay, verified), oneDNN fusion stops between layers, and the report says what was not
         tried; timing starts only when its minimum (one warm-up call and three rounds of each variant, estimated
         from the original model's call on the example inputs) fits in the budget left, else the group is not kept,
-        and it stops at the budget. Capture (torch.export) and a verification run are not interrupted. With dtype=..., a budget
-        spent before the mixed-precision group gives the model as given under torch.autocast. The report's `seconds` (and its `time:` line) say where the time
-        went: capture, each group of passes, verification, timing.
+        and it stops at the budget. Capture (torch.export) and a verification run are not interrupted. With
+        dtype=..., a budget spent before the mixed-precision group gives the model as given under torch.autocast.
+        The report's `seconds` (and its `time:` line) say where the time went: capture, each group of passes,
+        verification, timing.
     autocast: the former name of `dtype`, still accepted.
     """
     from .pipeline import Options

@@ -166,7 +166,13 @@ def _same_trip(context: "Context", node: cst.CSTNode, read: cst.Call, loop: cst.
     does a branch in it on the position alone (`if i == 0:`, the first image of each batch)."""
     around_read = {id(a) for a in context.ancestors(read)}
     ancestors = [a for a in context.ancestors(node) if id(a) not in around_read]
-    positions = {n.value for a in ancestors if isinstance(a, cst.For) for n in (a.target, *scope_nodes(a.target)) if isinstance(n, cst.Name)}
+    positions = {
+        n.value
+        for a in ancestors
+        if isinstance(a, cst.For)
+        for n in (a.target, *scope_nodes(a.target))
+        if isinstance(n, cst.Name)
+    }
     for ancestor in context.ancestors(node):
         if ancestor is loop:
             return True

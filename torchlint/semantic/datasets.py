@@ -124,7 +124,7 @@ def _binding_in_memory(context: Context, binding, name: str, depth: int) -> bool
     if binding.kind in ("param", "import"):
         # `def make_loader(dataset)` called with in-memory data; `from data import train_set` built in memory
         if binding.kind == "param":
-            values = passed_for(context, binding.node, every=True) if depth <= 3 else []  # type: ignore[arg-type]
+            values = _passed_everywhere(context, binding.node, depth)
         else:
             values = _imported_value(context, name)
         return bool(values) and all(_in_memory_dataset(there, value, depth + 1) for there, value in values)
@@ -204,6 +204,12 @@ def _unpacked_returns(context: Context, assign: cst.Assign, name: str) -> list[t
     if index is None:
         return []
     return _returned(context, assign.value, (index, len(target.elements)))
+
+
+def _passed_everywhere(context: Context, param: cst.CSTNode, depth: int) -> list[tuple[Context, cst.BaseExpression]]:
+    """What every call of the function passes for `param` (here and in the files importing it), with the file of
+    each value; nothing past a few hops of parameters passed on."""
+    return passed_for(context, param, every=True) if depth <= 3 else []  # type: ignore[arg-type]
 
 
 def _imported_value(context: Context, name: str) -> list[tuple[Context, cst.BaseExpression]]:
@@ -474,7 +480,7 @@ def _hf_prepared(context: Context, expr: Optional[cst.BaseExpression], depth: in
                 found = found or (value is not None and _hf_prepared(context, value, depth + 1))
             elif binding.kind == "param":
                 # `def make_loader(dataset)`: every call passes a prepared dataset from a file without lazy columns
-                values = passed_for(context, node, every=True) if depth <= 3 else []  # type: ignore[arg-type]
+                values = _passed_everywhere(context, node, depth)
                 if not values or not all(
                     not _HF_LAZY.search(there.source.text) and _hf_prepared(there, value, depth + 1) for there, value in values
                 ):

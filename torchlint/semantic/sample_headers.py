@@ -238,12 +238,7 @@ class LoopHeaders:
 def _keyed(node: cst.CSTNode, targets: list[cst.BaseExpression]) -> bool:
     """The loop reads a target by key (`out["boxes"]`): each element is a record, not a row of a tensor."""
     names = {t.value for t in targets if isinstance(t, cst.Name)}
-    return any(
-        isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name) and n.value.value in names
-        and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)
-        and isinstance(n.slice[0].slice.value, (cst.SimpleString, cst.FormattedString))
-        for n in descendants(node)
-    )
+    return any(isinstance(held, cst.Name) and held.value in names for held in _read_by_key(node))
 
 
 def _keyed_by_index(node: cst.CSTNode, index: str, sized: cst.BaseExpression) -> bool:
@@ -251,15 +246,25 @@ def _keyed_by_index(node: cst.CSTNode, index: str, sized: cst.BaseExpression) ->
     (`output[i]["x"]` over `range(len(output))`): a list of records; a tensor takes no string index."""
     if not isinstance(sized, cst.Name):
         return False
-    for n in descendants(node):
-        if not (isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)):
-            continue
-        if not isinstance(n.slice[0].slice.value, (cst.SimpleString, cst.FormattedString)):
-            continue
-        element = n.value
-        if isinstance(element, cst.Subscript) and len(element.slice) == 1 and isinstance(element.slice[0].slice, cst.Index):
-            position = element.slice[0].slice.value
-            if isinstance(position, cst.Name) and position.value == index and isinstance(element.value, cst.Name):
-                if element.value.value == sized.value:
-                    return True
+    for element in _read_by_key(node):
+        position = _single_index(element) if isinstance(element, cst.Subscript) else None
+        if isinstance(position, cst.Name) and position.value == index:
+            if isinstance(element.value, cst.Name) and element.value.value == sized.value:  # type: ignore[union-attr]
+                return True
     return False
+
+
+def _read_by_key(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What `node` reads by a string key: `out` in `out["boxes"]`, `output[i]` in `output[i]["x"]`."""
+    return [
+        n.value
+        for n in descendants(node)
+        if isinstance(n, cst.Subscript) and isinstance(_single_index(n), (cst.SimpleString, cst.FormattedString))
+    ]
+
+
+def _single_index(subscript: cst.Subscript) -> Optional[cst.BaseExpression]:
+    """The index of `x[k]` (one index, no slice); None otherwise."""
+    if len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index):
+        return subscript.slice[0].slice.value
+    return None
